@@ -1,0 +1,162 @@
+"""The one exception family of memvault, and the exit code of each member.
+
+Every error memvault raises on purpose is a :class:`MemvaultError`. Its ``str()`` is the
+message shown to Claude (as a tool error) or to a person (on the CLI), so it is written to be
+safe to show: it never contains memory content the caller did not supply, another file's
+content, a host path, or key material. Library misuse (wrong argument types in Python code)
+raises the ordinary ``TypeError``/``ValueError`` instead and is not part of this family.
+"""
+
+from __future__ import annotations
+
+import enum
+
+__all__ = [
+    "ExitStatus",
+    "MemvaultError",
+    "InvalidInputError",
+    "InvalidPathError",
+    "PathNotFoundError",
+    "PathExistsError",
+    "EditError",
+    "LimitExceededError",
+    "SensitiveDataError",
+    "ConflictError",
+    "LockedError",
+    "IntegrityError",
+    "RollbackDetectedError",
+    "StoreNotFoundError",
+    "StoreExistsError",
+    "KeyError_",
+    "WrongKeyError",
+    "KeyUnavailableError",
+    "InternalError",
+]
+
+
+class ExitStatus(enum.IntEnum):
+    """CLI exit codes: one table, shared by every command (10-12 match restic's)."""
+
+    SUCCESS = 0
+    ERROR = 1
+    USAGE = 2
+    INTEGRITY = 3
+    REFUSED = 4
+    CONFLICT = 5
+    NO_STORE = 10
+    LOCKED = 11
+    NO_KEY = 12
+    INTERRUPTED = 130
+
+
+class MemvaultError(Exception):
+    """Base of every deliberate memvault error. ``str(err)`` is safe to show the model."""
+
+    exit_status: ExitStatus = ExitStatus.ERROR
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class InvalidInputError(MemvaultError):
+    """The command itself is malformed: unknown command, missing or mistyped field."""
+
+    exit_status = ExitStatus.USAGE
+
+
+class InvalidPathError(MemvaultError):
+    """A path broke the grammar in :mod:`memvault.paths`; nothing touched storage."""
+
+    exit_status = ExitStatus.REFUSED
+
+
+class PathNotFoundError(MemvaultError):
+    """The path names no file (or no file or directory, depending on the command)."""
+
+    exit_status = ExitStatus.REFUSED
+
+
+class PathExistsError(MemvaultError):
+    """The target of a create or rename exists, or collides with a sibling's name."""
+
+    exit_status = ExitStatus.REFUSED
+
+
+class EditError(MemvaultError):
+    """A str_replace or insert could not be applied (no match, several matches, bad line)."""
+
+    exit_status = ExitStatus.REFUSED
+
+
+class LimitExceededError(MemvaultError):
+    """A configured limit (file size, number of files, depth, path length) would be exceeded."""
+
+    exit_status = ExitStatus.REFUSED
+
+
+class SensitiveDataError(MemvaultError):
+    """The scrubber policy rejects the write; the message names the kind, never the value."""
+
+    exit_status = ExitStatus.REFUSED
+
+
+class ConflictError(MemvaultError):
+    """A concurrent writer changed what this command depended on."""
+
+    exit_status = ExitStatus.CONFLICT
+
+
+class LockedError(MemvaultError):
+    """The store's write lock could not be taken in time."""
+
+    exit_status = ExitStatus.LOCKED
+
+
+class IntegrityError(MemvaultError):
+    """Authentication of stored data failed. One generic message; no partial plaintext."""
+
+    exit_status = ExitStatus.INTEGRITY
+
+    def __init__(self, message: str = "Memory store integrity check failed.") -> None:
+        super().__init__(message)
+
+
+class RollbackDetectedError(IntegrityError):
+    """The branch points at an older commit than the store's high-water mark (or a fork)."""
+
+
+class StoreNotFoundError(MemvaultError):
+    """No memvault store exists at the given location."""
+
+    exit_status = ExitStatus.NO_STORE
+
+
+class StoreExistsError(MemvaultError):
+    """``create`` was asked to make a store where one (or other data) already exists."""
+
+    exit_status = ExitStatus.REFUSED
+
+
+class KeyError_(MemvaultError):
+    """Base for key problems (named with a trailing underscore to avoid the builtin)."""
+
+    exit_status = ExitStatus.NO_KEY
+
+
+class WrongKeyError(KeyError_):
+    """The passphrase or key file unlocks no key slot of this store."""
+
+
+class KeyUnavailableError(KeyError_):
+    """No passphrase or key was given, or a key file is unreadable or malformed."""
+
+
+class InternalError(MemvaultError):
+    """An unexpected failure, reported without details that could leak data."""
+
+    def __init__(self, message: str = "Internal memory store error.") -> None:
+        super().__init__(message)

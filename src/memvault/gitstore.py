@@ -1,0 +1,174 @@
+"""The git layer: the only module that imports ``dulwich``. It sees ciphertext bytes only.
+
+A bare repository with one branch, ``refs/heads/main``. Objects are written loose (fsynced in
+``full`` durability, together with their directories) before the branch moves; the branch moves
+by compare-and-swap. Every tree read back is checked against the one shape memvault writes, so a
+hostile repository (``..`` names, symlinks, gitlinks) is refused rather than interpreted.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+from dulwich.errors import ChecksumMismatch, ObjectFormatException
+from dulwich.objects import Blob, Commit, ShaFile, Tree
+from dulwich.repo import Repo
+
+from .errors import IntegrityError
+from .fsutil import fsync_dir
+
+__all__ = ["GitStore", "BRANCH", "MODE_BLOB", "MODE_TREE", "IDENTITY"]
+
+BRANCH = b"refs/heads/main"
+MODE_BLOB = 0o100644
+MODE_TREE = 0o040000
+#: Constant author/committer: who did what lives only in the encrypted commit metadata.
+IDENTITY = b"memvault <memvault@invalid>"
+_NAME_OK = re.compile(rb"\A[0-9a-z]{1,64}\Z")
+_HEX40 = re.compile(rb"\A[0-9a-f]{40}\Z")
+
+
+class GitStore:
+    """A bare dulwich repository used as an object store plus one compare-and-swap ref."""
+
+    def __init__(self, path: Path, *, durable: bool) -> None:
+        self.path = path
+        self._durable = durable
+        try:
+            self._repo = Repo(str(path))
+        except Exception:
+            raise IntegrityError("The store's git repository cannot be opened.") from None
+        self._repo.object_store.fsync_object_files = durable
+        self._objects_dir = path / "objects"
+        self._ref_file = path / "refs" / "heads" / "main"
+
+    @classmethod
+    def init(cls, path: Path, *, durable: bool) -> GitStore:
+        repo = Repo.init_bare(str(path), mkdir=True)
+        repo.refs.set_symbolic_ref(b"HEAD", BRANCH)
+        config = repo.get_config()
+        config.set((b"core",), b"fsyncObjectFiles", durable)
+        config.set((b"core",), b"logAllRefUpdates", False)
+        config.set((b"gc",), b"auto", b"0")
+        config.write_to_path()
+        repo.close()
+        return cls(path, durable=durable)
+
+    def close(self) -> None:
+        self._repo.close()
+
+    # -- refs ---------------------------------------------------------------------------------
+
+    def head(self) -> bytes | None:
+        """The branch's commit id (40 hex bytes), or None before the first commit."""
+        try:
+            data = self._ref_file.read_bytes().strip()
+        except FileNotFoundError:
+            return None
+        if not _HEX40.match(data):
+            raise IntegrityError("The store's branch is damaged.")
+        return data
+
+    def compare_and_swap(self, old: bytes | None, new: bytes) -> bool:
+        """Move the branch from ``old`` to ``new``; False if it no longer points at ``old``.
+
+        The caller holds the store lock, so a ``main.lock`` found here was left by a crashed
+        writer and is removed first.
+        """
+        lock = self._ref_file.with_name("main.lock")
+        try:
+            os.unlink(lock)
+        except FileNotFoundError:
+            pass
+        from dulwich.objects import ZERO_SHA
+
+        ok = bool(self._repo.refs.set_if_equals(BRANCH, old if old is not None else ZERO_SHA, new))
+        if ok and self._durable:
+            fsync_dir(self._ref_file.parent)
+        return ok
+
+    # -- objects ------------------------------------------------------------------------------
+
+    @staticmethod
+    def blob(data: bytes) -> Blob:
+        return Blob.from_string(data)
+
+    @staticmethod
+    def tree(entries: Mapping[bytes, tuple[int, bytes]]) -> Tree:
+        """A tree from ``name -> (mode, id)``."""
+        tree = Tree()
+        for name, (mode, obj_id) in entries.items():
+            tree.add(name, mode, obj_id)
+        return tree
+
+    @staticmethod
+    def commit(tree_id: bytes, parent: bytes | None, message: bytes) -> Commit:
+        c = Commit()
+        c.tree = tree_id
+        c.parents = [parent] if parent is not None else []
+        c.author = c.committer = IDENTITY
+        c.author_time = c.commit_time = 0
+        c.author_timezone = c.commit_timezone = 0
+        c.encoding = None
+        c.message = message
+        return c
+
+    def write(self, objects: Iterable[ShaFile]) -> None:
+        """Write objects loose; in durable mode fsync them and their fan-out directories."""
+        store = self._repo.object_store
+        dirs: set[str] = set()
+        for obj in objects:
+            if obj.id in store:
+                continue
+            store.add_object(obj)
+            dirs.add(obj.id[:2].decode())
+        if self._durable:
+            for d in dirs:
+                fsync_dir(self._objects_dir / d)
+            fsync_dir(self._objects_dir)
+
+    def _get(self, obj_id: bytes) -> ShaFile:
+        try:
+            return self._repo.object_store[obj_id]
+        except KeyError:
+            raise IntegrityError("An object of the store is missing.") from None
+        except (ChecksumMismatch, ObjectFormatException, ValueError, OSError):
+            raise IntegrityError() from None
+        except Exception:
+            raise IntegrityError() from None
+
+    def contains(self, obj_id: bytes) -> bool:
+        return obj_id in self._repo.object_store
+
+    def read_blob(self, obj_id: bytes) -> bytes:
+        obj = self._get(obj_id)
+        if not isinstance(obj, Blob):
+            raise IntegrityError()
+        return obj.as_raw_string()
+
+    def read_tree(self, obj_id: bytes) -> dict[bytes, tuple[int, bytes]]:
+        """Entries of a tree, refusing any name or mode memvault never writes."""
+        obj = self._get(obj_id)
+        if not isinstance(obj, Tree):
+            raise IntegrityError()
+        try:
+            obj.check()
+        except Exception:
+            raise IntegrityError() from None
+        out: dict[bytes, tuple[int, bytes]] = {}
+        for entry in obj.iteritems():
+            name, mode, sha = entry.path, entry.mode, entry.sha
+            if not _NAME_OK.match(name) or mode not in (MODE_BLOB, MODE_TREE) or name in out:
+                raise IntegrityError()
+            out[name] = (mode, sha)
+        return out
+
+    def read_commit(self, obj_id: bytes) -> tuple[bytes, list[bytes], bytes]:
+        """``(tree_id, parents, message)`` of a commit."""
+        obj = self._get(obj_id)
+        if not isinstance(obj, Commit):
+            raise IntegrityError()
+        return obj.tree, list(obj.parents), obj.message

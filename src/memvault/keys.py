@@ -1,0 +1,271 @@
+"""Key slots, the master key and the per-purpose subkeys derived from it.
+
+Hierarchy (see ``docs/format.md``)::
+
+    passphrase --Argon2id--> KEK --AES-GCM unwrap--> master key (random, 256 bit, per epoch)
+    key file (32 raw bytes) --HKDF--> KEK ----------^
+    master key --HKDF-SHA256(salt=store_id, info="memvault/v1/<purpose>")--> subkeys
+
+A key slot is a small JSON file ``keys/<slot_id>.json`` holding the KDF parameters, a salt and
+the wrapped master key. The parameters, salt, slot id and store id are the associated data of
+the wrap, so a slot edited to weaker parameters no longer unlocks. Changing a passphrase only
+rewrites a slot: no data is re-encrypted.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import os
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from . import crypto
+from .errors import IntegrityError, KeyUnavailableError, WrongKeyError
+from .settings import DEFAULT_KDF, KdfParams
+
+__all__ = [
+    "Unlock",
+    "Subkeys",
+    "KeySlot",
+    "b64encode",
+    "b64decode",
+    "new_slot",
+    "write_slot",
+    "load_slots",
+    "unlock_master_key",
+    "read_key_file",
+    "PURPOSES",
+]
+
+_SLOT_FORMAT = 1
+_SLOT_AAD_PREFIX = b"memvault/v1/keyslot"
+_KEYFILE_INFO = b"memvault/v1/keyfile-kek"
+#: Subkey purposes; each is HKDF(master key, salt=store_id, info="memvault/v1/" + purpose).
+PURPOSES = ("wrap", "index", "meta", "chain", "name", "keyring", "config")
+_EPOCH_ENTRY = struct.Struct(">I32s")
+
+
+def b64encode(data: bytes) -> str:
+    """Standard base64 with padding."""
+    return base64.b64encode(data).decode("ascii")
+
+
+def b64decode(text: object) -> bytes:
+    """Strict, canonical base64: ``encode(decode(s)) == s`` or :class:`IntegrityError`.
+
+    Python's decoder accepts non-zero trailing bits (``AQIDBAV=`` == ``AQIDBAU=``); such
+    malleable spellings are refused.
+    """
+    if not isinstance(text, str):
+        raise IntegrityError()
+    try:
+        data = base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        raise IntegrityError() from None
+    if b64encode(data) != text:
+        raise IntegrityError()
+    return data
+
+
+@dataclass(frozen=True)
+class Unlock:
+    """How to unlock a store: exactly one of a passphrase or a raw 32-byte key."""
+
+    passphrase: str | None = None
+    raw_key: bytes | None = None
+
+    def __post_init__(self) -> None:
+        if (self.passphrase is None) == (self.raw_key is None):
+            raise KeyUnavailableError("Give exactly one of a passphrase or a key file.")
+        if self.passphrase is not None and not self.passphrase:
+            raise KeyUnavailableError("The passphrase is empty.")
+        if self.raw_key is not None and len(self.raw_key) != crypto.KEY_SIZE:
+            raise KeyUnavailableError("A key file must hold exactly 32 bytes.")
+
+    @property
+    def kind(self) -> Literal["passphrase", "keyfile"]:
+        return "passphrase" if self.passphrase is not None else "keyfile"
+
+    def __repr__(self) -> str:  # never show the secret
+        return f"Unlock(kind={self.kind!r})"
+
+
+def read_key_file(path: str | os.PathLike[str]) -> bytes:
+    """Read a key file: 32 raw bytes, or 64 hex digits with an optional trailing newline."""
+    try:
+        data = Path(path).read_bytes()
+    except OSError:
+        raise KeyUnavailableError("The key file cannot be read.") from None
+    if len(data) == crypto.KEY_SIZE:
+        return data
+    text = data.strip()
+    if len(text) == 2 * crypto.KEY_SIZE:
+        try:
+            return bytes.fromhex(text.decode("ascii"))
+        except (ValueError, UnicodeDecodeError):
+            pass
+    raise KeyUnavailableError("A key file must hold exactly 32 raw bytes or 64 hex digits.")
+
+
+@dataclass(frozen=True)
+class KeySlot:
+    """One way to unlock the master key(s)."""
+
+    slot_id: bytes
+    kind: Literal["passphrase", "keyfile"]
+    salt: bytes
+    kdf: KdfParams | None
+    wrapped: bytes
+
+    def aad(self, store_id: bytes) -> bytes:
+        params = _kdf_json(self.kdf)
+        return b"|".join(
+            [_SLOT_AAD_PREFIX, store_id, self.slot_id, self.kind.encode(), self.salt, params.encode()]
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "format": _SLOT_FORMAT,
+            "slot_id": self.slot_id.hex(),
+            "kind": self.kind,
+            "kdf": None if self.kdf is None else {"alg": "argon2id", **self.kdf.model_dump()},
+            "salt": b64encode(self.salt),
+            "wrapped": b64encode(self.wrapped),
+        }
+
+    @classmethod
+    def from_json(cls, obj: object) -> KeySlot:
+        try:
+            assert isinstance(obj, dict)
+            if obj.get("format") != _SLOT_FORMAT:
+                raise IntegrityError("Unsupported key slot format.")
+            kind = obj["kind"]
+            if kind not in ("passphrase", "keyfile"):
+                raise IntegrityError("Unsupported key slot kind.")
+            kdf_obj = obj["kdf"]
+            kdf: KdfParams | None = None
+            if kind == "passphrase":
+                assert isinstance(kdf_obj, dict) and kdf_obj.get("alg") == "argon2id"
+                # Bounds are enforced here, before any KDF runs (a hostile slot cannot ask
+                # for 1 TiB of memory).
+                kdf = KdfParams(**{k: v for k, v in kdf_obj.items() if k != "alg"})
+            elif kdf_obj is not None:
+                raise IntegrityError()
+            slot_id = bytes.fromhex(obj["slot_id"])
+            if len(slot_id) != 16 or slot_id.hex() != obj["slot_id"]:
+                raise IntegrityError()
+            return cls(slot_id, kind, b64decode(obj["salt"]), kdf, b64decode(obj["wrapped"]))
+        except IntegrityError:
+            raise
+        except Exception:
+            raise IntegrityError("A key slot is malformed.") from None
+
+
+def _kdf_json(kdf: KdfParams | None) -> str:
+    return "null" if kdf is None else json.dumps(kdf.model_dump(), sort_keys=True, separators=(",", ":"))
+
+
+def _derive_kek(slot_kind: str, salt: bytes, kdf: KdfParams | None, unlock: Unlock) -> bytes:
+    if slot_kind == "passphrase":
+        assert kdf is not None and unlock.passphrase is not None
+        return crypto.argon2id(
+            unlock.passphrase.encode("utf-8"),
+            salt,
+            memory_kib=kdf.memory_kib,
+            iterations=kdf.iterations,
+            lanes=kdf.lanes,
+        )
+    assert unlock.raw_key is not None
+    return crypto.hkdf(unlock.raw_key, salt=salt, info=_KEYFILE_INFO)
+
+
+def _encode_master_keys(keys: dict[int, bytes]) -> bytes:
+    return b"".join(_EPOCH_ENTRY.pack(epoch, key) for epoch, key in sorted(keys.items()))
+
+
+def _decode_master_keys(data: bytes) -> dict[int, bytes]:
+    if not data or len(data) % _EPOCH_ENTRY.size:
+        raise IntegrityError()
+    return dict(_EPOCH_ENTRY.iter_unpack(data))
+
+
+def new_slot(store_id: bytes, unlock: Unlock, master_keys: dict[int, bytes], kdf: KdfParams | None = None) -> KeySlot:
+    """A new key slot wrapping ``master_keys`` (epoch -> key) for ``unlock``."""
+    slot_kdf = (kdf or DEFAULT_KDF) if unlock.kind == "passphrase" else None
+    slot = KeySlot(crypto.random_bytes(16), unlock.kind, crypto.random_bytes(16), slot_kdf, b"")
+    kek = _derive_kek(slot.kind, slot.salt, slot.kdf, unlock)
+    wrapped = crypto.seal(kek, _encode_master_keys(master_keys), slot.aad(store_id))
+    return KeySlot(slot.slot_id, slot.kind, slot.salt, slot.kdf, wrapped)
+
+
+def write_slot(keys_dir: Path, slot: KeySlot, *, durable: bool = True) -> None:
+    """Write a slot atomically (temp file, fsync, rename, directory fsync), mode 0600."""
+    from .fsutil import atomic_write
+
+    data = json.dumps(slot.to_json(), indent=2, sort_keys=True).encode() + b"\n"
+    atomic_write(keys_dir / f"{slot.slot_id.hex()}.json", data, durable=durable)
+
+
+def load_slots(keys_dir: Path) -> list[KeySlot]:
+    """All key slots of a store, in a stable order."""
+    slots = []
+    try:
+        names = sorted(p for p in os.listdir(keys_dir) if p.endswith(".json"))
+    except OSError:
+        raise IntegrityError("The store's key slots are missing.") from None
+    for name in names:
+        try:
+            obj = json.loads((keys_dir / name).read_bytes())
+        except (OSError, ValueError):
+            raise IntegrityError("A key slot is malformed.") from None
+        slot = KeySlot.from_json(obj)
+        if f"{slot.slot_id.hex()}.json" != name:
+            raise IntegrityError("A key slot is malformed.")
+        slots.append(slot)
+    return slots
+
+
+def unlock_master_keys(store_id: bytes, slots: list[KeySlot], unlock: Unlock) -> tuple[KeySlot, dict[int, bytes]]:
+    """Try each slot of the right kind; return the slot that opened and the master keys."""
+    for slot in slots:
+        if slot.kind != unlock.kind:
+            continue
+        kek = _derive_kek(slot.kind, slot.salt, slot.kdf, unlock)
+        try:
+            data = crypto.open_sealed(kek, slot.wrapped, slot.aad(store_id))
+        except IntegrityError:
+            continue
+        return slot, _decode_master_keys(data)
+    raise WrongKeyError("The passphrase or key does not unlock this memory store.")
+
+
+def unlock_master_key(store_id: bytes, slots: list[KeySlot], unlock: Unlock) -> dict[int, bytes]:
+    """The master keys (epoch -> key) that ``unlock`` opens, or :class:`WrongKeyError`."""
+    return unlock_master_keys(store_id, slots, unlock)[1]
+
+
+class Subkeys:
+    """Per-purpose keys of one epoch, derived once at open."""
+
+    __slots__ = ("epoch",) + PURPOSES
+
+    wrap: bytes
+    index: bytes
+    meta: bytes
+    chain: bytes
+    name: bytes
+    keyring: bytes
+    config: bytes
+
+    def __init__(self, master_key: bytes, store_id: bytes, epoch: int) -> None:
+        self.epoch = epoch
+        for purpose in PURPOSES:
+            key = crypto.hkdf(master_key, salt=store_id, info=b"memvault/v1/" + purpose.encode())
+            object.__setattr__(self, purpose, key)
+
+    def __repr__(self) -> str:  # never show key bytes
+        return f"Subkeys(epoch={self.epoch})"

@@ -1,0 +1,364 @@
+"""The ``memory_20250818`` protocol over a :class:`~memvault.store.MemoryStore`.
+
+This module owns the wire contract: input validation, the six commands, and the exact result
+and error strings of Anthropic's documentation (where the SDK reference deviates, the
+documentation wins; see ``../shared/spec/memory-tool.md``). It does not import ``anthropic``;
+:mod:`memvault.tool` adapts it to the SDK. Every failure is a
+:class:`~memvault.errors.MemvaultError` whose message is the tool error text.
+
+Every path goes through :func:`memvault.paths.parse_path` before any storage call.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Mapping
+from typing import Any, Union
+
+from .errors import EditError, InvalidInputError, InvalidPathError, LimitExceededError, PathExistsError, PathNotFoundError
+from .paths import MemoryPath, display, parse_path
+from .store import MemoryStore, Transaction
+
+__all__ = ["COMMANDS", "ToolResult", "run_command", "format_size", "MAX_LINES"]
+
+COMMANDS = ("view", "create", "str_replace", "insert", "delete", "rename")
+#: The documented line limit of a file view.
+MAX_LINES = 999_999
+_LINE_NUMBER_WIDTH = 6
+#: Directory "size" shown in listings, as a Linux filesystem would print it.
+_DIR_SIZE = "4.0K"
+_IMAGE_TYPES = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg"}
+_HIDDEN_DIR = "node_modules"
+
+#: What a command returns: text, or content blocks (an image view).
+ToolResult = Union[str, list[dict[str, Any]]]
+
+_FIELDS: dict[str, tuple[tuple[str, type, bool], ...]] = {
+    # name, type, required
+    "view": (("path", str, True), ("view_range", list, False)),
+    "create": (("path", str, True), ("file_text", str, True)),
+    "str_replace": (("path", str, True), ("old_str", str, True), ("new_str", str, False)),
+    "insert": (("path", str, True), ("insert_line", int, True), ("insert_text", str, True)),
+    "delete": (("path", str, True),),
+    "rename": (("old_path", str, True), ("new_path", str, True)),
+}
+
+
+def _validate_input(data: object) -> tuple[str, dict[str, Any]]:
+    if not isinstance(data, Mapping):
+        raise InvalidInputError("Error: The memory tool input must be a JSON object.")
+    command = data.get("command")
+    if command not in COMMANDS:
+        shown = "missing" if command is None else f"`{display(command)}`"
+        raise InvalidInputError(
+            f"Error: Unknown command {shown}. Valid commands are: {', '.join(COMMANDS)}."
+            if command is not None
+            else "Error: Missing required field `command`. Valid commands are: " + ", ".join(COMMANDS) + "."
+        )
+    args: dict[str, Any] = {}
+    for name, typ, required in _FIELDS[command]:
+        value = data.get(name)
+        if value is None:
+            if required:
+                raise InvalidInputError(f"Error: Missing required field `{name}` for command `{command}`.")
+            continue
+        if not isinstance(value, typ) or (typ is int and isinstance(value, bool)):
+            kind = {str: "a string", int: "an integer", list: "a list"}[typ]
+            raise InvalidInputError(f"Error: Field `{name}` of command `{command}` must be {kind}.")
+        if typ is str:
+            _check_text(name, value)
+        args[name] = value
+    return command, args
+
+
+def _check_text(name: str, value: str) -> None:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidInputError(f"Error: Field `{name}` is not valid Unicode text (it contains a lone surrogate).") from None
+
+
+def _path(store: MemoryStore, raw: str) -> MemoryPath:
+    return parse_path(raw, store.settings)
+
+
+def run_command(store: MemoryStore, data: object, *, actor: str, session: str) -> ToolResult:
+    """Validate and execute one memory tool command; raise MemvaultError on any failure."""
+    command, args = _validate_input(data)
+    handler = _HANDLERS[command]
+    return handler(store, args, actor, session)
+
+
+# -- formatting ----------------------------------------------------------------------------------
+
+
+def format_size(n: int) -> str:
+    """Human-readable size: ``512B``, ``5.5K``, ``12K``, ``1.2M``."""
+    if n < 1024:
+        return f"{n}B"
+    value = float(n)
+    for unit in ("K", "M", "G", "T"):
+        value /= 1024
+        if value < 1024 or unit == "T":
+            return f"{value:.1f}{unit}" if value < 10 else f"{round(value)}{unit}"
+    raise AssertionError("unreachable")
+
+
+def _lines(text: str) -> list[str]:
+    """Split on LF only (CR is kept), without the empty tail a trailing newline leaves."""
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    return lines
+
+
+def _numbered(lines: list[str], first: int) -> str:
+    return "\n".join(f"{str(i).rjust(_LINE_NUMBER_WIDTH)}\t{line}" for i, line in enumerate(lines, first))
+
+
+# -- view ------------------------------------------------------------------------------------------
+
+
+def _view(store: MemoryStore, args: dict[str, Any], actor: str, session: str) -> ToolResult:
+    path = _path(store, args["path"])
+    snap = store.snapshot()
+    if snap.is_dir(path):
+        return _view_dir(snap, path)
+    node = snap.get(path)
+    if node is None:
+        raise PathNotFoundError(f"The path {path.text} does not exist. Please provide a valid path.")
+    data = snap.read(path)
+    suffix = "." + path.name.rpartition(".")[2].lower() if "." in path.name else ""
+    if node.binary:
+        media_type = _IMAGE_TYPES.get(suffix)
+        if media_type is None:
+            raise InvalidInputError(f"Error: {path.text} is a binary file and cannot be shown as text.")
+        return [
+            {
+                "type": "image",
+                "source": {"type": "base64", "media_type": media_type, "data": base64.b64encode(data).decode()},
+            }
+        ]
+    return _view_file(store, path, data.decode("utf-8"), args.get("view_range"))
+
+
+def _view_dir(snap: Transaction, path: MemoryPath) -> str:
+    rows = [f"{_DIR_SIZE}\t{path.text}"]
+
+    def walk(directory: MemoryPath, depth: int) -> None:
+        for name in snap.child_names(directory):
+            if name.startswith(".") or name == _HIDDEN_DIR:
+                continue
+            child = directory.child(name)
+            node = snap.get(child)
+            if node is None:
+                continue
+            if node.is_dir:
+                rows.append(f"{_DIR_SIZE}\t{child.text}")
+                if depth < 2:
+                    walk(child, depth + 1)
+            else:
+                rows.append(f"{format_size(node.size)}\t{child.text}")
+
+    walk(path, 1)
+    header = (
+        f"Here're the files and directories up to 2 levels deep in {path.text}, "
+        "excluding hidden items and node_modules:"
+    )
+    return header + "\n" + "\n".join(rows)
+
+
+def _view_range(raw: object, n_lines: int) -> tuple[int, int]:
+    shown = display(raw)
+    if (
+        not isinstance(raw, list)
+        or len(raw) != 2
+        or not all(isinstance(v, int) and not isinstance(v, bool) for v in raw)
+    ):
+        raise InvalidInputError(f"Error: Invalid `view_range` parameter: {shown}. It should be a list of two integers.")
+    start, end = raw
+    if start < 1 or (n_lines and start > n_lines) or (not n_lines and start != 1):
+        raise InvalidInputError(
+            f"Error: Invalid `view_range` parameter: {shown}. Its first element `{start}` should be within "
+            f"the range of lines of the file: [1, {max(n_lines, 1)}]"
+        )
+    if end != -1 and end < start:
+        raise InvalidInputError(
+            f"Error: Invalid `view_range` parameter: {shown}. Its second element `{end}` should be -1 or "
+            f"larger than or equal to its first element `{start}`"
+        )
+    return start, n_lines if end == -1 else min(end, n_lines)
+
+
+def _view_file(store: MemoryStore, path: MemoryPath, text: str, view_range: object) -> str:
+    lines = _lines(text)
+    if len(lines) > MAX_LINES:
+        raise LimitExceededError(f"File {path.text} exceeds maximum line limit of 999,999 lines.")
+    header = f"Here's the content of {path.text} with line numbers:\n"
+    if view_range is not None:
+        start, end = _view_range(view_range, len(lines))
+        return header + _numbered(lines[start - 1 : end], start)
+    limit = store.settings.view_max_chars
+    if len(text) <= limit:
+        return header + _numbered(lines, 1)
+    shown: list[str] = []
+    used = 0
+    for line in lines:
+        if used + len(line) + 1 > limit:
+            if not shown:  # a single overlong first line: show its beginning
+                shown.append(line[:limit])
+            break
+        shown.append(line)
+        used += len(line) + 1
+    k = len(shown)
+    notice = (
+        f"[{path.text} has {len(lines)} lines and {len(text)} characters; only lines 1-{k} are shown. "
+        f"Use view_range to read the rest, e.g. view_range [{min(k + 1, len(lines))}, -1].]"
+    )
+    return header + _numbered(shown, 1) + "\n" + notice
+
+
+# -- mutations ---------------------------------------------------------------------------------------
+
+
+def _read_text(txn: Transaction, path: MemoryPath, missing: str) -> str:
+    """The text of the file at ``path``; a directory or absent path is ``missing``."""
+    node = None if path.is_root else txn.get(path)
+    if node is None or node.is_dir:
+        raise PathNotFoundError(missing)
+    if node.binary:
+        raise InvalidInputError(f"Error: {path.text} is a binary file and cannot be edited as text.")
+    return txn.read(path).decode("utf-8")
+
+
+def _encode(store: MemoryStore, path: MemoryPath, text: str) -> bytes:
+    data = text.encode("utf-8")
+    if len(data) > store.settings.max_file_bytes:
+        raise LimitExceededError(
+            f"Error: The content for {path.text} is {len(data)} bytes, over the limit of "
+            f"{store.settings.max_file_bytes} bytes per file"
+        )
+    return data
+
+
+def _create(store: MemoryStore, args: dict[str, Any], actor: str, session: str) -> ToolResult:
+    path = _path(store, args["path"])
+    if path.is_root:
+        raise PathExistsError("Error: /memories is a directory; give a file path below it")
+    data = _encode(store, path, args["file_text"])
+
+    def apply(txn: Transaction) -> str:
+        node = txn.get(path)
+        if node is not None:
+            if node.is_dir:
+                raise PathExistsError(f"Error: {path.text} is a directory")
+            if not store.settings.overwrite_on_create:
+                raise PathExistsError(f"Error: File {path.text} already exists")
+        txn.write_file(path, data)
+        return f"File created successfully at: {path.text}"
+
+    return store.transact(apply, command="create", paths=(path.text,), actor=actor, session=session)
+
+
+def _line_numbers(content: str, needle: str) -> list[int]:
+    out = []
+    pos = content.find(needle)
+    while pos != -1:
+        out.append(content.count("\n", 0, pos) + 1)
+        pos = content.find(needle, pos + 1)
+    return out
+
+
+def _str_replace(store: MemoryStore, args: dict[str, Any], actor: str, session: str) -> ToolResult:
+    path = _path(store, args["path"])
+    old_str: str = args["old_str"]
+    new_str: str = args.get("new_str", "")
+    if old_str == "":
+        raise EditError("Error: `old_str` must not be empty.")
+
+    def apply(txn: Transaction) -> str:
+        content = _read_text(txn, path, f"Error: The path {path.text} does not exist. Please provide a valid path.")
+        count = content.count(old_str)
+        if count == 0:
+            raise EditError(f"No replacement was performed, old_str `{old_str}` did not appear verbatim in {path.text}.")
+        if count > 1:
+            lines = ", ".join(map(str, _line_numbers(content, old_str)))
+            raise EditError(
+                f"No replacement was performed. Multiple occurrences of old_str `{old_str}` in lines: {lines}. "
+                "Please ensure it is unique"
+            )
+        pos = content.find(old_str)
+        new_content = content[:pos] + new_str + content[pos + len(old_str) :]
+        txn.write_file(path, _encode(store, path, new_content))
+        changed = content.count("\n", 0, pos)
+        new_lines = _lines(new_content)
+        first = max(0, changed - 2)
+        last = min(len(new_lines), changed + new_str.count("\n") + 3)
+        snippet = _numbered(new_lines[first:last], first + 1)
+        return f"The memory file has been edited. Snippet of {path.text} with line numbers:\n{snippet}"
+
+    return store.transact(apply, command="str_replace", paths=(path.text,), actor=actor, session=session)
+
+
+def _insert(store: MemoryStore, args: dict[str, Any], actor: str, session: str) -> ToolResult:
+    path = _path(store, args["path"])
+    line: int = args["insert_line"]
+    text: str = args["insert_text"]
+
+    def apply(txn: Transaction) -> str:
+        lines = _lines(_read_text(txn, path, f"Error: The path {path.text} does not exist"))
+        if line < 0 or line > len(lines):
+            raise EditError(
+                f"Error: Invalid `insert_line` parameter: {line}. It should be within the range of lines "
+                f"of the file: [0, {len(lines)}]"
+            )
+        lines.insert(line, text.rstrip("\n"))
+        txn.write_file(path, _encode(store, path, "\n".join(lines) + "\n"))
+        return f"The file {path.text} has been edited."
+
+    return store.transact(apply, command="insert", paths=(path.text,), actor=actor, session=session)
+
+
+def _delete(store: MemoryStore, args: dict[str, Any], actor: str, session: str) -> ToolResult:
+    path = _path(store, args["path"])
+    if path.is_root:
+        raise InvalidPathError("Error: Cannot delete the /memories directory itself")
+
+    def apply(txn: Transaction) -> str:
+        if txn.get(path) is None:
+            raise PathNotFoundError(f"Error: The path {path.text} does not exist")
+        txn.delete(path)
+        return f"Successfully deleted {path.text}"
+
+    return store.transact(apply, command="delete", paths=(path.text,), actor=actor, session=session)
+
+
+def _rename(store: MemoryStore, args: dict[str, Any], actor: str, session: str) -> ToolResult:
+    old = _path(store, args["old_path"])
+    new = _path(store, args["new_path"])
+    if old.is_root:
+        raise InvalidPathError("Error: Cannot rename the /memories directory itself")
+    if new.is_root:
+        raise PathExistsError("Error: The destination /memories already exists")
+
+    def apply(txn: Transaction) -> str:
+        if txn.get(old) is None:
+            raise PathNotFoundError(f"Error: The path {old.text} does not exist")
+        if txn.get(new) is not None:
+            raise PathExistsError(f"Error: The destination {new.text} already exists")
+        if new.is_within(old):
+            raise InvalidPathError(f"Error: Cannot move {old.text} into itself ({new.text})")
+        txn.rename(old, new)
+        return f"Successfully renamed {old.text} to {new.text}"
+
+    return store.transact(apply, command="rename", paths=(old.text, new.text), actor=actor, session=session)
+
+
+_HANDLERS = {
+    "view": _view,
+    "create": _create,
+    "str_replace": _str_replace,
+    "insert": _insert,
+    "delete": _delete,
+    "rename": _rename,
+}

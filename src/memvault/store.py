@@ -1,0 +1,824 @@
+"""The encrypted, git-versioned memory store: open/create, head-state cache, transactions.
+
+Guarantees (details in ``docs/format.md`` and ``SECURITY.md``):
+
+- Every successful :meth:`MemoryStore.transact` is exactly one commit; a failed one writes no
+  commit and leaves the branch, the keyring and the cached state as they were.
+- Write order: git objects (fsynced) -> keyring append of data keys and the high-water record
+  (fdatasync) -> branch compare-and-swap (fsynced). A crash at any point leaves the store at the
+  old or the new commit; a writer that finds a recorded-but-unpublished commit publishes it.
+- Writers are serialised by a ``flock`` on ``<store>/lock`` (released by the kernel if a writer
+  dies) and always re-read the branch under the lock, so no update is lost.
+- The decrypted head state (paths, kinds, sizes) is cached and refreshed only when the branch
+  moves; a command's cost depends on the shards it touches, not on the number of files.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TypeVar
+
+from . import crypto, records
+from .errors import (
+    ConflictError,
+    IntegrityError,
+    InternalError,
+    LimitExceededError,
+    MemvaultError,
+    PathExistsError,
+    RollbackDetectedError,
+    StoreExistsError,
+    StoreNotFoundError,
+)
+from .fsutil import DIR_MODE, StoreLock, atomic_write, make_private_dir
+from .gitstore import MODE_BLOB, MODE_TREE, GitStore
+from .keyring import ZERO_ID, Keyring
+from .keys import Subkeys, Unlock, b64decode, b64encode, load_slots, new_slot, read_key_file, unlock_master_key
+from .paths import ROOT, MemoryPath, fold_key
+from .records import CommitMeta, Node
+from .settings import KdfParams, StoreSettings
+
+__all__ = ["MemoryStore", "Transaction", "StoreState", "STORE_FILE"]
+
+#: Marker and public configuration of a store directory.
+STORE_FILE = "memvault.json"
+_STORE_FORMAT = "memvault-store"
+_STORE_VERSION = 1
+_CONFIG_MAC = b"memvault/v1/config"
+_MESSAGE_RE = re.compile(rb"\Amemvault\n\nMemvault-Meta: ([A-Za-z0-9+/=]+)\nMemvault-Tag: ([0-9a-f]{64})\n\Z")
+#: Decrypted file contents kept in memory for repeated views (bytes).
+_CONTENT_CACHE_BYTES = 8 * 1024 * 1024
+_TREE_CACHE_ENTRIES = 4096
+T = TypeVar("T")
+
+
+def _now() -> float:
+    return time.time()
+
+
+@dataclass
+class StoreState:
+    """The decrypted state at one commit. Mutated only by the store, under its state lock."""
+
+    commit_id: bytes
+    seq: int
+    tree_id: bytes
+    shard_blobs: dict[bytes, bytes] = field(default_factory=dict)  #: shard -> index blob id
+    shards: dict[bytes, dict[bytes, Node]] = field(default_factory=dict)  #: shard -> token -> node
+    nodes: dict[str, Node] = field(default_factory=dict)  #: canonical path -> node
+    children: dict[str, dict[str, str]] = field(default_factory=dict)  #: dir -> fold(name) -> name
+    file_count: int = 0
+
+    def add(self, node: Node) -> None:
+        self.nodes[node.path] = node
+        self.shards.setdefault(_shard_of(node.token), {})[node.token] = node
+        parent, name = _split(node.path)
+        self.children.setdefault(parent, {})[fold_key(name)] = name
+        if node.is_dir:
+            self.children.setdefault(node.path, {})
+        else:
+            self.file_count += 1
+
+    def remove(self, node: Node) -> None:
+        del self.nodes[node.path]
+        shard = self.shards[_shard_of(node.token)]
+        del shard[node.token]
+        parent, name = _split(node.path)
+        siblings = self.children.get(parent)
+        if siblings is not None:
+            siblings.pop(fold_key(name), None)
+        if node.is_dir:
+            self.children.pop(node.path, None)
+        else:
+            self.file_count -= 1
+
+
+def _split(path: str) -> tuple[str, str]:
+    parent, _, name = path.rpartition("/")
+    return parent, name
+
+
+def _shard_of(token: bytes) -> bytes:
+    return token.hex()[:2].encode()
+
+
+class Transaction:
+    """The working copy of one mutating command, over the head state (copy-on-write overlay).
+
+    Nothing here touches storage: the store turns the overlay into objects at commit time.
+    """
+
+    def __init__(self, store: MemoryStore, state: StoreState) -> None:
+        self._store = store
+        self._base = state
+        self.changes: dict[str, Node | None] = {}
+        self.contents: dict[str, bytes] = {}
+        self._child_overlay: dict[str, dict[str, str | None]] = {}
+        self._file_delta = 0
+
+    @property
+    def settings(self) -> StoreSettings:
+        return self._store.settings
+
+    # -- reading ------------------------------------------------------------------------------
+
+    def get(self, path: MemoryPath | str) -> Node | None:
+        """The node at ``path`` as this transaction sees it (None if absent). Root is a dir."""
+        key = str(path)
+        if key in self.changes:
+            return self.changes[key]
+        return self._base.nodes.get(key)
+
+    def is_dir(self, path: MemoryPath) -> bool:
+        if path.is_root:
+            return True
+        node = self.get(path)
+        return node is not None and node.is_dir
+
+    def exists(self, path: MemoryPath) -> bool:
+        return path.is_root or self.get(path) is not None
+
+    def child_names(self, path: MemoryPath | str) -> list[str]:
+        key = str(path)
+        names = dict(self._base.children.get(key, {}))
+        for folded, name in self._child_overlay.get(key, {}).items():
+            if name is None:
+                names.pop(folded, None)
+            else:
+                names[folded] = name
+        return sorted(names.values())
+
+    def read(self, path: MemoryPath) -> bytes:
+        key = str(path)
+        if key in self.contents:
+            return self.contents[key]
+        node = self._base.nodes[key]
+        return self._store.read_node(node)
+
+    def descendants(self, path: MemoryPath) -> Iterator[MemoryPath]:
+        """All nodes strictly below ``path``, parents before children."""
+        for name in self.child_names(path):
+            child = path.child(name)
+            yield child
+            if self.is_dir(child):
+                yield from self.descendants(child)
+
+    # -- writing ------------------------------------------------------------------------------
+
+    def _set(self, path: MemoryPath, node: Node | None) -> None:
+        old = self.get(path)
+        key = path.text
+        self.changes[key] = node
+        parent, name = _split(key)
+        overlay = self._child_overlay.setdefault(parent, {})
+        overlay[fold_key(name)] = None if node is None else name
+        if old is not None and not old.is_dir:
+            self._file_delta -= 1
+        if node is not None and not node.is_dir:
+            self._file_delta += 1
+
+    def _check_new_name(self, path: MemoryPath) -> None:
+        """Refuse a name whose case-folded form collides with a different existing sibling."""
+        folded = fold_key(path.name)
+        for name in self.child_names(path.parent):
+            if fold_key(name) == folded and name != path.name:
+                raise PathExistsError(
+                    f"Error: The path {path.text} collides with the existing "
+                    f"{path.parent.child(name).text} (names differ only in case or form)"
+                )
+
+    def _lineage(self, old: Node | None) -> tuple[bytes, int]:
+        if old is None:
+            return crypto.random_bytes(16), 1
+        return old.file_id, old.version + 1
+
+    def make_dirs(self, path: MemoryPath) -> None:
+        """Create ``path`` and its missing ancestors as directories (a file in the way refuses)."""
+        missing: list[MemoryPath] = []
+        current = path
+        while not current.is_root:
+            node = self.get(current)
+            if node is not None:
+                if not node.is_dir:
+                    raise PathExistsError(
+                        f"Error: Cannot create {path.text}: {current.text} is a file, not a directory"
+                    )
+                break
+            missing.append(current)
+            current = current.parent
+        if len(path.parts) > self.settings.max_depth:
+            raise LimitExceededError(f"Error: {path.text} is nested deeper than {self.settings.max_depth} levels")
+        for d in reversed(missing):
+            self._check_new_name(d)
+            file_id, version = self._lineage(None)
+            self._set(d, Node(d.text, "dir", self._store.token(d.text), file_id, version, b""))
+
+    def write_file(self, path: MemoryPath, data: bytes, *, binary: bool = False, lineage: Node | None = None) -> None:
+        """Create or replace the file at ``path`` (parents are created)."""
+        if len(data) > self.settings.max_file_bytes:
+            raise LimitExceededError(
+                f"Error: The content for {path.text} is {len(data)} bytes, over the limit of "
+                f"{self.settings.max_file_bytes} bytes per file"
+            )
+        old = self.get(path)
+        if old is not None and old.is_dir:
+            raise PathExistsError(f"Error: {path.text} is a directory")
+        self.make_dirs(path.parent)
+        if old is None:
+            self._check_new_name(path)
+            if self._base.file_count + self._file_delta + 1 > self.settings.max_files:
+                raise LimitExceededError(
+                    f"Error: The memory store is full: it holds at most {self.settings.max_files} files"
+                )
+        file_id, version = self._lineage(lineage if lineage is not None else old)
+        node = Node(path.text, "file", self._store.token(path.text), file_id, version, b"", size=len(data),
+                    sha256=crypto.sha256(data), binary=binary)  # fmt: skip
+        self._set(path, node)
+        self.contents[path.text] = data
+
+    def delete(self, path: MemoryPath) -> None:
+        """Delete a file, or a directory with everything below it."""
+        if self.is_dir(path):
+            for child in reversed(list(self.descendants(path))):
+                self._set(child, None)
+        self._set(path, None)
+
+    def rename(self, old: MemoryPath, new: MemoryPath) -> None:
+        """Move a file or directory tree from ``old`` to ``new`` (which must not exist).
+
+        Every moved file becomes a new version of its lineage, re-encrypted because the path
+        is part of each blob's associated data.
+        """
+        moves: list[tuple[MemoryPath, MemoryPath, Node, bytes | None]] = []
+        for src in [old, *self.descendants(old)]:
+            node = self.get(src)
+            assert node is not None
+            dst = _rebase(src, old, new)
+            if len(dst.text.encode()) > self.settings.max_path_bytes or len(dst.parts) > self.settings.max_depth:
+                raise LimitExceededError(f"Error: Renaming to {new.text} would make a path too long or too deep")
+            moves.append((src, dst, node, None if node.is_dir else self.read(src)))
+        for src, _dst, _node, _data in reversed(moves):
+            self._set(src, None)
+        self.make_dirs(new.parent)
+        self._check_new_name(new)
+        for _src, dst, node, data in moves:
+            if data is None:
+                file_id, version = self._lineage(node)
+                self._set(dst, Node(dst.text, "dir", self._store.token(dst.text), file_id, version, b""))
+            else:
+                self.write_file(dst, data, binary=node.binary, lineage=node)
+
+
+def _rebase(path: MemoryPath, old: MemoryPath, new: MemoryPath) -> MemoryPath:
+    return MemoryPath(new.parts + path.parts[len(old.parts) :])
+
+
+class MemoryStore:
+    """An encrypted memory store in a directory. Thread-safe; many processes may share one.
+
+    Use :meth:`create` or :meth:`open`; both take exactly one of ``passphrase`` or
+    ``key_file`` (a file holding a raw 32-byte key).
+    """
+
+    def __init__(
+        self, root: Path, store_id: bytes, settings: StoreSettings, master_keys: dict[int, bytes], *, _token: object
+    ) -> None:
+        if _token is not _PRIVATE:
+            raise TypeError("use MemoryStore.create() or MemoryStore.open()")
+        self.root = root
+        self.store_id = store_id
+        self.settings = settings
+        self._epoch = max(master_keys)
+        self._subkeys = {e: Subkeys(k, store_id, e) for e, k in master_keys.items()}
+        self._keys = self._subkeys[self._epoch]
+        durable = settings.durability == "full"
+        self._durable = durable
+        self.keyring = Keyring(
+            root / "keyring", store_id, {e: s.wrap for e, s in self._subkeys.items()}, self._keys.keyring
+        )
+        self._lock = StoreLock(root / "lock")
+        self._state_lock = threading.RLock()
+        self._state: StoreState | None = None
+        self._tree_cache: OrderedDict[bytes, dict[bytes, tuple[int, bytes]]] = OrderedDict()
+        self._content_cache: OrderedDict[bytes, bytes] = OrderedDict()
+        self._content_cache_size = 0
+        self.git: GitStore
+
+    # -- construction ---------------------------------------------------------------------------
+
+    @staticmethod
+    def _unlock(passphrase: str | None, key_file: str | os.PathLike[str] | None) -> Unlock:
+        if key_file is not None:
+            if passphrase is not None:
+                return Unlock(passphrase=passphrase, raw_key=b"")  # raises: exactly one
+            return Unlock(raw_key=read_key_file(key_file))
+        return Unlock(passphrase=passphrase)
+
+    @classmethod
+    def create(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        passphrase: str | None = None,
+        key_file: str | os.PathLike[str] | None = None,
+        settings: StoreSettings | None = None,
+        kdf: KdfParams | None = None,
+    ) -> MemoryStore:
+        """Create a new store in directory ``path`` (created if missing; must be empty)."""
+        unlock = cls._unlock(passphrase, key_file)
+        settings = settings or StoreSettings()
+        root = Path(path)
+        if root.is_symlink():
+            raise StoreExistsError("Refusing to create a memory store at a symbolic link.")
+        if root.exists():
+            if not root.is_dir():
+                raise StoreExistsError("The store location exists and is not a directory.")
+            if (root / STORE_FILE).exists():
+                raise StoreExistsError("A memory store already exists at this location.")
+            if any(root.iterdir()):
+                raise StoreExistsError("The store directory is not empty.")
+            os.chmod(root, DIR_MODE)
+        else:
+            root.parent.mkdir(parents=True, exist_ok=True)
+            make_private_dir(root)
+        durable = settings.durability == "full"
+        store_id = crypto.random_bytes(16)
+        master_keys = {1: crypto.new_key()}
+        make_private_dir(root / "keys")
+        from .keys import write_slot
+
+        write_slot(root / "keys", new_slot(store_id, unlock, master_keys, kdf), durable=durable)
+        Keyring.create(root / "keyring", store_id, durable=durable)
+        store = cls(root, store_id, settings, master_keys, _token=_PRIVATE)
+        store.git = GitStore.init(root / "repo", durable=durable)
+        store._write_initial_commit()
+        # The marker file goes last: a crash before it leaves no half-made store that opens.
+        config = {
+            "format": _STORE_FORMAT,
+            "version": _STORE_VERSION,
+            "store_id": store_id.hex(),
+            "settings": settings.model_dump(),
+        }
+        config["settings_mac"] = b64encode(crypto.mac(store._keys.config, store._config_message(config)))
+        atomic_write(root / STORE_FILE, json.dumps(config, indent=2, sort_keys=True).encode() + b"\n", durable=durable)
+        return store
+
+    @classmethod
+    def open(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        passphrase: str | None = None,
+        key_file: str | os.PathLike[str] | None = None,
+    ) -> MemoryStore:
+        """Open an existing store; a wrong key raises :class:`~memvault.errors.WrongKeyError`."""
+        unlock = cls._unlock(passphrase, key_file)
+        root = Path(path)
+        try:
+            config = json.loads((root / STORE_FILE).read_bytes())
+        except (FileNotFoundError, NotADirectoryError):
+            raise StoreNotFoundError("No memory store exists at this location.") from None
+        except (OSError, ValueError):
+            raise IntegrityError("The store's configuration file is damaged.") from None
+        try:
+            if config["format"] != _STORE_FORMAT or config["version"] != _STORE_VERSION:
+                raise IntegrityError("Unsupported memory store format.")
+            store_id = bytes.fromhex(config["store_id"])
+            if len(store_id) != 16:
+                raise ValueError
+            settings = StoreSettings(**config["settings"])
+            settings_mac = b64decode(config["settings_mac"])
+        except MemvaultError:
+            raise
+        except Exception:
+            raise IntegrityError("The store's configuration file is damaged.") from None
+        master_keys = unlock_master_key(store_id, load_slots(root / "keys"), unlock)
+        store = cls(root, store_id, settings, master_keys, _token=_PRIVATE)
+        crypto.mac_verify(store._keys.config, store._config_message(config), settings_mac)
+        store.git = GitStore(root / "repo", durable=settings.durability == "full")
+        with store._state_lock:
+            store._sync(writer=False)
+        return store
+
+    def _config_message(self, config: dict[str, object]) -> bytes:
+        body = json.dumps(
+            {k: config[k] for k in ("format", "version", "store_id", "settings")}, sort_keys=True, separators=(",", ":")
+        )
+        return _CONFIG_MAC + self.store_id + body.encode()
+
+    def close(self) -> None:
+        """Release the repository handle (the store object must not be used afterwards)."""
+        self.git.close()
+
+    def __enter__(self) -> MemoryStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"MemoryStore(store_id={self.store_id.hex()!r})"
+
+    # -- identity and content -------------------------------------------------------------------
+
+    def token(self, path: str) -> bytes:
+        """Opaque identity of a path: HMAC(K_name, path)."""
+        return crypto.mac(self._keys.name, path.encode("utf-8"))
+
+    def read_node(self, node: Node) -> bytes:
+        """Decrypted content of a file node, authenticated against its node record."""
+        cached = self._content_cache.get(node.blob_id)
+        if cached is not None:
+            self._content_cache.move_to_end(node.blob_id)
+            return cached
+        blob = self.git.read_blob(node.blob_id)
+        if crypto.sha256(blob) != node.ct_sha256:
+            raise IntegrityError(f"Memory store integrity check failed for {node.path}.")
+        try:
+            data = records.decode_blob(self.keyring.dek(node.dek_id), blob, store_id=self.store_id, node=node)
+        except IntegrityError:
+            raise IntegrityError(f"Memory store integrity check failed for {node.path}.") from None
+        self._content_cache[node.blob_id] = data
+        self._content_cache_size += len(data)
+        while self._content_cache_size > _CONTENT_CACHE_BYTES and self._content_cache:
+            _, old = self._content_cache.popitem(last=False)
+            self._content_cache_size -= len(old)
+        return data
+
+    # -- state ------------------------------------------------------------------------------------
+
+    def snapshot(self) -> Transaction:
+        """A read-only view of the current head (refreshed if another writer moved it)."""
+        with self._state_lock:
+            state = self._sync(writer=False)
+            return Transaction(self, state)
+
+    @property
+    def head(self) -> tuple[bytes, int]:
+        """``(commit_id, seq)`` of the state this store object last saw."""
+        with self._state_lock:
+            state = self._sync(writer=False)
+            return state.commit_id, state.seq
+
+    def _sync(self, *, writer: bool) -> StoreState:
+        """Bring the cached state to the branch head, checking authenticity and freshness."""
+        head = self.git.head()
+        state = self._state
+        if state is not None and head == state.commit_id:
+            return state
+        self.keyring.refresh()
+        hw = self.keyring.high_water
+        if head is None or hw is None:
+            raise IntegrityError("The store's history is missing.")
+        if head != hw.commit_id and head == hw.parent_id and writer and self.git.contains(hw.commit_id):
+            # A writer died after recording its commit but before publishing it: publish it.
+            try:
+                self._load_commit(hw.commit_id)
+                if self.git.compare_and_swap(head, hw.commit_id):
+                    head = hw.commit_id
+            except IntegrityError:
+                pass
+        seq, tree_id = self._load_commit(head)
+        if head != hw.commit_id:
+            pending = seq == hw.seq - 1 and head == hw.parent_id
+            if seq < hw.seq and not pending:
+                raise RollbackDetectedError(
+                    f"Rollback detected: the branch is at commit #{seq} but this store has recorded commit "
+                    f"#{hw.seq}. Someone reset or replaced the history."
+                )
+            if seq == hw.seq:
+                raise RollbackDetectedError("Fork detected: the branch points at a commit this store never recorded.")
+            if seq > hw.seq:
+                raise IntegrityError("The store's keyring is older than its history (restored from a backup?).")
+        self._state = self._load_state(head, seq, tree_id, state)
+        return self._state
+
+    def _load_commit(self, commit_id: bytes) -> tuple[int, bytes]:
+        """Authenticate a commit; return ``(seq, tree_id)``."""
+        tree_id, parents, message = self.git.read_commit(commit_id)
+        m = _MESSAGE_RE.match(message)
+        if m is None or len(parents) > 1:
+            raise IntegrityError("A commit of the store is not authentic.")
+        sealed = b64decode(m.group(1).decode())
+        meta = self._open_meta(sealed)
+        parent_id = parents[0] if parents else ZERO_ID
+        expected = records.commit_tag(self._keys.chain, self.store_id, meta.seq, parent_id, tree_id, sealed)
+        try:
+            if not _consteq(expected, bytes.fromhex(m.group(2).decode())):
+                raise IntegrityError()
+        except (IntegrityError, ValueError):
+            raise IntegrityError("A commit of the store is not authentic.") from None
+        if (meta.seq == 0) != (not parents):
+            raise IntegrityError("A commit of the store is not authentic.")
+        return meta.seq, tree_id
+
+    def _open_meta(self, sealed: bytes) -> CommitMeta:
+        try:
+            return records.open_meta(self._keys.meta, self.store_id, sealed)
+        except IntegrityError:
+            raise IntegrityError("A commit of the store is not authentic.") from None
+
+    def commit_meta(self, commit_id: bytes) -> CommitMeta:
+        """The decrypted metadata of an authentic commit."""
+        _, _, message = self.git.read_commit(commit_id)
+        m = _MESSAGE_RE.match(message)
+        if m is None:
+            raise IntegrityError("A commit of the store is not authentic.")
+        self._load_commit(commit_id)
+        return self._open_meta(b64decode(m.group(1).decode()))
+
+    def _tree(self, tree_id: bytes) -> dict[bytes, tuple[int, bytes]]:
+        entries = self._tree_cache.get(tree_id)
+        if entries is None:
+            entries = self.git.read_tree(tree_id)
+            self._tree_cache[tree_id] = entries
+            if len(self._tree_cache) > _TREE_CACHE_ENTRIES:
+                self._tree_cache.popitem(last=False)
+        return entries
+
+    def _shard_blob_ids(self, tree_id: bytes) -> dict[bytes, bytes]:
+        """``shard -> index blob id`` for the tree ``tree_id`` (layout ``i/<h0>/<h1>``)."""
+        out: dict[bytes, bytes] = {}
+        root = self._tree(tree_id)
+        if set(root) - {b"c", b"i"}:
+            raise IntegrityError()
+        if b"i" not in root:
+            return out
+        mode, index_id = root[b"i"]
+        if mode != MODE_TREE:
+            raise IntegrityError()
+        for h0, (mode0, sub_id) in self._tree(index_id).items():
+            if mode0 != MODE_TREE or len(h0) != 1:
+                raise IntegrityError()
+            for h1, (mode1, blob_id) in self._tree(sub_id).items():
+                if mode1 != MODE_BLOB or len(h1) != 1:
+                    raise IntegrityError()
+                out[h0 + h1] = blob_id
+        return out
+
+    def _load_shard(self, shard: bytes, blob_id: bytes) -> dict[bytes, Node]:
+        blob = self.git.read_blob(blob_id)
+        nodes: dict[bytes, Node] = {}
+        for token, dek_id, sealed in records.decode_shard(self._keys.index, self.store_id, shard, blob):
+            node = records.open_node(self.keyring.dek(dek_id), self.store_id, token, dek_id, sealed)
+            if _shard_of(token) != shard or token in nodes or self.token(node.path) != token:
+                raise IntegrityError()
+            nodes[token] = node
+        return nodes
+
+    def _load_state(self, commit_id: bytes, seq: int, tree_id: bytes, old: StoreState | None) -> StoreState:
+        blob_ids = self._shard_blob_ids(tree_id)
+        state = StoreState(commit_id, seq, tree_id)
+        if old is not None:
+            # Incremental: keep shards whose index blob did not change.
+            state.nodes, state.children, state.file_count = old.nodes, old.children, old.file_count
+            state.shards, state.shard_blobs = old.shards, old.shard_blobs
+            self._state = None  # the old object is being consumed
+            for shard in list(state.shard_blobs):
+                if blob_ids.get(shard) != state.shard_blobs[shard]:
+                    for node in sorted(state.shards.get(shard, {}).values(), key=lambda n: -len(n.path)):
+                        state.remove(node)
+                    del state.shard_blobs[shard]
+                    state.shards.pop(shard, None)
+        added: list[Node] = []
+        for shard, blob_id in blob_ids.items():
+            if state.shard_blobs.get(shard) == blob_id:
+                continue
+            added.extend(self._load_shard(shard, blob_id).values())
+            state.shard_blobs[shard] = blob_id
+        for node in sorted(added, key=lambda n: n.path.count("/")):
+            state.add(node)
+        for node in added:
+            parent = node.path.rpartition("/")[0]
+            if parent != ROOT and (parent not in state.nodes or not state.nodes[parent].is_dir):
+                raise IntegrityError("The store's index is inconsistent.")
+        return state
+
+    # -- writing ----------------------------------------------------------------------------------
+
+    def transact(
+        self,
+        fn: Callable[[Transaction], T],
+        *,
+        command: str,
+        paths: tuple[str, ...],
+        actor: str,
+        session: str,
+        findings: dict[str, int] | None = None,
+    ) -> T:
+        """Run ``fn`` on a fresh view of the head and commit what it changed, as one commit.
+
+        ``fn`` raising leaves everything unchanged. The store lock is held throughout, so ``fn``
+        always sees the latest head (no lost updates).
+        """
+        with self._lock.hold(), self._state_lock:
+            state = self._sync(writer=True)
+            txn = Transaction(self, state)
+            result = fn(txn)
+            meta = CommitMeta(
+                seq=state.seq + 1, time=_now(), actor=actor, session=session, command=command,
+                paths=paths, findings=dict(findings or {}),
+            )  # fmt: skip
+            try:
+                self._commit(state, txn, meta)
+            except MemvaultError:
+                raise
+            except OSError as err:
+                raise InternalError(f"The memory store could not be written ({err.strerror or 'I/O error'}).") from None
+            return result
+
+    def _commit(self, state: StoreState, txn: Transaction, meta: CommitMeta) -> None:
+        objects: list[object] = []
+        dek_records: list[bytes] = []
+        new_nodes: dict[str, Node | None] = {}
+        touched_shards: set[bytes] = set()
+        tree_changes: dict[tuple[bytes, ...], tuple[int, bytes] | None] = {}
+        shard_nodes: dict[bytes, dict[bytes, Node]] = {}
+
+        def shard_view(shard: bytes) -> dict[bytes, Node]:
+            if shard not in shard_nodes:
+                shard_nodes[shard] = dict(state.shards.get(shard, {}))
+            return shard_nodes[shard]
+
+        for path, pending in txn.changes.items():
+            old = state.nodes.get(path)
+            if pending is None:
+                if old is None:
+                    continue
+                touched_shards.add(_shard_of(old.token))
+                shard_view(_shard_of(old.token)).pop(old.token, None)
+                if not old.is_dir:
+                    tree_changes[_content_path(old.token)] = None
+                new_nodes[path] = None
+                continue
+            dek_id, dek = crypto.random_bytes(16), crypto.new_key()
+            dek_records.append(self.keyring.dek_record(dek_id, dek, self._epoch))
+            node = replace(pending, dek_id=dek_id, mtime=meta.time)
+            if not node.is_dir:
+                data = txn.contents[path]
+                blob_bytes = records.encode_blob(
+                    dek, store_id=self.store_id, file_id=node.file_id, version=node.version, dek_id=dek_id,
+                    path=node.path, data=data,
+                )  # fmt: skip
+                blob = GitStore.blob(blob_bytes)
+                objects.append(blob)
+                node = replace(node, blob_id=blob.id, ct_sha256=crypto.sha256(blob_bytes))
+                tree_changes[_content_path(node.token)] = (MODE_BLOB, blob.id)
+            elif old is not None and not old.is_dir:
+                tree_changes[_content_path(old.token)] = None
+            node = records.seal_node(dek, self.store_id, node)
+            shard = _shard_of(node.token)
+            touched_shards.add(shard)
+            shard_view(shard)[node.token] = node
+            new_nodes[path] = node
+        new_shard_blobs: dict[bytes, bytes | None] = {}
+        for shard in touched_shards:
+            nodes = shard_nodes[shard]
+            path_key = (b"i", shard[:1], shard[1:])
+            if nodes:
+                blob = GitStore.blob(records.encode_shard(self._keys.index, self.store_id, shard, list(nodes.values())))
+                objects.append(blob)
+                tree_changes[path_key] = (MODE_BLOB, blob.id)
+                new_shard_blobs[shard] = blob.id
+            else:
+                tree_changes[path_key] = None
+                new_shard_blobs[shard] = None
+        tree_id = self._apply_tree(state.tree_id, tree_changes, objects)
+        sealed = records.seal_meta(self._keys.meta, self.store_id, meta)
+        tag = records.commit_tag(self._keys.chain, self.store_id, meta.seq, state.commit_id, tree_id, sealed)
+        message = b"memvault\n\nMemvault-Meta: " + b64encode(sealed).encode() + b"\nMemvault-Tag: " + tag.hex().encode() + b"\n"
+        commit = GitStore.commit(tree_id, state.commit_id, message)
+        objects.append(commit)
+        self.git.write(objects)  # type: ignore[arg-type]
+        dek_records.append(self.keyring.commit_record(meta.seq, commit.id, state.commit_id))
+        start = self.keyring.append(b"".join(dek_records), durable=self._durable)
+        try:
+            swapped = self.git.compare_and_swap(state.commit_id, commit.id)
+        except BaseException:
+            self.keyring.truncate(start, durable=self._durable)
+            raise
+        if not swapped:
+            self.keyring.truncate(start, durable=self._durable)
+            raise ConflictError("Error: The memory store changed concurrently; retry the command.")
+        # Published. Fold the changes into the cached state.
+        try:
+            for path in sorted(new_nodes, key=lambda p: -p.count("/")):
+                old = state.nodes.get(path)
+                if old is not None:
+                    state.remove(old)
+            for path, node in sorted(new_nodes.items(), key=lambda kv: kv[0].count("/")):
+                if node is not None:
+                    state.add(node)
+            for shard, blob_id in new_shard_blobs.items():
+                if blob_id is None:
+                    state.shard_blobs.pop(shard, None)
+                    state.shards.pop(shard, None)
+                else:
+                    state.shard_blobs[shard] = blob_id
+            for path, data in txn.contents.items():
+                node = state.nodes.get(path)
+                if node is not None and len(data) <= _CONTENT_CACHE_BYTES // 8:
+                    self._content_cache[node.blob_id] = data
+                    self._content_cache_size += len(data)
+            state.commit_id, state.seq, state.tree_id = commit.id, meta.seq, tree_id
+        except Exception:
+            self._state = None  # rebuilt from the branch on next use
+            raise
+
+    def _apply_tree(
+        self,
+        tree_id: bytes | None,
+        changes: dict[tuple[bytes, ...], tuple[int, bytes] | None],
+        objects: list[object],
+    ) -> bytes:
+        """Write the trees on the changed paths (bounded fan-out); return the new root id."""
+        new_id = self._apply_subtree(tree_id, changes, objects)
+        if new_id is None:
+            empty = GitStore.tree({})
+            objects.append(empty)
+            return empty.id
+        return new_id
+
+    def _apply_subtree(
+        self,
+        tree_id: bytes | None,
+        changes: dict[tuple[bytes, ...], tuple[int, bytes] | None],
+        objects: list[object],
+    ) -> bytes | None:
+        entries = dict(self._tree(tree_id)) if tree_id is not None else {}
+        grouped: dict[bytes, dict[tuple[bytes, ...], tuple[int, bytes] | None]] = {}
+        for key, value in changes.items():
+            if len(key) == 1:
+                if value is None:
+                    entries.pop(key[0], None)
+                else:
+                    entries[key[0]] = value
+            else:
+                grouped.setdefault(key[0], {})[key[1:]] = value
+        for name, sub in grouped.items():
+            current = entries.get(name)
+            sub_id = self._apply_subtree(current[1] if current else None, sub, objects)
+            if sub_id is None:
+                entries.pop(name, None)
+            else:
+                entries[name] = (MODE_TREE, sub_id)
+        if not entries:
+            return None
+        tree = GitStore.tree(entries)
+        objects.append(tree)
+        self._tree_cache[tree.id] = entries
+        return tree.id
+
+    def _write_initial_commit(self) -> None:
+        meta = CommitMeta(seq=0, time=_now(), actor="memvault", session="", command="init", paths=(), findings={})
+        empty = GitStore.tree({})
+        sealed = records.seal_meta(self._keys.meta, self.store_id, meta)
+        tag = records.commit_tag(self._keys.chain, self.store_id, 0, ZERO_ID, empty.id, sealed)
+        message = b"memvault\n\nMemvault-Meta: " + b64encode(sealed).encode() + b"\nMemvault-Tag: " + tag.hex().encode() + b"\n"
+        commit = GitStore.commit(empty.id, None, message)
+        self.git.write([empty, commit])
+        self.keyring.append(self.keyring.commit_record(0, commit.id, ZERO_ID), durable=self._durable)
+        if not self.git.compare_and_swap(None, commit.id):
+            raise InternalError()
+        self._state = StoreState(commit.id, 0, empty.id)
+
+    # -- library conveniences -----------------------------------------------------------------
+
+    def put_file(
+        self, path: str, data: bytes | str, *, actor: str = "library", session: str = "", overwrite: bool = True
+    ) -> None:
+        """Write a file through the library API (bytes are kept as binary, e.g. images)."""
+        from .paths import parse_path
+
+        vpath = parse_path(path, self.settings)
+        binary = isinstance(data, bytes)
+        raw = data if isinstance(data, bytes) else data.encode("utf-8")
+
+        def apply(txn: Transaction) -> None:
+            if not overwrite and txn.get(vpath) is not None:
+                raise PathExistsError(f"Error: File {vpath.text} already exists")
+            txn.write_file(vpath, raw, binary=binary)
+
+        self.transact(apply, command="put", paths=(vpath.text,), actor=actor, session=session)
+
+
+def _content_path(token: bytes) -> tuple[bytes, ...]:
+    h = token.hex().encode()
+    return (b"c", h[:1], h[1:2], h[2:])
+
+
+def _consteq(a: bytes, b: bytes) -> bool:
+    import hmac
+
+    return hmac.compare_digest(a, b)
+
+
+_PRIVATE = object()

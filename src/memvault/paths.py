@@ -81,6 +81,7 @@ _DEVICE_NAMES: Final[frozenset[str]] = frozenset(
 _MAX_DEVICE_LEN: Final[int] = max(len(name) for name in _DEVICE_NAMES)
 #: First characters of every ASCII segment that could be ``.git``, ``git~1`` or a device name.
 _RISKY_FIRST: Final[frozenset[str]] = frozenset(".gGcCpPaAnNlL")
+_RISKY_PREFIXES: Final[tuple[str, ...]] = (".git", "git~1", "con", "prn", "aux", "nul", "com", "lpt")
 
 #: Code points HFS+ ignores when comparing names (dulwich ``HFS_IGNORABLE_CHARS``; all are Cf,
 #: so the grammar already refuses them, but the .git rule removes them to stay a faithful mirror).
@@ -207,15 +208,19 @@ def _name_reason(parts: list[str]) -> str | None:
     return None
 
 
-def _ascii_name_suspect(parts: list[str]) -> bool:
-    """Cheap filter for ASCII segments: False guarantees :func:`_name_reason` returns None."""
+def _name_suspect(parts: list[str]) -> bool:
+    """Cheap filter: False guarantees :func:`_name_reason` returns None.
+
+    A name rule can only fire for a segment that starts with a space, ends with a dot or space,
+    or starts with one of :data:`_RISKY_FIRST` (for a segment that passed the character and
+    normalization rules, the NFD form used by the HFS+ rule starts with the same character).
+    ASCII segments are narrowed further by their lower-cased prefix.
+    """
     for seg in parts:
         if seg[-1] in ". " or seg[0] == " ":
             return True
-        if seg[0] in _RISKY_FIRST:
-            low = seg.lower()
-            if low.startswith((".git", "git~1")) or _is_device_name(seg):
-                return True
+        if seg[0] in _RISKY_FIRST and (not seg.isascii() or seg.lower().startswith(_RISKY_PREFIXES)):
+            return True
     return False
 
 
@@ -288,7 +293,7 @@ def parse_path(raw: object, settings: StoreSettings | None = None) -> MemoryPath
         if not ascii_only and not all(_is_normalized(seg) for seg in parts):
             raise _fail(raw, Reason.NOT_NORMALIZED)
 
-    if not ascii_only or _ascii_name_suspect(parts):
+    if _name_suspect(parts):
         reason = _name_reason(parts)
         if reason is not None:
             raise _fail(raw, reason)

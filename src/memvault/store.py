@@ -200,8 +200,11 @@ class Transaction:
             return crypto.random_bytes(16), 1
         return old.file_id, old.version + 1
 
-    def make_dirs(self, path: MemoryPath) -> None:
-        """Create ``path`` and its missing ancestors as directories (a file in the way refuses)."""
+    def make_dirs(self, path: MemoryPath, *, for_path: MemoryPath | None = None) -> None:
+        """Create ``path`` and its missing ancestors as directories (a file in the way refuses).
+
+        ``for_path`` is what the caller is creating, for the error message.
+        """
         missing: list[MemoryPath] = []
         current = path
         while not current.is_root:
@@ -209,7 +212,7 @@ class Transaction:
             if node is not None:
                 if not node.is_dir:
                     raise PathExistsError(
-                        f"Error: Cannot create {path.text}: {current.text} is a file, not a directory"
+                        f"Error: Cannot create {(for_path or path).text}: {current.text} is a file, not a directory"
                     )
                 break
             missing.append(current)
@@ -231,7 +234,7 @@ class Transaction:
         old = self.get(path)
         if old is not None and old.is_dir:
             raise PathExistsError(f"Error: {path.text} is a directory")
-        self.make_dirs(path.parent)
+        self.make_dirs(path.parent, for_path=path)
         if old is None:
             self._check_new_name(path)
             if self._base.file_count + self._file_delta + 1 > self.settings.max_files:
@@ -267,7 +270,7 @@ class Transaction:
             moves.append((src, dst, node, None if node.is_dir else self.read(src)))
         for src, _dst, _node, _data in reversed(moves):
             self._set(src, None)
-        self.make_dirs(new.parent)
+        self.make_dirs(new.parent, for_path=new)
         self._check_new_name(new)
         for _src, dst, node, data in moves:
             if data is None:

@@ -1,0 +1,213 @@
+"""The ``memvault`` command line: a thin shell over the library.
+
+The store is found from ``--store``, else ``$MEMVAULT_STORE``, else the current directory. The
+key comes from ``$MEMVAULT_PASSPHRASE``, ``$MEMVAULT_KEY_FILE``, or a prompt; a secret is never
+taken as a command-line argument. Expected errors print one line on stderr (JSON with
+``--json``) and exit with the code of :class:`memvault.errors.ExitStatus`; no traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import json
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from .errors import ExitStatus, KeyUnavailableError, MemvaultError
+from .settings import StoreSettings
+
+__all__ = ["main"]
+
+ENV_STORE = "MEMVAULT_STORE"
+ENV_PASSPHRASE = "MEMVAULT_PASSPHRASE"
+ENV_KEY_FILE = "MEMVAULT_KEY_FILE"
+
+
+class _UsageError(Exception):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise _UsageError(message)
+
+
+def _store_path(args: argparse.Namespace) -> Path:
+    return Path(args.store or os.environ.get(ENV_STORE) or ".")
+
+
+def _credentials(*, confirm: bool) -> dict[str, str]:
+    key_file = os.environ.get(ENV_KEY_FILE)
+    passphrase = os.environ.get(ENV_PASSPHRASE)
+    if key_file and passphrase:
+        raise KeyUnavailableError(f"Set only one of {ENV_PASSPHRASE} and {ENV_KEY_FILE}.")
+    if key_file:
+        return {"key_file": key_file}
+    if passphrase:
+        return {"passphrase": passphrase}
+    if not sys.stdin.isatty():
+        raise KeyUnavailableError(f"No key: set {ENV_PASSPHRASE} or {ENV_KEY_FILE}, or run on a terminal.")
+    first = getpass.getpass("memvault passphrase: ")
+    if confirm and getpass.getpass("repeat passphrase: ") != first:
+        raise KeyUnavailableError("The passphrases do not match.")
+    return {"passphrase": first}
+
+
+def _open(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+    from .store import MemoryStore
+
+    return MemoryStore.open(_store_path(args), **_credentials(confirm=False))
+
+
+def _fmt_time(t: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t))
+
+
+def _print_log(entries: Sequence[object], as_json: bool) -> None:
+    from .history import CommitInfo
+
+    rows = [e for e in entries if isinstance(e, CommitInfo)]
+    if as_json:
+        print(json.dumps([e.to_json() for e in rows], ensure_ascii=False, indent=2))
+        return
+    for e in rows:
+        found = "" if not e.findings else "  [" + ", ".join(f"{k}:{v}" for k, v in sorted(e.findings.items())) + "]"
+        paths = " -> ".join(e.paths) if e.command == "rename" else " ".join(e.paths)
+        print(f"{e.commit_id[:10]}  #{e.seq:<4} {_fmt_time(e.time)}  {e.actor:<10} {e.command:<11} {paths}{found}")
+
+
+def _cmd_init(args: argparse.Namespace) -> int:
+    from .store import MemoryStore
+
+    settings = StoreSettings(overwrite_on_create=args.overwrite_on_create, durability=args.durability)
+    store = MemoryStore.create(_store_path(args), settings=settings, **_credentials(confirm=True))
+    print(f"Created an empty memory store in {store.root}")
+    store.close()
+    return ExitStatus.SUCCESS
+
+
+def _cmd_keygen(args: argparse.Namespace) -> int:
+    from .crypto import new_key
+
+    path = Path(args.file)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    try:
+        os.write(fd, new_key())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    print(f"Wrote a new 32-byte key to {path} (mode 0600). Keep a copy somewhere safe: without it the store is lost.")
+    return ExitStatus.SUCCESS
+
+
+def _cmd_log(args: argparse.Namespace) -> int:
+    from .history import log
+
+    with _open(args) as store:
+        _print_log(log(store, limit=args.n), args.json)
+    return ExitStatus.SUCCESS
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from .demo import run_demo
+    from .history import log
+    from .store import MemoryStore
+
+    base = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="memvault-demo-"))
+    base.mkdir(parents=True, exist_ok=True)
+    key_file = base / "demo.key"
+    fd = os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    try:
+        from .crypto import new_key
+
+        os.write(fd, new_key())
+    finally:
+        os.close(fd)
+    store = MemoryStore.create(base / "store", key_file=key_file)
+    steps = run_demo(store)
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "store": str(store.root),
+                    "key_file": str(key_file),
+                    "steps": [{"input": s.input, "output": s.output, "is_error": s.is_error} for s in steps],
+                    "history": [e.to_json() for e in log(store)],
+                },
+                ensure_ascii=False,
+                indent=2,
+            )
+        )
+        store.close()
+        return ExitStatus.SUCCESS
+    print(f"memvault demo: an encrypted memory store in {store.root}\n")
+    for step in steps:
+        shown = {k: v for k, v in step.input.items()}
+        print(f">>> memory {json.dumps(shown, ensure_ascii=False)}")
+        print(("ERROR: " if step.is_error else "") + step.output + "\n")
+    print("History (newest first): commit, seq, time, actor, command, path")
+    _print_log(log(store), False)
+    print(f"\nReview it yourself:  MEMVAULT_KEY_FILE={key_file} memvault --store {store.root} log")
+    store.close()
+    return ExitStatus.SUCCESS
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="memvault", description="Encrypted, git-versioned memory for Claude's memory tool.")
+    p.add_argument("--store", help=f"store directory (default: ${ENV_STORE}, else the current directory)")
+    sub = p.add_subparsers(dest="cmd", required=True, parser_class=_Parser)
+
+    s = sub.add_parser("init", help="create an empty store (key from the environment or a prompt)")
+    s.add_argument("--overwrite-on-create", action="store_true", help="let `create` overwrite existing files")
+    s.add_argument("--durability", choices=["full", "none"], default="full", help="fsync policy (default: full)")
+    s.set_defaults(func=_cmd_init)
+
+    s = sub.add_parser("keygen", help="write a new random 32-byte key file (for MEMVAULT_KEY_FILE)")
+    s.add_argument("file", help="path of the new key file (must not exist)")
+    s.set_defaults(func=_cmd_keygen)
+
+    s = sub.add_parser("log", help="list commits, newest first")
+    s.add_argument("-n", type=int, default=None, help="show at most N commits")
+    s.add_argument("--json", action="store_true", help="machine-readable output")
+    s.set_defaults(func=_cmd_log)
+
+    s = sub.add_parser("demo", help="run the customer-service example on a new store and show its history")
+    s.add_argument("dir", nargs="?", help="directory for the demo store and key (default: a new temp directory)")
+    s.add_argument("--json", action="store_true", help="machine-readable output")
+    s.set_defaults(func=_cmd_demo)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI; return the exit status (see :class:`ExitStatus`)."""
+    as_json = "--json" in (argv if argv is not None else sys.argv[1:])
+    try:
+        args = _parser().parse_args(argv)
+        return int(args.func(args))
+    except _UsageError as err:
+        _error(str(err), ExitStatus.USAGE, as_json)
+        return ExitStatus.USAGE
+    except MemvaultError as err:
+        _error(str(err), err.exit_status, as_json)
+        return err.exit_status
+    except KeyboardInterrupt:
+        return ExitStatus.INTERRUPTED
+    except FileExistsError:
+        _error("The file already exists.", ExitStatus.REFUSED, as_json)
+        return ExitStatus.REFUSED
+
+
+def _error(message: str, status: ExitStatus, as_json: bool) -> None:
+    if as_json:
+        print(json.dumps({"error": message, "exit_status": int(status), "kind": status.name}), file=sys.stderr)
+    else:
+        print(f"memvault: {message}", file=sys.stderr)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,37 @@
+"""Shared fixtures. Stores made here use cheap Argon2id parameters (tests only; the
+production default is m=64 MiB, t=3, p=4)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import memvault
+from memvault.settings import KdfParams, StoreSettings
+
+#: Cheap KDF for tests only.
+FAST_KDF = KdfParams(memory_kib=8, iterations=1, lanes=1)
+PASSPHRASE = "correct horse battery staple"
+
+
+def make_store(path: Path, settings: StoreSettings | None = None) -> memvault.MemoryStore:
+    return memvault.MemoryStore.create(path, passphrase=PASSPHRASE, kdf=FAST_KDF, settings=settings)
+
+
+@pytest.fixture
+def store_path(tmp_path: Path) -> Path:
+    return tmp_path / "store"
+
+
+@pytest.fixture
+def store(store_path: Path) -> Iterator[memvault.MemoryStore]:
+    s = make_store(store_path)
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def tool(store: memvault.MemoryStore) -> memvault.MemoryTool:
+    return memvault.MemoryTool(store, actor="agent", session="session-1")

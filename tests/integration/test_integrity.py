@@ -1,0 +1,239 @@
+"""Tampering with a copy of the store is detected: flipped bytes, swapped blobs, blobs from
+another store, forged commits, and a branch moved back to an older commit."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import zlib
+from pathlib import Path
+
+import pytest
+from anthropic.lib.tools._beta_functions import ToolError
+from dulwich.objects import Blob, Commit, Tree
+from dulwich.repo import Repo
+
+import memvault
+from memvault import records
+from memvault.errors import IntegrityError, RollbackDetectedError, WrongKeyError
+from conftest import PASSPHRASE, make_store
+
+
+def _open(path: Path) -> memvault.MemoryStore:
+    return memvault.MemoryStore.open(path, passphrase=PASSPHRASE)
+
+
+def _loose_path(store_path: Path, obj_id: bytes) -> Path:
+    h = obj_id.decode()
+    return store_path / "repo" / "objects" / h[:2] / h[2:]
+
+
+def _set_branch(store_path: Path, commit_id: bytes) -> None:
+    (store_path / "repo" / "refs" / "heads" / "main").write_bytes(commit_id + b"\n")
+
+
+def _seed(store: memvault.MemoryStore) -> None:
+    tool = memvault.MemoryTool(store)
+    tool.call({"command": "create", "path": "/memories/a.md", "file_text": "alpha secret\n" * 50})
+    tool.call({"command": "create", "path": "/memories/b.md", "file_text": "bravo other\n" * 50})
+
+
+def test_corrupted_blob_object_is_refused(store_path: Path) -> None:
+    store = make_store(store_path)
+    _seed(store)
+    node = store.snapshot().get("/memories/a.md")
+    assert node is not None
+    path = _loose_path(store_path, node.blob_id)
+    raw = bytearray(zlib.decompress(path.read_bytes()))
+    raw[len(raw) // 2] ^= 0x01
+    os.chmod(path, 0o600)
+    path.write_bytes(zlib.compress(bytes(raw)))
+    fresh = _open(store_path)  # listing still works: the index is intact
+    with pytest.raises(ToolError) as info:
+        memvault.MemoryTool(fresh).call({"command": "view", "path": "/memories/a.md"})
+    assert str(info.value) == "Error: Internal memory store error." or "integrity" in str(info.value)
+    assert "alpha" not in str(info.value)
+    # b.md is unaffected.
+    assert "bravo" in memvault.MemoryTool(fresh).call({"command": "view", "path": "/memories/b.md"})  # type: ignore[operator]
+
+
+def test_every_byte_flip_of_a_blob_is_an_integrity_error(store: memvault.MemoryStore) -> None:
+    _seed(store)
+    node = store.snapshot().get("/memories/a.md")
+    assert node is not None
+    blob = store.git.read_blob(node.blob_id)
+    dek = store.keyring.dek(node.dek_id)
+    assert records.decode_blob(dek, blob, store_id=store.store_id, node=node).startswith(b"alpha")
+    step = max(1, len(blob) // 300)
+    for i in list(range(0, 80)) + list(range(80, len(blob), step)) + [len(blob) - 1]:
+        flipped = bytearray(blob)
+        flipped[i] ^= 0x80
+        with pytest.raises(IntegrityError):
+            records.decode_blob(dek, bytes(flipped), store_id=store.store_id, node=node)
+
+
+def test_blob_swapped_between_paths_or_versions_is_refused(store: memvault.MemoryStore) -> None:
+    _seed(store)
+    snap = store.snapshot()
+    a, b = snap.get("/memories/a.md"), snap.get("/memories/b.md")
+    assert a is not None and b is not None
+    blob_b = store.git.read_blob(b.blob_id)
+    # B's blob read as A (with A's key, or with B's key under A's identity): refused.
+    for key in (store.keyring.dek(a.dek_id), store.keyring.dek(b.dek_id)):
+        with pytest.raises(IntegrityError):
+            records.decode_blob(key, blob_b, store_id=store.store_id, node=a)
+    # An older version of A under A's new version: refused.
+    store.put_file("/memories/a.md", "alpha v2")
+    a2 = store.snapshot().get("/memories/a.md")
+    assert a2 is not None and a2.version == a.version + 1
+    old_blob = store.git.read_blob(a.blob_id)
+    with pytest.raises(IntegrityError):
+        records.decode_blob(store.keyring.dek(a.dek_id), old_blob, store_id=store.store_id, node=a2)
+    # Same version number, same path, renamed identity: the path is in the AAD.
+    moved = records.Node(**{**{f: getattr(a, f) for f in a.__dataclass_fields__}, "path": "/memories/z.md"})
+    with pytest.raises(IntegrityError):
+        records.decode_blob(store.keyring.dek(a.dek_id), old_blob, store_id=store.store_id, node=moved)
+
+
+def _forge_commit(store_path: Path, tree_id: bytes, parent: bytes, message: bytes) -> bytes:
+    repo = Repo(str(store_path / "repo"))
+    c = Commit()
+    c.tree, c.parents = tree_id, [parent]
+    c.author = c.committer = b"memvault <memvault@invalid>"
+    c.author_time = c.commit_time = 0
+    c.author_timezone = c.commit_timezone = 0
+    c.message = message
+    repo.object_store.add_object(c)
+    return c.id
+
+
+def test_swapping_tree_entries_is_detected(store_path: Path) -> None:
+    store = make_store(store_path)
+    _seed(store)
+    repo = Repo(str(store_path / "repo"))
+    head = repo.refs[b"refs/heads/main"]
+    commit = repo[head]
+    root = repo[commit.tree]
+    # Swap the index and content subtrees' roles by rebuilding the root with swapped entries.
+    entries = {e.path: (e.mode, e.sha) for e in root.iteritems()}
+    forged = Tree()
+    forged.add(b"c", entries[b"i"][0], entries[b"i"][1])
+    forged.add(b"i", entries[b"c"][0], entries[b"c"][1])
+    repo.object_store.add_object(forged)
+    _set_branch(store_path, _forge_commit(store_path, forged.id, commit.parents[0], commit.message))
+    with pytest.raises(IntegrityError):
+        _open(store_path)
+
+
+def test_forged_commits_are_detected(store_path: Path) -> None:
+    store = make_store(store_path)
+    _seed(store)
+    head, _ = store.head
+    repo = Repo(str(store_path / "repo"))
+    commit = repo[head]
+    good = commit.message
+    bogus_tag = good[:-10] + b"0000000000"[: 9] + b"\n"
+    for message in [bogus_tag, good.split(b"\nMemvault-Tag")[0] + b"\n", b"memvault\n", good[:-20]]:
+        _set_branch(store_path, _forge_commit(store_path, commit.tree, head, message))
+        with pytest.raises(IntegrityError):
+            _open(store_path)
+    # A real commit re-parented (same tree, same message, different parent) is refused too.
+    grandparent = repo[commit.parents[0]].parents[0]
+    _set_branch(store_path, _forge_commit(store_path, commit.tree, grandparent, good))
+    with pytest.raises(IntegrityError):
+        _open(store_path)
+    _set_branch(store_path, head)
+    assert _open(store_path).head[0] == head
+
+
+def test_branch_reset_to_older_commit_is_rollback(store_path: Path) -> None:
+    store = make_store(store_path)
+    tool = memvault.MemoryTool(store)
+    ids = []
+    for i in range(5):
+        tool.call({"command": "create", "path": f"/memories/{i}.md", "file_text": str(i)})
+        ids.append(store.head[0])
+    _set_branch(store_path, ids[1])
+    with pytest.raises(RollbackDetectedError) as info:
+        _open(store_path)
+    assert "#2" in str(info.value) and "#5" in str(info.value)
+    # An already-open store notices on its next command, and writes nothing.
+    with pytest.raises(ToolError) as tool_info:
+        tool.call({"command": "create", "path": "/memories/x.md", "file_text": "x"})
+    assert "Rollback detected" in str(tool_info.value)
+    assert (store_path / "repo" / "refs" / "heads" / "main").read_bytes().strip() == ids[1]
+    _set_branch(store_path, ids[-1])
+    assert _open(store_path).head == (ids[-1], 5)
+
+
+def test_fork_to_sibling_commit_is_detected(store_path: Path) -> None:
+    """Two copies continue from one commit; pointing one at the other's commit is a fork."""
+    store = make_store(store_path)
+    memvault.MemoryTool(store).call({"command": "create", "path": "/memories/a.md", "file_text": "a"})
+    twin_path = store_path.parent / "twin"
+    shutil.copytree(store_path, twin_path)
+    memvault.MemoryTool(store).call({"command": "create", "path": "/memories/b.md", "file_text": "b"})
+    twin = _open(twin_path)
+    memvault.MemoryTool(twin).call({"command": "create", "path": "/memories/c.md", "file_text": "c"})
+    assert twin.head[1] == store.head[1] == 2 and twin.head[0] != store.head[0]
+    shutil.copytree(twin_path / "repo" / "objects", store_path / "repo" / "objects", dirs_exist_ok=True)
+    _set_branch(store_path, twin.head[0])
+    with pytest.raises(RollbackDetectedError) as info:
+        _open(store_path)
+    assert str(info.value).startswith("Fork detected")
+
+
+def test_blob_or_repo_from_another_store_with_same_passphrase(tmp_path: Path) -> None:
+    x, y = make_store(tmp_path / "x"), make_store(tmp_path / "y")
+    memvault.MemoryTool(x).call({"command": "create", "path": "/memories/a.md", "file_text": "from x"})
+    memvault.MemoryTool(y).call({"command": "create", "path": "/memories/a.md", "file_text": "from y"})
+    x_node, y_node = x.snapshot().get("/memories/a.md"), y.snapshot().get("/memories/a.md")
+    assert x_node is not None and y_node is not None
+    x_blob = x.git.read_blob(x_node.blob_id)
+    # X's blob under Y's identity and keys: refused (store_id in the header and AAD).
+    with pytest.raises(IntegrityError):
+        records.decode_blob(y.keyring.dek(y_node.dek_id), x_blob, store_id=y.store_id, node=y_node)
+    # X's whole repository dropped into Y's directory: Y's chain key rejects it.
+    shutil.rmtree(tmp_path / "y" / "repo")
+    shutil.copytree(tmp_path / "x" / "repo", tmp_path / "y" / "repo")
+    with pytest.raises(IntegrityError):
+        _open(tmp_path / "y")
+    # X's keyring in Y: refused (store id in the keyring header).
+    shutil.copy(tmp_path / "x" / "keyring", tmp_path / "y" / "keyring")
+    with pytest.raises(IntegrityError):
+        _open(tmp_path / "y")
+
+
+def test_wrong_passphrase_and_weakened_key_slot(store_path: Path) -> None:
+    import json
+
+    make_store(store_path).close()
+    with pytest.raises(WrongKeyError) as info:
+        memvault.MemoryStore.open(store_path, passphrase="not it")
+    assert str(info.value) == "The passphrase or key does not unlock this memory store."
+    slot_file = next((store_path / "keys").glob("*.json"))
+    slot = json.loads(slot_file.read_text())
+    slot["kdf"]["iterations"] = 2  # an attacker "weakens" the slot: the AAD no longer matches
+    slot_file.write_text(json.dumps(slot))
+    with pytest.raises(WrongKeyError):
+        memvault.MemoryStore.open(store_path, passphrase=PASSPHRASE)
+    slot["kdf"]["memory_kib"] = 2**40  # an absurd work factor is refused before the KDF runs
+    slot_file.write_text(json.dumps(slot))
+    with pytest.raises(IntegrityError):
+        memvault.MemoryStore.open(store_path, passphrase=PASSPHRASE)
+
+
+def test_blob_object_replaced_by_other_valid_object_is_refused(store_path: Path) -> None:
+    """A loose object file whose bytes are another valid object: git id check fails."""
+    store = make_store(store_path)
+    _seed(store)
+    snap = store.snapshot()
+    a, b = snap.get("/memories/a.md"), snap.get("/memories/b.md")
+    assert a is not None and b is not None
+    pa, pb = _loose_path(store_path, a.blob_id), _loose_path(store_path, b.blob_id)
+    os.chmod(pa, 0o600)
+    pa.write_bytes(pb.read_bytes())
+    fresh = _open(store_path)
+    with pytest.raises(IntegrityError):
+        fresh.read_node(a)
+    assert isinstance(Blob.from_string(b"x"), Blob)

@@ -17,6 +17,7 @@ import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from .errors import ExitStatus, KeyUnavailableError, MemvaultError
 from .settings import StoreSettings
@@ -24,7 +25,7 @@ from .settings import StoreSettings
 __all__ = ["main"]
 
 ENV_STORE = "MEMVAULT_STORE"
-ENV_PASSPHRASE = "MEMVAULT_PASSPHRASE"
+ENV_PASSPHRASE = "MEMVAULT_PASSPHRASE"  # noqa: S105 (a variable name, not a secret)
 ENV_KEY_FILE = "MEMVAULT_KEY_FILE"
 
 
@@ -41,7 +42,7 @@ def _store_path(args: argparse.Namespace) -> Path:
     return Path(args.store or os.environ.get(ENV_STORE) or ".")
 
 
-def _credentials(*, confirm: bool) -> dict[str, str]:
+def _credentials(*, confirm: bool) -> dict[str, Any]:
     key_file = os.environ.get(ENV_KEY_FILE)
     passphrase = os.environ.get(ENV_PASSPHRASE)
     if key_file and passphrase:

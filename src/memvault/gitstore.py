@@ -14,7 +14,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from dulwich.errors import ChecksumMismatch, ObjectFormatException
-from dulwich.objects import Blob, Commit, ShaFile, Tree
+from dulwich.objects import ZERO_SHA, Blob, Commit, ObjectID, ShaFile, Tree
+from dulwich.refs import Ref
 from dulwich.repo import Repo
 
 from .errors import IntegrityError
@@ -22,7 +23,7 @@ from .fsutil import fsync_dir
 
 __all__ = ["GitStore", "BRANCH", "MODE_BLOB", "MODE_TREE", "IDENTITY"]
 
-BRANCH = b"refs/heads/main"
+BRANCH = Ref(b"refs/heads/main")
 MODE_BLOB = 0o100644
 MODE_TREE = 0o040000
 #: Constant author/committer: who did what lives only in the encrypted commit metadata.
@@ -48,7 +49,7 @@ class GitStore:
     @classmethod
     def init(cls, path: Path, *, durable: bool) -> GitStore:
         repo = Repo.init_bare(str(path), mkdir=True)
-        repo.refs.set_symbolic_ref(b"HEAD", BRANCH)
+        repo.refs.set_symbolic_ref(Ref(b"HEAD"), BRANCH)
         config = repo.get_config()
         config.set((b"core",), b"fsyncObjectFiles", durable)
         config.set((b"core",), b"logAllRefUpdates", False)
@@ -83,9 +84,8 @@ class GitStore:
             os.unlink(lock)
         except FileNotFoundError:
             pass
-        from dulwich.objects import ZERO_SHA
-
-        ok = bool(self._repo.refs.set_if_equals(BRANCH, old if old is not None else ZERO_SHA, new))
+        expected = ObjectID(old) if old is not None else ZERO_SHA
+        ok = bool(self._repo.refs.set_if_equals(BRANCH, expected, ObjectID(new)))
         if ok and self._durable:
             fsync_dir(self._ref_file.parent)
         return ok
@@ -101,14 +101,14 @@ class GitStore:
         """A tree from ``name -> (mode, id)``."""
         tree = Tree()
         for name, (mode, obj_id) in entries.items():
-            tree.add(name, mode, obj_id)
+            tree.add(name, mode, ObjectID(obj_id))
         return tree
 
     @staticmethod
     def commit(tree_id: bytes, parent: bytes | None, message: bytes) -> Commit:
         c = Commit()
-        c.tree = tree_id
-        c.parents = [parent] if parent is not None else []
+        c.tree = ObjectID(tree_id)
+        c.parents = [ObjectID(parent)] if parent is not None else []
         c.author = c.committer = IDENTITY
         c.author_time = c.commit_time = 0
         c.author_timezone = c.commit_timezone = 0
@@ -132,7 +132,7 @@ class GitStore:
 
     def _get(self, obj_id: bytes) -> ShaFile:
         try:
-            return self._repo.object_store[obj_id]
+            return self._repo.object_store[ObjectID(obj_id)]
         except KeyError:
             raise IntegrityError("An object of the store is missing.") from None
         except (ChecksumMismatch, ObjectFormatException, ValueError, OSError):
@@ -141,7 +141,7 @@ class GitStore:
             raise IntegrityError() from None
 
     def contains(self, obj_id: bytes) -> bool:
-        return obj_id in self._repo.object_store
+        return ObjectID(obj_id) in self._repo.object_store
 
     def read_blob(self, obj_id: bytes) -> bytes:
         obj = self._get(obj_id)

@@ -123,9 +123,7 @@ class KeySlot:
 
     def aad(self, store_id: bytes) -> bytes:
         params = _kdf_json(self.kdf)
-        return b"|".join(
-            [_SLOT_AAD_PREFIX, store_id, self.slot_id, self.kind.encode(), self.salt, params.encode()]
-        )
+        return b"|".join([_SLOT_AAD_PREFIX, store_id, self.slot_id, self.kind.encode(), self.salt, params.encode()])
 
     def to_json(self) -> dict[str, Any]:
         return {

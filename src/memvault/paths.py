@@ -153,7 +153,7 @@ class MemoryPath:
     def is_within(self, other: MemoryPath) -> bool:
         """True if this path is ``other`` or lies below it."""
         n = len(other.parts)
-        return len(self.parts) >= n and self.parts[:n] == other.parts
+        return self.parts[:n] == other.parts[:n]
 
     def relative_to(self, other: MemoryPath) -> tuple[str, ...]:
         """The segments of this path below ``other``; ``ValueError`` if it is not within it."""
@@ -234,9 +234,7 @@ def _has_bad_category(text: str) -> bool:
 
 
 def _is_normalized(seg: str) -> bool:
-    return seg.isascii() or (
-        unicodedata.is_normalized("NFC", seg) and unicodedata.is_normalized("NFKC", seg)
-    )
+    return seg.isascii() or (unicodedata.is_normalized("NFC", seg) and unicodedata.is_normalized("NFKC", seg))
 
 
 def _utf8_len(text: str) -> int:

@@ -13,9 +13,16 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Mapping
-from typing import Any, Union
+from typing import Any
 
-from .errors import EditError, InvalidInputError, InvalidPathError, LimitExceededError, PathExistsError, PathNotFoundError
+from .errors import (
+    EditError,
+    InvalidInputError,
+    InvalidPathError,
+    LimitExceededError,
+    PathExistsError,
+    PathNotFoundError,
+)
 from .paths import MemoryPath, display, parse_path
 from .store import MemoryStore, Transaction
 
@@ -31,7 +38,7 @@ _IMAGE_TYPES = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg"
 _HIDDEN_DIR = "node_modules"
 
 #: What a command returns: text, or content blocks (an image view).
-ToolResult = Union[str, list[dict[str, Any]]]
+ToolResult = str | list[dict[str, Any]]
 
 _FIELDS: dict[str, tuple[tuple[str, type, bool], ...]] = {
     # name, type, required
@@ -65,7 +72,7 @@ def _validate_input(data: object) -> tuple[str, dict[str, Any]]:
         if not isinstance(value, typ) or (typ is int and isinstance(value, bool)):
             kind = {str: "a string", int: "an integer", list: "a list"}[typ]
             raise InvalidInputError(f"Error: Field `{name}` of command `{command}` must be {kind}.")
-        if typ is str:
+        if isinstance(value, str) and not name.endswith("path"):  # paths: the path grammar decides
             _check_text(name, value)
         args[name] = value
     return command, args
@@ -75,7 +82,9 @@ def _check_text(name: str, value: str) -> None:
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:
-        raise InvalidInputError(f"Error: Field `{name}` is not valid Unicode text (it contains a lone surrogate).") from None
+        raise InvalidInputError(
+            f"Error: Field `{name}` is not valid Unicode text (it contains a lone surrogate)."
+        ) from None
 
 
 def _path(store: MemoryStore, raw: str) -> MemoryPath:
@@ -280,7 +289,9 @@ def _str_replace(store: MemoryStore, args: dict[str, Any], actor: str, session: 
         content = _read_text(txn, path, f"Error: The path {path.text} does not exist. Please provide a valid path.")
         count = content.count(old_str)
         if count == 0:
-            raise EditError(f"No replacement was performed, old_str `{old_str}` did not appear verbatim in {path.text}.")
+            raise EditError(
+                f"No replacement was performed, old_str `{old_str}` did not appear verbatim in {path.text}."
+            )
         if count > 1:
             lines = ", ".join(map(str, _line_numbers(content, old_str)))
             raise EditError(

@@ -697,8 +697,7 @@ class MemoryStore:
         tree_id = self._apply_tree(state.tree_id, tree_changes, objects)
         sealed = records.seal_meta(self._keys.meta, self.store_id, meta)
         tag = records.commit_tag(self._keys.chain, self.store_id, meta.seq, state.commit_id, tree_id, sealed)
-        message = b"memvault\n\nMemvault-Meta: " + b64encode(sealed).encode() + b"\nMemvault-Tag: " + tag.hex().encode() + b"\n"
-        commit = GitStore.commit(tree_id, state.commit_id, message)
+        commit = GitStore.commit(tree_id, state.commit_id, _commit_message(sealed, tag))
         objects.append(commit)
         self.git.write(objects)  # type: ignore[arg-type]
         dek_records.append(self.keyring.commit_record(meta.seq, commit.id, state.commit_id))
@@ -714,12 +713,12 @@ class MemoryStore:
         # Published. Fold the changes into the cached state.
         try:
             for path in sorted(new_nodes, key=lambda p: -p.count("/")):
-                old = state.nodes.get(path)
-                if old is not None:
-                    state.remove(old)
-            for path, node in sorted(new_nodes.items(), key=lambda kv: kv[0].count("/")):
-                if node is not None:
-                    state.add(node)
+                previous = state.nodes.get(path)
+                if previous is not None:
+                    state.remove(previous)
+            for _path, added in sorted(new_nodes.items(), key=lambda kv: kv[0].count("/")):
+                if added is not None:
+                    state.add(added)
             for shard, blob_id in new_shard_blobs.items():
                 if blob_id is None:
                     state.shard_blobs.pop(shard, None)
@@ -727,9 +726,9 @@ class MemoryStore:
                 else:
                     state.shard_blobs[shard] = blob_id
             for path, data in txn.contents.items():
-                node = state.nodes.get(path)
-                if node is not None and len(data) <= _CONTENT_CACHE_BYTES // 8:
-                    self._content_cache[node.blob_id] = data
+                cached = state.nodes.get(path)
+                if cached is not None and len(data) <= _CONTENT_CACHE_BYTES // 8:
+                    self._content_cache[cached.blob_id] = data
                     self._content_cache_size += len(data)
             state.commit_id, state.seq, state.tree_id = commit.id, meta.seq, tree_id
         except Exception:
@@ -785,8 +784,7 @@ class MemoryStore:
         empty = GitStore.tree({})
         sealed = records.seal_meta(self._keys.meta, self.store_id, meta)
         tag = records.commit_tag(self._keys.chain, self.store_id, 0, ZERO_ID, empty.id, sealed)
-        message = b"memvault\n\nMemvault-Meta: " + b64encode(sealed).encode() + b"\nMemvault-Tag: " + tag.hex().encode() + b"\n"
-        commit = GitStore.commit(empty.id, None, message)
+        commit = GitStore.commit(empty.id, None, _commit_message(sealed, tag))
         self.git.write([empty, commit])
         self.keyring.append(self.keyring.commit_record(0, commit.id, ZERO_ID), durable=self._durable)
         if not self.git.compare_and_swap(None, commit.id):
@@ -811,6 +809,17 @@ class MemoryStore:
             txn.write_file(vpath, raw, binary=binary)
 
         self.transact(apply, command="put", paths=(vpath.text,), actor=actor, session=session)
+
+
+def _commit_message(sealed_meta: bytes, tag: bytes) -> bytes:
+    """The commit message grammar (matched back by ``_MESSAGE_RE``)."""
+    return (
+        b"memvault\n\nMemvault-Meta: "
+        + b64encode(sealed_meta).encode()
+        + b"\nMemvault-Tag: "
+        + tag.hex().encode()
+        + b"\n"
+    )
 
 
 def _content_path(token: bytes) -> tuple[bytes, ...]:

@@ -37,7 +37,7 @@ _log = logging.getLogger("memvault")
 
 def _execute(store: MemoryStore, data: object, actor: str, session: str) -> BetaFunctionToolResultType:
     try:
-        return run_command(store, data, actor=actor, session=session)
+        return run_command(store, data, actor=actor, session=session)  # type: ignore[return-value]
     except MemvaultError as err:
         raise ToolError(str(err)) from None
     except Exception as err:

@@ -68,7 +68,11 @@ class GitStore:
         try:
             data = self._ref_file.read_bytes().strip()
         except FileNotFoundError:
-            return None
+            # `git pack-refs` (run by `git gc`) moves the branch into packed-refs.
+            packed = self._repo.refs.get_packed_refs().get(BRANCH)
+            if packed is None:
+                return None
+            data = bytes(packed)
         if not _HEX40.match(data):
             raise IntegrityError("The store's branch is damaged.")
         return data

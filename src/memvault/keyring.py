@@ -10,8 +10,15 @@ a torn tail (a crash mid-append) is ignored by readers and cut off by the next w
 - ``DEK`` (type 1): ``dek_id(16) || u32 epoch || seal(K_wrap, dek, aad)`` where
   ``aad = "memvault/v1/dek" || store_id || dek_id || epoch``.
 - ``COMMIT`` (type 2): ``u64 seq || commit_id(40 hex) || parent_id(40 hex or 40 "0") || mac``
-  with ``mac = HMAC(K_keyring, "memvault/v1/hw" || store_id || seq || commit_id || parent_id)``;
-  the last one is the high-water mark.
+  with ``mac = HMAC(K_keyring, "memvault/v1/hw" || store_id || seq || commit_id || parent_id ||
+  prev_mac)``, where ``prev_mac`` is the mac of the previous COMMIT or ABORT record (32 zero
+  bytes for the first). The newest one is the high-water mark. Chaining the macs means an old
+  record cannot be replayed at the end to lower the mark; seq must grow by one per record
+  (or repeat the previous seq from the same parent, replacing a commit that was never published).
+- ``ABORT`` (type 3): ``u64 seq || commit_id(40 hex) || mac`` with
+  ``mac = HMAC(K_keyring, "memvault/v1/abort" || store_id || seq || commit_id || prev_mac)``:
+  the writer recorded that commit but could not publish it; the mark goes back to the previous
+  one. Records are never removed, so readers never see the file shrink except for a torn tail.
 """
 
 from __future__ import annotations
@@ -33,10 +40,14 @@ _HEADER = struct.Struct(">4sB16s")
 _RECORD = struct.Struct(">BH")
 _DEK = 1
 _COMMIT = 2
+_ABORT = 3
 _DEK_HEAD = struct.Struct(">16sI")
 _COMMIT_BODY = struct.Struct(">Q40s40s32s")
+_ABORT_BODY = struct.Struct(">Q40s32s")
 _DEK_AAD = b"memvault/v1/dek"
 _HW_MAC = b"memvault/v1/hw"
+_ABORT_MAC = b"memvault/v1/abort"
+_NO_MAC = bytes(32)
 #: Parent id of the first commit.
 ZERO_ID = b"0" * 40
 
@@ -61,7 +72,9 @@ class Keyring:
         self._sealed: dict[bytes, tuple[int, bytes]] = {}
         self._deks: dict[bytes, bytes] = {}
         self._offset = _HEADER.size
+        self._chain = _NO_MAC
         self.high_water: HighWater | None = None
+        self._previous: HighWater | None = None
 
     @staticmethod
     def create(path: Path, store_id: bytes, *, durable: bool) -> None:
@@ -113,12 +126,31 @@ class Keyring:
                 raise IntegrityError("The store's keyring is damaged.")
             seq, commit_id, parent_id, tag = _COMMIT_BODY.unpack(body)
             crypto.mac_verify(self._mac_key, self._hw_message(seq, commit_id, parent_id), tag)
-            self.high_water = HighWater(seq, commit_id, parent_id)
+            hw = self.high_water
+            if hw is not None and not (
+                seq == hw.seq + 1 or (seq == hw.seq and parent_id == hw.parent_id and commit_id != hw.commit_id)
+            ):
+                raise IntegrityError("The store's keyring is damaged.")
+            # A replacement (same seq) keeps the mark before the replaced one as "previous".
+            previous = self._previous if hw is not None and seq == hw.seq else hw
+            self._previous, self.high_water, self._chain = previous, HighWater(seq, commit_id, parent_id), tag
+        elif rtype == _ABORT:
+            if len(body) != _ABORT_BODY.size:
+                raise IntegrityError("The store's keyring is damaged.")
+            seq, commit_id, tag = _ABORT_BODY.unpack(body)
+            crypto.mac_verify(self._mac_key, self._abort_message(seq, commit_id), tag)
+            hw = self.high_water
+            if hw is None or (hw.seq, hw.commit_id) != (seq, commit_id):
+                raise IntegrityError("The store's keyring is damaged.")
+            self.high_water, self._previous, self._chain = self._previous, None, tag
         else:
             raise IntegrityError("The store's keyring is damaged.")
 
     def _hw_message(self, seq: int, commit_id: bytes, parent_id: bytes) -> bytes:
-        return _HW_MAC + self._store_id + struct.pack(">Q", seq) + commit_id + parent_id
+        return _HW_MAC + self._store_id + struct.pack(">Q", seq) + commit_id + parent_id + self._chain
+
+    def _abort_message(self, seq: int, commit_id: bytes) -> bytes:
+        return _ABORT_MAC + self._store_id + struct.pack(">Q", seq) + commit_id + self._chain
 
     def _dek_aad(self, dek_id: bytes, epoch: int) -> bytes:
         return _DEK_AAD + self._store_id + dek_id + struct.pack(">I", epoch)
@@ -151,10 +183,16 @@ class Keyring:
         return _RECORD.pack(_DEK, len(body)) + body
 
     def commit_record(self, seq: int, commit_id: bytes, parent_id: bytes) -> bytes:
-        """Encode a high-water record for :meth:`append`."""
+        """Encode a high-water record chained to the last record read (refresh first)."""
         tag = crypto.mac(self._mac_key, self._hw_message(seq, commit_id, parent_id))
         body = _COMMIT_BODY.pack(seq, commit_id, parent_id, tag)
         return _RECORD.pack(_COMMIT, len(body)) + body
+
+    def abort_record(self, seq: int, commit_id: bytes) -> bytes:
+        """Encode an abort of the newest high-water record (refresh first)."""
+        tag = crypto.mac(self._mac_key, self._abort_message(seq, commit_id))
+        body = _ABORT_BODY.pack(seq, commit_id, tag)
+        return _RECORD.pack(_ABORT, len(body)) + body
 
     def append(self, records: bytes, *, durable: bool) -> int:
         """Append encoded records in one write (caller holds the store lock); return old size.
@@ -176,18 +214,3 @@ class Keyring:
             os.close(fd)
         self.refresh()
         return start
-
-    def truncate(self, size: int, *, durable: bool) -> None:
-        """Undo an append whose commit did not land (caller holds the store lock)."""
-        fd = os.open(self._path, os.O_WRONLY | os.O_NOFOLLOW)
-        try:
-            os.ftruncate(fd, size)
-            if durable:
-                os.fdatasync(fd)
-        finally:
-            os.close(fd)
-        # Re-read from scratch: the high-water mark may have moved back.
-        self._sealed.clear()
-        self._offset = _HEADER.size
-        self.high_water = None
-        self.refresh()

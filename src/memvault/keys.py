@@ -47,6 +47,8 @@ _KEYFILE_INFO = b"memvault/v1/keyfile-kek"
 #: Subkey purposes; each is HKDF(master key, salt=store_id, info="memvault/v1/" + purpose).
 PURPOSES = ("wrap", "index", "meta", "chain", "name", "keyring", "config")
 _EPOCH_ENTRY = struct.Struct(">I32s")
+_SALT_SIZE = 16
+_SLOT_KEYS = frozenset({"format", "slot_id", "kind", "kdf", "salt", "wrapped"})
 
 
 def b64encode(data: bytes) -> str:
@@ -137,28 +139,28 @@ class KeySlot:
 
     @classmethod
     def from_json(cls, obj: object) -> KeySlot:
+        """Parse a slot strictly: exact keys, exact types, bounded KDF parameters."""
         try:
-            assert isinstance(obj, dict)
-            if obj.get("format") != _SLOT_FORMAT:
-                raise IntegrityError("Unsupported key slot format.")
+            if not isinstance(obj, dict) or set(obj) != _SLOT_KEYS or obj["format"] != _SLOT_FORMAT:
+                raise ValueError
             kind = obj["kind"]
-            if kind not in ("passphrase", "keyfile"):
-                raise IntegrityError("Unsupported key slot kind.")
             kdf_obj = obj["kdf"]
             kdf: KdfParams | None = None
             if kind == "passphrase":
-                assert isinstance(kdf_obj, dict) and kdf_obj.get("alg") == "argon2id"
-                # Bounds are enforced here, before any KDF runs (a hostile slot cannot ask
-                # for 1 TiB of memory).
-                kdf = KdfParams(**{k: v for k, v in kdf_obj.items() if k != "alg"})
-            elif kdf_obj is not None:
-                raise IntegrityError()
+                if not isinstance(kdf_obj, dict) or kdf_obj.get("alg") != "argon2id":
+                    raise ValueError
+                # Strict types and bounds, checked before any KDF runs: a hostile slot cannot
+                # ask for 1 TiB of memory or smuggle "8" for 8.
+                kdf = KdfParams.model_validate({k: v for k, v in kdf_obj.items() if k != "alg"}, strict=True)
+            elif kind != "keyfile" or kdf_obj is not None:
+                raise ValueError
             slot_id = bytes.fromhex(obj["slot_id"])
             if len(slot_id) != 16 or slot_id.hex() != obj["slot_id"]:
-                raise IntegrityError()
-            return cls(slot_id, kind, b64decode(obj["salt"]), kdf, b64decode(obj["wrapped"]))
-        except IntegrityError:
-            raise
+                raise ValueError
+            salt, wrapped = b64decode(obj["salt"]), b64decode(obj["wrapped"])
+            if len(salt) != _SALT_SIZE or (len(wrapped) - crypto.SEAL_OVERHEAD) % _EPOCH_ENTRY.size:
+                raise ValueError
+            return cls(slot_id, kind, salt, kdf, wrapped)
         except Exception:
             raise IntegrityError("A key slot is malformed.") from None
 
@@ -194,7 +196,7 @@ def _decode_master_keys(data: bytes) -> dict[int, bytes]:
 def new_slot(store_id: bytes, unlock: Unlock, master_keys: dict[int, bytes], kdf: KdfParams | None = None) -> KeySlot:
     """A new key slot wrapping ``master_keys`` (epoch -> key) for ``unlock``."""
     slot_kdf = (kdf or DEFAULT_KDF) if unlock.kind == "passphrase" else None
-    slot = KeySlot(crypto.random_bytes(16), unlock.kind, crypto.random_bytes(16), slot_kdf, b"")
+    slot = KeySlot(crypto.random_bytes(16), unlock.kind, crypto.random_bytes(_SALT_SIZE), slot_kdf, b"")
     kek = _derive_kek(slot.kind, slot.salt, slot.kdf, unlock)
     wrapped = crypto.seal(kek, _encode_master_keys(master_keys), slot.aad(store_id))
     return KeySlot(slot.slot_id, slot.kind, slot.salt, slot.kdf, wrapped)

@@ -79,7 +79,7 @@ _DEVICE_NAMES: Final[frozenset[str]] = frozenset(
     | {f"{stem}{digit}" for stem in ("COM", "LPT") for digit in "0123456789" + _SUPERSCRIPT_DIGITS}
 )
 _MAX_DEVICE_LEN: Final[int] = max(len(name) for name in _DEVICE_NAMES)
-#: First characters of every ASCII segment that could be ``.git``, ``git~1`` or a device name.
+#: First characters of every segment that could be ``.git``, ``git~1`` or a device name.
 _RISKY_FIRST: Final[frozenset[str]] = frozenset(".gGcCpPaAnNlL")
 _RISKY_PREFIXES: Final[tuple[str, ...]] = (".git", "git~1", "con", "prn", "aux", "nul", "com", "lpt")
 
@@ -95,8 +95,8 @@ class Reason:
 
     NOT_A_STRING: Final = "expected a string"
     EMPTY: Final = "it is empty"
-    OUTSIDE_ROOT: Final = "it must be /memories or start with /memories/"
     PATH_TOO_LONG: Final = "it is longer than {limit} bytes"
+    OUTSIDE_ROOT: Final = "it must be /memories or start with /memories/"
     EMPTY_SEGMENT: Final = "it contains an empty segment"
     DOT_SEGMENT: Final = "it contains a '.' or '..' segment"
     CONTROL: Final = "it contains a control, format or unassigned character"
@@ -152,8 +152,7 @@ class MemoryPath:
 
     def is_within(self, other: MemoryPath) -> bool:
         """True if this path is ``other`` or lies below it."""
-        n = len(other.parts)
-        return self.parts[:n] == other.parts[:n]
+        return self.parts[: len(other.parts)] == other.parts
 
     def relative_to(self, other: MemoryPath) -> tuple[str, ...]:
         """The segments of this path below ``other``; ``ValueError`` if it is not within it."""

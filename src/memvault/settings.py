@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 __all__ = ["StoreSettings", "KdfParams", "DEFAULT_KDF", "MIN_KDF", "MAX_KDF_MEMORY_KIB", "MAX_KDF_ITERATIONS"]
 
@@ -30,10 +30,18 @@ class KdfParams(BaseModel):
     iterations: int = Field(default=3, ge=1, le=MAX_KDF_ITERATIONS)
     lanes: int = Field(default=4, ge=1, le=MAX_KDF_LANES)
 
+    @model_validator(mode="after")
+    def _argon2_memory_covers_lanes(self) -> KdfParams:
+        if self.memory_kib < 8 * self.lanes:  # an Argon2 requirement (RFC 9106 3.1)
+            raise ValueError("memory_kib must be at least 8 * lanes")
+        return self
+
 
 #: Production default: m=64 MiB, t=3, p=4 (about 0.2 s on the reference machine).
 DEFAULT_KDF = KdfParams()
-#: The weakest parameters a store will unlock with unless explicitly allowed (tests only).
+#: The OWASP floor, documented as the weakest setting worth choosing. memvault never picks
+#: less on its own (the CLI always uses DEFAULT_KDF); a caller passing ``kdf=`` explicitly
+#: (the test suite does, to stay fast) gets exactly what it asked for.
 MIN_KDF = KdfParams(memory_kib=MIN_KDF_MEMORY_KIB, iterations=MIN_KDF_ITERATIONS, lanes=1)
 
 

@@ -40,7 +40,7 @@ from .errors import (
 )
 from .fsutil import DIR_MODE, StoreLock, atomic_write, make_private_dir
 from .gitstore import MODE_BLOB, MODE_TREE, GitStore
-from .keyring import ZERO_ID, Keyring
+from .keyring import ZERO_ID, HighWater, Keyring
 from .keys import Subkeys, Unlock, b64decode, b64encode, load_slots, new_slot, read_key_file, unlock_master_key
 from .paths import ROOT, MemoryPath, fold_key
 from .records import CommitMeta, Node
@@ -392,6 +392,8 @@ class MemoryStore:
         except (OSError, ValueError):
             raise IntegrityError("The store's configuration file is damaged.") from None
         try:
+            if set(config) != {"format", "version", "store_id", "settings", "settings_mac"}:
+                raise ValueError
             if config["format"] != _STORE_FORMAT or config["version"] != _STORE_VERSION:
                 raise IntegrityError("Unsupported memory store format.")
             store_id = bytes.fromhex(config["store_id"])
@@ -473,36 +475,35 @@ class MemoryStore:
 
     def _sync(self, *, writer: bool) -> StoreState:
         """Bring the cached state to the branch head, checking authenticity and freshness."""
-        head = self.git.head()
-        state = self._state
-        if state is not None and head == state.commit_id:
-            return state
-        self.keyring.refresh()
-        hw = self.keyring.high_water
-        if head is None or hw is None:
-            raise IntegrityError("The store's history is missing.")
-        if head != hw.commit_id and head == hw.parent_id and writer and self.git.contains(hw.commit_id):
-            # A writer died after recording its commit but before publishing it: publish it.
-            try:
-                self._load_commit(hw.commit_id)
-                if self.git.compare_and_swap(head, hw.commit_id):
-                    head = hw.commit_id
-            except IntegrityError:
-                pass
-        seq, tree_id = self._load_commit(head)
-        if head != hw.commit_id:
-            pending = seq == hw.seq - 1 and head == hw.parent_id
-            if seq < hw.seq and not pending:
-                raise RollbackDetectedError(
-                    f"Rollback detected: the branch is at commit #{seq} but this store has recorded commit "
-                    f"#{hw.seq}. Someone reset or replaced the history."
-                )
-            if seq == hw.seq:
-                raise RollbackDetectedError("Fork detected: the branch points at a commit this store never recorded.")
-            if seq > hw.seq:
-                raise IntegrityError("The store's keyring is older than its history (restored from a backup?).")
-        self._state = self._load_state(head, seq, tree_id, state)
-        return self._state
+        attempts = 8
+        for attempt in range(attempts):
+            head = self.git.head()
+            state = self._state
+            if state is not None and head == state.commit_id:
+                return state
+            self.keyring.refresh()
+            hw = self.keyring.high_water
+            if head is None or hw is None:
+                raise IntegrityError("The store's history is missing.")
+            if head != hw.commit_id and head == hw.parent_id and writer and self.git.contains(hw.commit_id):
+                # A writer died after recording its commit but before publishing it: publish it.
+                try:
+                    self._load_commit(hw.commit_id)
+                    if self.git.compare_and_swap(head, hw.commit_id):
+                        head = hw.commit_id
+                except IntegrityError:
+                    pass
+            seq, tree_id = self._load_commit(head)
+            problem = _freshness_problem(head, seq, hw)
+            if problem is not None:
+                # A reader without the lock may see the keyring of commits published after it
+                # read the branch; only a branch that stays put is a real rollback.
+                if not writer and attempt < attempts - 1 and self.git.head() != head:
+                    continue
+                raise problem
+            self._state = self._load_state(head, seq, tree_id, state)
+            return self._state
+        raise AssertionError("unreachable")
 
     def _load_commit(self, commit_id: bytes) -> tuple[int, bytes]:
         """Authenticate a commit; return ``(seq, tree_id)``."""
@@ -700,15 +701,20 @@ class MemoryStore:
         commit = GitStore.commit(tree_id, state.commit_id, _commit_message(sealed, tag))
         objects.append(commit)
         self.git.write(objects)  # type: ignore[arg-type]
+        self.keyring.refresh()
         dek_records.append(self.keyring.commit_record(meta.seq, commit.id, state.commit_id))
-        start = self.keyring.append(b"".join(dek_records), durable=self._durable)
+        self.keyring.append(b"".join(dek_records), durable=self._durable)
+        failure: BaseException | None = None
         try:
             swapped = self.git.compare_and_swap(state.commit_id, commit.id)
-        except BaseException:
-            self.keyring.truncate(start, durable=self._durable)
-            raise
+        except BaseException as err:  # noqa: BLE001 - decided below by re-reading the branch
+            failure = err
+            swapped = self.git.head() == commit.id
         if not swapped:
-            self.keyring.truncate(start, durable=self._durable)
+            # Recorded but not published: say so in the keyring, so nobody publishes it later.
+            self.keyring.append(self.keyring.abort_record(meta.seq, commit.id), durable=self._durable)
+            if failure is not None:
+                raise failure
             raise ConflictError("Error: The memory store changed concurrently; retry the command.")
         # Published. Fold the changes into the cached state.
         try:
@@ -734,6 +740,8 @@ class MemoryStore:
         except Exception:
             self._state = None  # rebuilt from the branch on next use
             raise
+        if failure is not None and not isinstance(failure, OSError):
+            raise failure  # e.g. KeyboardInterrupt after the branch moved: the commit stands
 
     def _apply_tree(
         self,
@@ -809,6 +817,22 @@ class MemoryStore:
             txn.write_file(vpath, raw, binary=binary)
 
         self.transact(apply, command="put", paths=(vpath.text,), actor=actor, session=session)
+
+
+def _freshness_problem(head: bytes, seq: int, hw: HighWater) -> IntegrityError | None:
+    """Compare the branch head with the keyring's high-water mark."""
+    if head == hw.commit_id:
+        return None
+    if seq == hw.seq - 1 and head == hw.parent_id:
+        return None  # the newest recorded commit is not published yet (or was lost in a crash)
+    if seq < hw.seq:
+        return RollbackDetectedError(
+            f"Rollback detected: the branch is at commit #{seq} but this store has recorded commit "
+            f"#{hw.seq}. Someone reset or replaced the history."
+        )
+    if seq == hw.seq:
+        return RollbackDetectedError("Fork detected: the branch points at a commit this store never recorded.")
+    return IntegrityError("The store's keyring is older than its history (restored from a backup?).")
 
 
 def _commit_message(sealed_meta: bytes, tag: bytes) -> bytes:

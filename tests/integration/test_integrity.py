@@ -237,3 +237,70 @@ def test_blob_object_replaced_by_other_valid_object_is_refused(store_path: Path)
     with pytest.raises(IntegrityError):
         fresh.read_node(a)
     assert isinstance(Blob.from_string(b"x"), Blob)
+
+
+def _keyring_records(data: bytes) -> list[tuple[int, int, int]]:
+    """(type, start, end) of every record after the 21-byte header."""
+    import struct
+
+    out, pos = [], 21
+    while pos < len(data):
+        rtype, length = struct.unpack_from(">BH", data, pos)
+        out.append((rtype, pos, pos + 3 + length))
+        pos += 3 + length
+    return out
+
+
+def test_replayed_old_high_water_record_is_refused(store_path: Path) -> None:
+    """Appending an old, authentic high-water record must not lower the mark."""
+    store = make_store(store_path)
+    tool = memvault.MemoryTool(store)
+    ids = []
+    for i in range(3):
+        tool.call({"command": "create", "path": f"/memories/{i}.md", "file_text": str(i)})
+        ids.append(store.head[0])
+    keyring = store_path / "keyring"
+    data = keyring.read_bytes()
+    commits = [(s, e) for t, s, e in _keyring_records(data) if t == 2]
+    assert len(commits) == 4  # init + 3 creates
+    _, first_start, first_end = next(r for r in _keyring_records(data) if r[0] == 2 and r[1] == commits[1][0])
+    keyring.write_bytes(data + data[first_start:first_end])
+    _set_branch(store_path, ids[0])
+    with pytest.raises(IntegrityError):
+        _open(store_path)
+
+
+def test_failed_publish_leaves_nothing_and_is_never_published_later(
+    store_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = make_store(store_path)
+    tool = memvault.MemoryTool(store)
+    tool.call({"command": "create", "path": "/memories/a.md", "file_text": "a"})
+    before = store.head
+
+    def fail(*args: object, **kwargs: object) -> bool:
+        raise OSError(5, "I/O error")
+
+    monkeypatch.setattr(store.git, "compare_and_swap", fail)
+    with pytest.raises(ToolError) as info:
+        tool.call({"command": "create", "path": "/memories/b.md", "file_text": "b"})
+    assert str(info.value) == "The memory store could not be written (I/O error)."
+    monkeypatch.undo()
+    assert store.head == before
+    # A fresh writer must not publish the recorded-then-aborted commit.
+    fresh = _open(store_path)
+    memvault.MemoryTool(fresh).call({"command": "create", "path": "/memories/c.md", "file_text": "c"})
+    snap = _open(store_path).snapshot()
+    assert snap.get("/memories/b.md") is None
+    assert snap.get("/memories/c.md") is not None
+    assert _open(store_path).head[1] == before[1] + 1
+
+
+def test_packed_refs_still_open(store_path: Path) -> None:
+    store = make_store(store_path)
+    memvault.MemoryTool(store).call({"command": "create", "path": "/memories/a.md", "file_text": "a"})
+    head = store.head
+    ref = store_path / "repo" / "refs" / "heads" / "main"
+    (store_path / "repo" / "packed-refs").write_bytes(b"# pack-refs with: peeled fully-peeled sorted \n" + head[0] + b" refs/heads/main\n")
+    ref.unlink()
+    assert _open(store_path).head == head

@@ -51,7 +51,9 @@ def test_canaries_never_reach_disk(store_path: Path) -> None:
     tool.call({"command": "create", "path": f"/memories/{c['path']}/notes.md", "file_text": f"hello {c['content']}\n"})
     tool.call({"command": "create", "path": "/memories/plain.md", "file_text": f"keep {c['old_text']}\n"})
     tool.call({"command": "str_replace", "path": "/memories/plain.md", "old_str": c["old_text"], "new_str": "gone"})
-    tool.call({"command": "insert", "path": f"/memories/{c['path']}/notes.md", "insert_line": 0, "insert_text": c["content"]})
+    tool.call(
+        {"command": "insert", "path": f"/memories/{c['path']}/notes.md", "insert_line": 0, "insert_text": c["content"]}
+    )
     tool.call({"command": "rename", "old_path": f"/memories/{c['path']}", "new_path": f"/memories/{c['rename']}"})
     tool.call({"command": "view", "path": "/memories"})
     store.close()

@@ -14,9 +14,9 @@ from dulwich.objects import Blob, Commit, Tree
 from dulwich.repo import Repo
 
 import memvault
+from conftest import PASSPHRASE, make_store
 from memvault import records
 from memvault.errors import IntegrityError, RollbackDetectedError, WrongKeyError
-from conftest import PASSPHRASE, make_store
 
 
 def _open(path: Path) -> memvault.MemoryStore:
@@ -132,7 +132,7 @@ def test_forged_commits_are_detected(store_path: Path) -> None:
     repo = Repo(str(store_path / "repo"))
     commit = repo[head]
     good = commit.message
-    bogus_tag = good[:-10] + b"0000000000"[: 9] + b"\n"
+    bogus_tag = good[:-10] + b"0000000000"[:9] + b"\n"
     for message in [bogus_tag, good.split(b"\nMemvault-Tag")[0] + b"\n", b"memvault\n", good[:-20]]:
         _set_branch(store_path, _forge_commit(store_path, commit.tree, head, message))
         with pytest.raises(IntegrityError):
@@ -301,6 +301,8 @@ def test_packed_refs_still_open(store_path: Path) -> None:
     memvault.MemoryTool(store).call({"command": "create", "path": "/memories/a.md", "file_text": "a"})
     head = store.head
     ref = store_path / "repo" / "refs" / "heads" / "main"
-    (store_path / "repo" / "packed-refs").write_bytes(b"# pack-refs with: peeled fully-peeled sorted \n" + head[0] + b" refs/heads/main\n")
+    (store_path / "repo" / "packed-refs").write_bytes(
+        b"# pack-refs with: peeled fully-peeled sorted \n" + head[0] + b" refs/heads/main\n"
+    )
     ref.unlink()
     assert _open(store_path).head == head

@@ -127,7 +127,10 @@ def test_view_image_returns_content_block(store: memvault.MemoryStore, tool: mem
     store.put_file("/memories/chart.png", png)
     out = ok(tool, command="view", path="/memories/chart.png")
     assert out == [
-        {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": base64.b64encode(png).decode()}}
+        {
+            "type": "image",
+            "source": {"type": "base64", "media_type": "image/png", "data": base64.b64encode(png).decode()},
+        }
     ]
     assert err(tool, command="str_replace", path="/memories/chart.png", old_str="PNG", new_str="x") == (
         "Error: /memories/chart.png is a binary file and cannot be edited as text."
@@ -138,9 +141,14 @@ def test_view_image_returns_content_block(store: memvault.MemoryStore, tool: mem
 
 
 def test_create_and_exists(store: memvault.MemoryStore, tool: memvault.MemoryTool) -> None:
-    assert ok(tool, command="create", path="/memories/a.md", file_text="1") == "File created successfully at: /memories/a.md"
+    assert (
+        ok(tool, command="create", path="/memories/a.md", file_text="1")
+        == "File created successfully at: /memories/a.md"
+    )
     before = seq(store)
-    assert err(tool, command="create", path="/memories/a.md", file_text="2") == "Error: File /memories/a.md already exists"
+    assert (
+        err(tool, command="create", path="/memories/a.md", file_text="2") == "Error: File /memories/a.md already exists"
+    )
     assert seq(store) == before
     assert ok(tool, command="view", path="/memories/a.md").endswith("     1\t1")  # type: ignore[union-attr]
 
@@ -154,7 +162,10 @@ def test_create_overwrite_setting(tmp_path: object) -> None:
     )  # fmt: skip
     tool = memvault.MemoryTool(s)
     ok(tool, command="create", path="/memories/a.md", file_text="1")
-    assert ok(tool, command="create", path="/memories/a.md", file_text="2") == "File created successfully at: /memories/a.md"
+    assert (
+        ok(tool, command="create", path="/memories/a.md", file_text="2")
+        == "File created successfully at: /memories/a.md"
+    )
     assert ok(tool, command="view", path="/memories/a.md").endswith("     1\t2")  # type: ignore[union-attr]
 
 
@@ -213,7 +224,13 @@ def test_case_fold_sibling_collision_refused(tool: memvault.MemoryTool) -> None:
 
 def test_str_replace_success_and_snippet(tool: memvault.MemoryTool) -> None:
     ok(tool, command="create", path="/memories/p.txt", file_text="a\nb\nFavorite color: blue\nc\nd\ne\n")
-    out = ok(tool, command="str_replace", path="/memories/p.txt", old_str="Favorite color: blue", new_str="Favorite color: green")
+    out = ok(
+        tool,
+        command="str_replace",
+        path="/memories/p.txt",
+        old_str="Favorite color: blue",
+        new_str="Favorite color: green",
+    )
     assert out == (
         "The memory file has been edited. Snippet of /memories/p.txt with line numbers:\n"
         "     1\ta\n     2\tb\n     3\tFavorite color: green\n     4\tc\n     5\td"
@@ -376,7 +393,9 @@ def test_non_mapping_input(tool: memvault.MemoryTool) -> None:
     assert str(info.value) == "Error: The memory tool input must be a JSON object."
 
 
-def test_unexpected_exception_is_generic(store: memvault.MemoryStore, tool: memvault.MemoryTool, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_unexpected_exception_is_generic(
+    store: memvault.MemoryStore, tool: memvault.MemoryTool, monkeypatch: pytest.MonkeyPatch
+) -> None:
     def boom(*a: object, **k: object) -> None:
         raise OSError(28, "No space left on device: '/secret/host/path'")
 

@@ -323,7 +323,9 @@ def _insert(store: MemoryStore, args: dict[str, Any], actor: str, session: str) 
                 f"Error: Invalid `insert_line` parameter: {line}. It should be within the range of lines "
                 f"of the file: [0, {len(lines)}]"
             )
-        lines.insert(line, text.rstrip("\n"))
+        # One trailing LF ends the inserted text's last line; any further LFs are blank lines
+        # the model asked for (the SDK strips them all).
+        lines[line:line] = (text[:-1] if text.endswith("\n") else text).split("\n")
         txn.write_file(path, _encode(store, path, "\n".join(lines) + "\n"))
         return f"The file {path.text} has been edited."
 

@@ -445,3 +445,12 @@ def test_each_mutation_is_exactly_one_commit(store: memvault.MemoryStore, tool: 
         (1, "agent", "session-1", "create", ("/memories/a/b.md",)),
         (0, "memvault", "", "init", ()),
     ]
+
+
+def test_insert_keeps_requested_blank_lines(tool: memvault.MemoryTool) -> None:
+    """One trailing LF ends the inserted line; further LFs are blank lines (the SDK drops them)."""
+    ok(tool, command="create", path="/memories/t.txt", file_text="a\nb")
+    ok(tool, command="insert", path="/memories/t.txt", insert_line=1, insert_text="X\n\n")
+    assert ok(tool, command="view", path="/memories/t.txt") == (
+        "Here's the content of /memories/t.txt with line numbers:\n     1\ta\n     2\tX\n     3\t\n     4\tb"
+    )

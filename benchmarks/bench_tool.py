@@ -136,8 +136,10 @@ class Workload:
             yield self.note_path(i), self.note_text(i)
         rng = random.Random(self._edit_rng_seed)
         for j in range(EDIT_POOL):
-            yield f"/memories/work/edit/e_{j:02d}.md", _text_of(rng, f"# Edit target {j}", EDIT_BYTES,
-                                                                  f"status: {_marker(j, 0)}")
+            yield (
+                f"/memories/work/edit/e_{j:02d}.md",
+                _text_of(rng, f"# Edit target {j}", EDIT_BYTES, f"status: {_marker(j, 0)}"),
+            )
             yield f"/memories/work/ins/i_{j:02d}.md", _text_of(rng, f"# Insert target {j}", EDIT_BYTES)
         for k in range(self.per_command):
             yield f"/memories/work/del/v_{k:04d}.md", self.note_text(k)
@@ -281,8 +283,15 @@ def run_phase(backends: Sequence[Backend], workload: Workload, count: int, chunk
 
 
 #: Views compared across backends after the run (a check that the workload did the same thing).
-PARITY_PATHS = ("/memories", "/memories/work/edit/e_00.md", "/memories/work/ins/i_01.md", "/memories/work/new",
-                "/memories/work/del", "/memories/work/ren", "/memories/notes/d000")
+PARITY_PATHS = (
+    "/memories",
+    "/memories/work/edit/e_00.md",
+    "/memories/work/ins/i_01.md",
+    "/memories/work/new",
+    "/memories/work/del",
+    "/memories/work/ren",
+    "/memories/notes/d000",
+)
 
 
 def _normalized_view(out: object) -> list[str]:

@@ -130,7 +130,11 @@ def _numbered(lines: list[str], first: int) -> str:
 
 def _view(store: MemoryStore, args: dict[str, Any], actor: str, session: str) -> ToolResult:
     path = _path(store, args["path"])
-    snap = store.snapshot()
+    with store.reading() as snap:
+        return _view_at(store, snap, path, args)
+
+
+def _view_at(store: MemoryStore, snap: Transaction, path: MemoryPath, args: dict[str, Any]) -> ToolResult:
     if snap.is_dir(path):
         return _view_dir(snap, path)
     node = snap.get(path)

@@ -22,6 +22,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TypeVar
@@ -461,10 +462,26 @@ class MemoryStore:
     # -- state ------------------------------------------------------------------------------------
 
     def snapshot(self) -> Transaction:
-        """A read-only view of the current head (refreshed if another writer moved it)."""
+        """An isolated read-only view of the current head: later commits do not change it.
+
+        Costs a copy of the path index (O(files)); the memory tool uses :meth:`reading`.
+        """
         with self._state_lock:
             state = self._sync(writer=False)
-            return Transaction(self, state)
+            frozen = StoreState(state.commit_id, state.seq, state.tree_id)
+            frozen.nodes = dict(state.nodes)
+            frozen.children = {k: dict(v) for k, v in state.children.items()}
+            frozen.file_count = state.file_count
+            return Transaction(self, frozen)
+
+    @contextmanager
+    def reading(self) -> Iterator[Transaction]:
+        """A view of the current head, valid inside the ``with`` block (no copy).
+
+        Holds the state lock, so a commit of this process cannot change the state mid-read.
+        """
+        with self._state_lock:
+            yield Transaction(self, self._sync(writer=False))
 
     @property
     def head(self) -> tuple[bytes, int]:
@@ -479,7 +496,14 @@ class MemoryStore:
         for attempt in range(attempts):
             head = self.git.head()
             state = self._state
-            if state is not None and head == state.commit_id:
+            if writer:
+                # A recorded-but-unpublished commit can sit on top of the head we cached.
+                self.keyring.refresh()
+                hw = self.keyring.high_water
+                pending = hw is not None and head == hw.parent_id and head != hw.commit_id
+            else:
+                pending = False
+            if state is not None and head == state.commit_id and not pending:
                 return state
             self.keyring.refresh()
             hw = self.keyring.high_water

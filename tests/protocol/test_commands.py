@@ -399,7 +399,7 @@ def test_unexpected_exception_is_generic(
     def boom(*a: object, **k: object) -> None:
         raise OSError(28, "No space left on device: '/secret/host/path'")
 
-    monkeypatch.setattr(store, "snapshot", boom)
+    monkeypatch.setattr(store, "reading", boom)
     message = err(tool, command="view", path="/memories")
     assert message == "Error: Internal memory store error."
     assert "/secret" not in message

@@ -45,7 +45,7 @@ def test_hostile_path_refused_before_storage(
 
         return record
 
-    for name in ("snapshot", "transact", "read_node"):
+    for name in ("snapshot", "reading", "transact", "read_node"):
         monkeypatch.setattr(store, name, spy(name))
     tool = memvault.MemoryTool(store)
     for command in _commands(path):

@@ -456,9 +456,7 @@ def test_property_parse_is_total_and_canonical(raw: str) -> None:
 
 
 @settings(max_examples=300, deadline=None)
-@given(
-    st.lists(st.sampled_from(["a", "b.md", "caf\u00e9", "\u65e5", ".x", "n o"]), max_size=8), st.booleans()
-)
+@given(st.lists(st.sampled_from(["a", "b.md", "caf\u00e9", "\u65e5", ".x", "n o"]), max_size=8), st.booleans())
 def test_property_valid_paths_round_trip(segs: list[str], slash: bool) -> None:
     raw = "/memories/" + "/".join(segs) + ("/" if slash and segs else "")
     path = _check_outcome(raw)

@@ -1,0 +1,283 @@
+"""Child process for the crash and multi-process tests (run as a script, never collected).
+
+Usage (the passphrase comes from the ``MEMVAULT_TEST_PASSPHRASE`` environment variable):
+
+- ``_child.py crash STORE POINT COMMAND_JSON``: open the store, arm the crash point ``POINT``
+  (see :data:`POINTS`), run one memory command; the process dies with ``os._exit(137)`` at the
+  crash point. Exit 3 if the command finished without reaching the point, 4 if it failed.
+- ``_child.py hang STORE COMMAND_JSON READY_FILE``: like ``crash`` but at the branch
+  compare-and-swap (store lock held, keyring already appended) it creates ``READY_FILE`` and
+  sleeps until killed.
+- ``_child.py create-crash STORE WHEN``: create a store and die before/after the atomic write
+  of ``memvault.json`` (``WHEN`` is ``before`` or ``after``).
+- ``_child.py zygote``: import everything once, then for each line of stdin (a JSON list of
+  ``[store, point, command]`` jobs) fork one child per job (each runs like ``crash``), wait for
+  all of them and print a JSON list of their exit codes. Forked children are real processes that
+  die the same way; forking only saves the interpreter start-up per crash.
+- ``_child.py worker STORE WORKER N_OPS PATH READY_FILE GO_FILE``: run :func:`hammer` against
+  ``PATH`` after a start barrier; print its result as JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+EXIT_CRASHED = 137
+EXIT_NOT_REACHED = 3
+EXIT_COMMAND_FAILED = 4
+PASSPHRASE_ENV = "MEMVAULT_TEST_PASSPHRASE"
+
+#: Crash point -> what a fresh open must show afterwards, and what the next writer must see:
+#: ``old`` (nothing recorded), ``pending`` (recorded in the keyring but not published: a fresh
+#: open shows the old state and the next writer publishes it), ``new`` (published).
+POINTS: dict[str, str] = {
+    "git_write_before": "old",
+    "loose_object_after_first": "old",
+    "loose_object_torn": "old",
+    "git_write_after": "old",
+    "keyring_before": "old",
+    "keyring_torn_half": "old",
+    "keyring_torn_all_but_last_byte": "old",
+    "keyring_after": "pending",
+    "cas_before": "pending",
+    "ref_lock_left": "pending",
+    "cas_after": "new",
+}
+
+COUNTER_RE = re.compile(r"\[count: (\d+)\]")
+LOST_RACE = "No replacement was performed"
+
+
+def die() -> None:
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(EXIT_CRASHED)
+
+
+def _wrap(owner: Any, name: str, *, before: bool) -> None:
+    real = getattr(owner, name)
+
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if before:
+            die()
+        result = real(*args, **kwargs)
+        die()
+        return result
+
+    setattr(owner, name, wrapper)
+
+
+def arm(point: str) -> None:
+    """Install the crash point ``point`` in this process."""
+    import dulwich.file
+    import dulwich.object_store
+
+    from memvault.gitstore import GitStore
+    from memvault.keyring import Keyring
+
+    if point == "git_write_before":
+        _wrap(GitStore, "write", before=True)
+    elif point == "git_write_after":
+        _wrap(GitStore, "write", before=False)
+    elif point == "keyring_before":
+        _wrap(Keyring, "append", before=True)
+    elif point == "keyring_after":
+        _wrap(Keyring, "append", before=False)
+    elif point == "cas_before":
+        _wrap(GitStore, "compare_and_swap", before=True)
+    elif point == "cas_after":
+        _wrap(GitStore, "compare_and_swap", before=False)
+    elif point == "loose_object_after_first":
+        _wrap(dulwich.object_store.DiskObjectStore, "add_object", before=False)
+    elif point == "loose_object_torn":
+        # The first loose object: half its bytes in ``<object>.lock``, never renamed into place.
+        real_close = dulwich.file._GitFile.close
+        seen = {"n": 0}
+
+        def close(self: Any) -> None:
+            if os.sep + "objects" + os.sep in os.fsdecode(self._filename):
+                seen["n"] += 1
+                if seen["n"] == 1:
+                    self._file.flush()
+                    size = os.fstat(self._file.fileno()).st_size
+                    os.ftruncate(self._file.fileno(), size // 2)
+                    die()
+            real_close(self)
+
+        dulwich.file._GitFile.close = close  # type: ignore[method-assign]
+    elif point == "ref_lock_left":
+        # Die while dulwich holds ``refs/heads/main.lock`` (new id written, not yet renamed).
+        real_close = dulwich.file._GitFile.close
+
+        def close(self: Any) -> None:
+            if os.fsdecode(self._filename).endswith(os.path.join("refs", "heads", "main")):
+                self._file.flush()
+                die()
+            real_close(self)
+
+        dulwich.file._GitFile.close = close  # type: ignore[method-assign]
+    elif point.startswith("keyring_torn_"):
+
+        def append(self: Keyring, records: bytes, *, durable: bool) -> int:
+            self.refresh()
+            start = self._offset
+            cut = len(records) // 2 if point == "keyring_torn_half" else len(records) - 1
+            fd = os.open(self._path, os.O_WRONLY)
+            os.ftruncate(fd, start)
+            os.lseek(fd, start, os.SEEK_SET)
+            os.write(fd, records[:cut])
+            die()
+            return start
+
+        Keyring.append = append  # type: ignore[method-assign]
+    else:
+        raise SystemExit(f"unknown crash point {point!r}")
+
+
+def _open(store_path: str) -> Any:
+    import memvault
+
+    return memvault.MemoryStore.open(store_path, passphrase=os.environ[PASSPHRASE_ENV])
+
+
+def _run_one(store_path: str, command: dict[str, Any]) -> int:
+    from memvault.errors import MemvaultError
+    from memvault.protocol import run_command
+
+    store = _open(store_path)
+    try:
+        run_command(store, command, actor="crash-child", session="crash")
+    except MemvaultError as err:
+        print(f"command failed: {type(err).__name__}: {err}", file=sys.stderr)
+        return EXIT_COMMAND_FAILED
+    return EXIT_NOT_REACHED
+
+
+def hammer(run: Callable[[dict[str, Any]], Any], worker: int, n_ops: int, path: str) -> dict[str, int]:
+    """Alternate unique-line inserts and read-modify-write counter increments on ``path``.
+
+    ``run`` executes one memory command and raises on failure. An increment views the file,
+    then replaces ``[count: N]`` with ``[count: N+1]``; a lost race (the counter moved between
+    the view and the replace) is retried. Returns the counts of successful mutating commands.
+    """
+    inserts = increments = retries = 0
+    for i in range(n_ops):
+        if i % 2 == 0:
+            run({"command": "insert", "path": path, "insert_line": 0, "insert_text": f"w{worker}-{i}"})
+            inserts += 1
+            continue
+        for _attempt in range(500):
+            text = run({"command": "view", "path": path})
+            found = COUNTER_RE.findall(text)
+            if len(found) != 1:
+                raise AssertionError(f"worker {worker}: expected one counter line, view showed {found!r}")
+            n = int(found[0])
+            try:
+                edit = {"command": "str_replace", "path": path, "old_str": f"[count: {n}]"}
+                run({**edit, "new_str": f"[count: {n + 1}]"})
+            except Exception as err:
+                if LOST_RACE not in str(err):
+                    raise
+                retries += 1
+                continue
+            increments += 1
+            break
+        else:
+            raise AssertionError(f"worker {worker}: increment never succeeded")
+    return {"inserts": inserts, "increments": increments, "retries": retries}
+
+
+def _wait_for(path: Path, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        if time.monotonic() > deadline:
+            raise SystemExit(f"timed out waiting for {path}")
+        time.sleep(0.005)
+
+
+def main(argv: list[str]) -> int:
+    mode = argv[1]
+    if mode == "crash":
+        _, _, store_path, point, command = argv
+        arm(point)
+        return _run_one(store_path, json.loads(command))
+    if mode == "zygote":
+        import dulwich.file  # noqa: F401
+        import dulwich.object_store  # noqa: F401
+
+        import memvault.protocol  # noqa: F401
+
+        for line in sys.stdin:
+            pids = []
+            for store_path, point, command in json.loads(line):
+                pid = os.fork()
+                if pid == 0:
+                    try:
+                        arm(point)
+                        code = _run_one(store_path, command)
+                    except BaseException:
+                        import traceback
+
+                        traceback.print_exc()
+                        code = 1
+                    sys.stdout.flush()
+                    sys.stderr.flush()
+                    os._exit(code)
+                pids.append(pid)
+            codes = [os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) for pid in pids]
+            print(json.dumps(codes), flush=True)
+        return 0
+    if mode == "hang":
+        _, _, store_path, command, ready = argv
+        from memvault.gitstore import GitStore
+
+        def hang(*_args: Any, **_kwargs: Any) -> bool:
+            Path(ready).touch()
+            time.sleep(120)
+            return False
+
+        GitStore.compare_and_swap = hang  # type: ignore[method-assign]
+        return _run_one(store_path, json.loads(command))
+    if mode == "create-crash":
+        _, _, store_path, when = argv
+        import memvault
+        import memvault.store
+        from memvault.settings import KdfParams
+
+        real = memvault.store.atomic_write
+
+        def atomic_write(*args: Any, **kwargs: Any) -> None:
+            if when == "before":
+                die()
+            real(*args, **kwargs)
+            die()
+
+        memvault.store.atomic_write = atomic_write  # type: ignore[assignment]
+        kdf = KdfParams(memory_kib=8, iterations=1, lanes=1)
+        memvault.MemoryStore.create(store_path, passphrase=os.environ[PASSPHRASE_ENV], kdf=kdf)
+        return EXIT_NOT_REACHED
+    if mode == "worker":
+        _, _, store_path, worker, n_ops, path, ready, go = argv
+        from memvault.protocol import run_command
+
+        store = _open(store_path)
+        Path(ready).touch()
+        _wait_for(Path(go), 30)
+
+        def run(command: dict[str, Any]) -> Any:
+            return run_command(store, command, actor=f"proc-{worker}", session="hammer")
+
+        print(json.dumps(hammer(run, int(worker), int(n_ops), path)))
+        return 0
+    raise SystemExit(f"unknown mode {mode!r}")
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

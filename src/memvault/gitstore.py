@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from dulwich.errors import ChecksumMismatch, ObjectFormatException
-from dulwich.objects import ZERO_SHA, Blob, Commit, ObjectID, ShaFile, Tree
+from dulwich.objects import Blob, Commit, ObjectID, ShaFile, Tree
 from dulwich.refs import Ref
 from dulwich.repo import Repo
 
@@ -54,6 +54,9 @@ class GitStore:
         config.set((b"core",), b"fsyncObjectFiles", durable)
         config.set((b"core",), b"logAllRefUpdates", False)
         config.set((b"gc",), b"auto", b"0")
+        # Loose objects are ciphertext (blobs) or hex names and ids (trees): zlib cannot shrink
+        # them, so store them without spending CPU on deflate.
+        config.set((b"core",), b"looseCompression", b"0")
         config.write_to_path()
         repo.close()
         return cls(path, durable=durable)
@@ -80,19 +83,30 @@ class GitStore:
     def compare_and_swap(self, old: bytes | None, new: bytes) -> bool:
         """Move the branch from ``old`` to ``new``; False if it no longer points at ``old``.
 
-        The caller holds the store lock, so a ``main.lock`` found here was left by a crashed
-        writer and is removed first.
+        The caller holds the store lock, which makes read-compare-write atomic among memvault
+        writers. The new value goes through ``main.lock`` (git's own lock protocol, so a git
+        client never sees a half-written ref); a ``main.lock`` found here was left by a crashed
+        writer and is removed. fsync follows the store's durability setting.
         """
+        if self.head() != old:
+            return False
         lock = self._ref_file.with_name("main.lock")
         try:
             os.unlink(lock)
         except FileNotFoundError:
             pass
-        expected = ObjectID(old) if old is not None else ZERO_SHA
-        ok = bool(self._repo.refs.set_if_equals(BRANCH, expected, ObjectID(new)))
-        if ok and self._durable:
+        self._ref_file.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+        try:
+            os.write(fd, new + b"\n")
+            if self._durable:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(lock, self._ref_file)
+        if self._durable:
             fsync_dir(self._ref_file.parent)
-        return ok
+        return True
 
     # -- objects ------------------------------------------------------------------------------
 
@@ -125,9 +139,7 @@ class GitStore:
         store = self._repo.object_store
         dirs: set[str] = set()
         for obj in objects:
-            if obj.id in store:
-                continue
-            store.add_object(obj)
+            store.add_object(obj)  # an object already present is only touched, not rewritten
             dirs.add(obj.id[:2].decode())
         if self._durable:
             for d in dirs:

@@ -113,16 +113,17 @@ def arm(point: str) -> None:
 
         dulwich.file._GitFile.close = close  # type: ignore[method-assign]
     elif point == "ref_lock_left":
-        # Die while dulwich holds ``refs/heads/main.lock`` (new id written, not yet renamed).
-        real_close = dulwich.file._GitFile.close
+        # Die holding ``refs/heads/main.lock`` (new id written, not yet renamed over the ref).
+        import memvault.gitstore
 
-        def close(self: Any) -> None:
-            if os.fsdecode(self._filename).endswith(os.path.join("refs", "heads", "main")):
-                self._file.flush()
+        real_replace = os.replace
+
+        def replace(src: Any, dst: Any) -> None:
+            if os.fsdecode(dst).endswith(os.path.join("refs", "heads", "main")):
                 die()
-            real_close(self)
+            real_replace(src, dst)
 
-        dulwich.file._GitFile.close = close  # type: ignore[method-assign]
+        memvault.gitstore.os.replace = replace  # type: ignore[assignment]
     elif point.startswith("keyring_torn_"):
 
         def append(self: Keyring, records: bytes, *, durable: bool) -> int:

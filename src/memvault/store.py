@@ -89,6 +89,9 @@ class StoreState:
             self.file_count += 1
 
     def remove(self, node: Node) -> None:
+        """Forget one node. A directory's child list survives while it still has children:
+        an incremental reload removes and re-adds a directory whose shard changed while its
+        children, in other shards, stay."""
         del self.nodes[node.path]
         shard = self.shards[_shard_of(node.token)]
         del shard[node.token]
@@ -96,8 +99,11 @@ class StoreState:
         siblings = self.children.get(parent)
         if siblings is not None:
             siblings.pop(fold_key(name), None)
+            if not siblings and parent != ROOT and parent not in self.nodes:
+                del self.children[parent]
         if node.is_dir:
-            self.children.pop(node.path, None)
+            if not self.children.get(node.path):
+                self.children.pop(node.path, None)
         else:
             self.file_count -= 1
 

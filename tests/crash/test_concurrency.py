@@ -249,3 +249,26 @@ def test_snapshot_is_isolated_from_later_commits(store: memvault.MemoryStore) ->
     memvault.MemoryTool(store).call({"command": "delete", "path": FILE})
     assert snap.get(FILE) is not None and snap.read(parse_path(FILE)) == b"v1\n"
     assert store.snapshot().get(FILE) is None
+
+
+def test_refresh_keeps_children_when_only_the_parent_shard_changes(store_path: Path) -> None:
+    """Another store object writes a file that shares the index shard of a directory but not
+    of its children; the first store's incremental reload must keep the directory's children."""
+    first = make_store(store_path)
+    tool = memvault.MemoryTool(first)
+
+    def shard(path: str) -> str:
+        return first.token(path).hex()[:2]
+
+    child = next(
+        f"/memories/proj/c{i}.txt"
+        for i in range(100_000)
+        if shard(f"/memories/proj/c{i}.txt") != shard("/memories/proj")
+    )
+    tool.call({"command": "create", "path": child, "file_text": "a"})
+    name = next(f"/memories/x{i}.md" for i in range(100_000) if shard(f"/memories/x{i}.md") == shard("/memories/proj"))
+    second = memvault.MemoryStore.open(store_path, passphrase=PASSPHRASE)
+    memvault.MemoryTool(second).call({"command": "create", "path": name, "file_text": "x"})
+    listing = tool.call({"command": "view", "path": "/memories/proj"})
+    assert listing.splitlines()[1:] == ["4.0K\t/memories/proj", f"1B\t{child}"]
+    assert first.snapshot().child_names("/memories/proj") == [child.rsplit("/", 1)[1]]

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from .errors import LockedError
 
-__all__ = ["FILE_MODE", "DIR_MODE", "atomic_write", "fsync_dir", "StoreLock", "make_private_dir"]
+__all__ = ["FILE_MODE", "DIR_MODE", "atomic_write", "write_all", "fsync_dir", "StoreLock", "make_private_dir"]
 
 #: Owner read/write only: memory stores hold regulated data, and container umasks are often 0.
 FILE_MODE = 0o600
@@ -29,6 +29,13 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+def write_all(fd: int, data: bytes) -> None:
+    """Write every byte of ``data`` to ``fd`` (``os.write`` may write less than asked)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
 def make_private_dir(path: Path) -> None:
     """Create ``path`` (not its parents) with mode 0700 regardless of umask."""
     os.mkdir(path, DIR_MODE)
@@ -41,9 +48,7 @@ def atomic_write(path: Path, data: bytes, *, durable: bool = True) -> None:
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, FILE_MODE)
     try:
         try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
+            write_all(fd, data)
             if durable:
                 os.fsync(fd)
         finally:

@@ -6,38 +6,26 @@ Every commit returned has been authenticated (HMAC chain tag) and its metadata d
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from typing import Any
 
 from .errors import IntegrityError
+from .records import CommitMeta
 from .store import MemoryStore
 
 __all__ = ["CommitInfo", "iter_log", "log"]
 
+_META_FIELDS = tuple(f.name for f in fields(CommitMeta))
 
-@dataclass(frozen=True)
-class CommitInfo:
-    """One commit: who did what, when. ``commit_id`` is the git id (hex)."""
 
-    commit_id: str
-    seq: int
-    time: float
-    actor: str
-    session: str
-    command: str
-    paths: tuple[str, ...]
-    findings: dict[str, int]
+@dataclass(frozen=True, slots=True)
+class CommitInfo(CommitMeta):
+    """One authenticated commit: its git id (hex) and its decrypted metadata."""
 
-    def to_json(self) -> dict[str, object]:
-        return {
-            "commit": self.commit_id,
-            "seq": self.seq,
-            "time": self.time,
-            "actor": self.actor,
-            "session": self.session,
-            "command": self.command,
-            "paths": list(self.paths),
-            "findings": self.findings,
-        }
+    commit_id: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"commit": self.commit_id, **CommitMeta.to_json(self)}
 
 
 def iter_log(store: MemoryStore) -> Iterator[CommitInfo]:
@@ -48,9 +36,7 @@ def iter_log(store: MemoryStore) -> Iterator[CommitInfo]:
         meta = store.commit_meta(commit_id)
         if expected is not None and meta.seq != expected:
             raise IntegrityError("The store's history is not contiguous.")
-        yield CommitInfo(
-            commit_id.decode(), meta.seq, meta.time, meta.actor, meta.session, meta.command, meta.paths, meta.findings
-        )
+        yield CommitInfo(**{f: getattr(meta, f) for f in _META_FIELDS}, commit_id=commit_id.decode())
         _, parents, _ = store.git.read_commit(commit_id)
         commit_id = parents[0] if parents else None
         expected = meta.seq - 1

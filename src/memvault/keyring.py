@@ -30,7 +30,7 @@ from pathlib import Path
 
 from . import crypto
 from .errors import IntegrityError
-from .fsutil import FILE_MODE, fsync_dir
+from .fsutil import FILE_MODE, fsync_dir, write_all
 
 __all__ = ["Keyring", "HighWater", "ZERO_ID"]
 
@@ -205,9 +205,7 @@ class Keyring:
         try:
             os.ftruncate(fd, start)
             os.lseek(fd, start, os.SEEK_SET)
-            view = memoryview(records)
-            while view:
-                view = view[os.write(fd, view) :]
+            write_all(fd, records)
             if durable:
                 os.fdatasync(fd)
         finally:

@@ -458,12 +458,18 @@ class MemoryStore:
             data = records.decode_blob(self.keyring.dek(node.dek_id), blob, store_id=self.store_id, node=node)
         except IntegrityError:
             raise IntegrityError(f"Memory store integrity check failed for {node.path}.") from None
-        self._content_cache[node.blob_id] = data
+        self._cache_content(node.blob_id, data)
+        return data
+
+    def _cache_content(self, blob_id: bytes, data: bytes) -> None:
+        """Keep a decrypted content in the bounded LRU (never more than the byte budget)."""
+        if len(data) > _CONTENT_CACHE_BYTES // 8 or blob_id in self._content_cache:
+            return
+        self._content_cache[blob_id] = data
         self._content_cache_size += len(data)
-        while self._content_cache_size > _CONTENT_CACHE_BYTES and self._content_cache:
+        while self._content_cache_size > _CONTENT_CACHE_BYTES:
             _, old = self._content_cache.popitem(last=False)
             self._content_cache_size -= len(old)
-        return data
 
     # -- state ------------------------------------------------------------------------------------
 
@@ -763,9 +769,8 @@ class MemoryStore:
                     state.shard_blobs[shard] = blob_id
             for path, data in txn.contents.items():
                 cached = state.nodes.get(path)
-                if cached is not None and len(data) <= _CONTENT_CACHE_BYTES // 8:
-                    self._content_cache[cached.blob_id] = data
-                    self._content_cache_size += len(data)
+                if cached is not None:
+                    self._cache_content(cached.blob_id, data)
             state.commit_id, state.seq, state.tree_id = commit.id, meta.seq, tree_id
         except Exception:
             self._state = None  # rebuilt from the branch on next use

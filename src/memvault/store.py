@@ -58,6 +58,8 @@ _MESSAGE_RE = re.compile(rb"\Amemvault\n\nMemvault-Meta: ([A-Za-z0-9+/=]+)\nMemv
 #: Decrypted file contents kept in memory for repeated views (bytes).
 _CONTENT_CACHE_BYTES = 8 * 1024 * 1024
 _TREE_CACHE_ENTRIES = 4096
+#: Decoded index shards kept by blob id (history walks reuse unchanged shards).
+_SHARD_CACHE_ENTRIES = 1024
 T = TypeVar("T")
 
 
@@ -320,6 +322,7 @@ class MemoryStore:
         self._tree_cache: OrderedDict[bytes, dict[bytes, tuple[int, bytes]]] = OrderedDict()
         self._content_cache: OrderedDict[bytes, bytes] = OrderedDict()
         self._content_cache_size = 0
+        self._shard_cache: OrderedDict[bytes, dict[bytes, Node]] = OrderedDict()
         self.git: GitStore
 
     # -- construction ---------------------------------------------------------------------------
@@ -479,12 +482,7 @@ class MemoryStore:
         Costs a copy of the path index (O(files)); the memory tool uses :meth:`reading`.
         """
         with self._state_lock:
-            state = self._sync(writer=False)
-            frozen = StoreState(state.commit_id, state.seq, state.tree_id)
-            frozen.nodes = dict(state.nodes)
-            frozen.children = {k: dict(v) for k, v in state.children.items()}
-            frozen.file_count = state.file_count
-            return Transaction(self, frozen)
+            return Transaction(self, self.state_at(self._sync(writer=False).commit_id))
 
     @contextmanager
     def reading(self) -> Iterator[Transaction]:
@@ -568,12 +566,39 @@ class MemoryStore:
 
     def commit_meta(self, commit_id: bytes) -> CommitMeta:
         """The decrypted metadata of an authentic commit."""
-        _, _, message = self.git.read_commit(commit_id)
+        return self.commit(commit_id)[0]
+
+    # -- history access (authenticated; used by memvault.history) -------------------------------
+
+    def commit(self, commit_id: bytes) -> tuple[CommitMeta, bytes, bytes | None]:
+        """``(metadata, tree_id, parent_id)`` of an authentic commit."""
+        tree_id, parents, message = self.git.read_commit(commit_id)
         m = _MESSAGE_RE.match(message)
         if m is None:
             raise IntegrityError("A commit of the store is not authentic.")
         self._load_commit(commit_id)
-        return self._open_meta(b64decode(m.group(1).decode()))
+        return self._open_meta(b64decode(m.group(1).decode())), tree_id, (parents[0] if parents else None)
+
+    def index_blobs(self, tree_id: bytes) -> dict[bytes, bytes]:
+        """``shard -> index blob id`` of a commit's tree."""
+        return self._shard_blob_ids(tree_id)
+
+    def shard_nodes(self, shard: bytes, blob_id: bytes) -> dict[bytes, Node]:
+        """The decrypted nodes of one index shard blob (``token -> node``); cached by blob id."""
+        return self._load_shard(shard, blob_id)
+
+    def state_at(self, commit_id: bytes) -> StoreState:
+        """The full decrypted state of an authentic commit (does not touch the head cache)."""
+        with self._state_lock:
+            head = self._sync(writer=False)
+            if commit_id == head.commit_id:
+                frozen = StoreState(head.commit_id, head.seq, head.tree_id)
+                frozen.nodes = dict(head.nodes)
+                frozen.children = {k: dict(v) for k, v in head.children.items()}
+                frozen.file_count = head.file_count
+                return frozen
+            seq, tree_id = self._load_commit(commit_id)
+            return self._load_state(commit_id, seq, tree_id, None)
 
     def _tree(self, tree_id: bytes) -> dict[bytes, tuple[int, bytes]]:
         entries = self._tree_cache.get(tree_id)
@@ -605,6 +630,17 @@ class MemoryStore:
         return out
 
     def _load_shard(self, shard: bytes, blob_id: bytes) -> dict[bytes, Node]:
+        cached = self._shard_cache.get(blob_id)
+        if cached is not None:
+            self._shard_cache.move_to_end(blob_id)
+            return cached
+        nodes = self._decode_shard(shard, blob_id)
+        self._shard_cache[blob_id] = nodes
+        if len(self._shard_cache) > _SHARD_CACHE_ENTRIES:
+            self._shard_cache.popitem(last=False)
+        return nodes
+
+    def _decode_shard(self, shard: bytes, blob_id: bytes) -> dict[bytes, Node]:
         blob = self.git.read_blob(blob_id)
         nodes: dict[bytes, Node] = {}
         for token, dek_id, sealed in records.decode_shard(self._keys.index, self.store_id, shard, blob):

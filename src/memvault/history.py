@@ -1,52 +1,475 @@
-"""Reading the history of a store: typed results, never printed here.
+"""Reading the history of a store: revisions, log with filters, files and trees at a revision,
+diff and blame. Typed results, never printed here.
 
-Every commit returned has been authenticated (HMAC chain tag) and its metadata decrypted.
+Every commit used has been authenticated (HMAC chain tag) and its metadata decrypted; what a
+commit changed is computed by comparing the encrypted index shards of the commit and its parent
+(only shards whose blob id differs are opened), so walking history does not decrypt every file.
+
+Revision syntax (:func:`resolve`):
+
+- ``HEAD`` (or ``@``), ``HEAD~N`` and ``HEAD^`` (the N-th / first parent);
+- a full or abbreviated commit id (at least 4 hex digits, unique in the history);
+- ``#N``: the commit with sequence number N (``memvault log`` shows it);
+- ``@{TIME}``: the newest commit made at or before TIME, an ISO 8601 date or date-time
+  (``@{2026-11-01}``, ``@{2026-11-01 14:30}``, ``@{2026-11-01T14:30:00+01:00}``); a time
+  without an offset is UTC.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import difflib
+import re
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, fields
-from typing import Any
+from datetime import datetime, timezone
+from typing import Any, Literal
 
-from .errors import IntegrityError
-from .records import CommitMeta
-from .store import MemoryStore
+from .errors import IntegrityError, InvalidInputError, PathNotFoundError
+from .paths import ROOT, parse_path
+from .records import CommitMeta, Node
+from .store import MemoryStore, StoreState
 
-__all__ = ["CommitInfo", "iter_log", "log"]
+__all__ = [
+    "Operation",
+    "Change",
+    "CommitInfo",
+    "TreeEntry",
+    "FileDiff",
+    "BlameLine",
+    "resolve",
+    "iter_log",
+    "log",
+    "changes",
+    "tree_at",
+    "read_at",
+    "diff",
+    "format_diff",
+    "blame",
+    "parse_time",
+]
 
+Operation = Literal["created", "modified", "deleted", "renamed"]
+OPERATIONS: tuple[Operation, ...] = ("created", "modified", "deleted", "renamed")
 _META_FIELDS = tuple(f.name for f in fields(CommitMeta))
+_HEX = re.compile(r"[0-9a-f]{4,40}")
+
+
+@dataclass(frozen=True)
+class Change:
+    """One node a commit created, modified, deleted or renamed (``old_path`` for renames)."""
+
+    op: Operation
+    path: str
+    kind: Literal["file", "dir"]
+    old_path: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"op": self.op, "path": self.path, "kind": self.kind}
+        if self.old_path is not None:
+            out["old_path"] = self.old_path
+        return out
 
 
 @dataclass(frozen=True, slots=True)
 class CommitInfo(CommitMeta):
-    """One authenticated commit: its git id (hex) and its decrypted metadata."""
+    """One authenticated commit: its git id (hex), its decrypted metadata and what it changed."""
 
     commit_id: str = ""
+    changes: tuple[Change, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
-        return {"commit": self.commit_id, **CommitMeta.to_json(self)}
+        return {
+            "commit": self.commit_id,
+            **CommitMeta.to_json(self),
+            "changes": [c.to_json() for c in self.changes],
+        }
 
 
-def iter_log(store: MemoryStore) -> Iterator[CommitInfo]:
-    """Commits from the head back to the first, newest first; ``seq`` must count down by one."""
-    commit_id: bytes | None = store.head[0]
+@dataclass(frozen=True)
+class TreeEntry:
+    """A file or directory of the tree at some revision."""
+
+    path: str
+    kind: Literal["file", "dir"]
+    size: int
+    sha256: str
+    version: int
+    mtime: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "kind": self.kind,
+            "size": self.size,
+            "sha256": self.sha256,
+            "version": self.version,
+            "mtime": self.mtime,
+        }
+
+
+@dataclass(frozen=True)
+class FileDiff:
+    """How one file differs between two revisions (``None`` content: absent on that side)."""
+
+    path: str
+    old_path: str | None
+    old: bytes | None
+    new: bytes | None
+
+    @property
+    def status(self) -> Operation:
+        if self.old is None:
+            return "created"
+        if self.new is None:
+            return "deleted"
+        if self.old_path is not None and self.old_path != self.path:
+            return "renamed"
+        return "modified"
+
+
+@dataclass(frozen=True)
+class BlameLine:
+    """One line of a file and the commit that last changed it."""
+
+    line: int
+    text: str
+    commit_id: str
+    seq: int
+    time: float
+    actor: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "line": self.line,
+            "text": self.text,
+            "commit": self.commit_id,
+            "seq": self.seq,
+            "time": self.time,
+            "actor": self.actor,
+        }
+
+
+# -- revisions -------------------------------------------------------------------------------------
+
+
+def parse_time(text: str) -> float:
+    """An ISO 8601 date or date-time as seconds since the epoch (UTC when no offset is given)."""
+    try:
+        when = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise InvalidInputError(
+            f"Error: {text!r} is not a date or time; use ISO 8601 such as 2026-11-01 or 2026-11-01T14:30:00Z."
+        ) from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    return when.timestamp()
+
+
+def _walk(store: MemoryStore, start: bytes | None = None) -> Iterator[tuple[bytes, CommitMeta, bytes, bytes | None]]:
+    """``(commit_id, meta, tree_id, parent_id)`` from ``start`` (default head) back to the first."""
+    commit_id: bytes | None = start if start is not None else store.head[0]
     expected: int | None = None
     while commit_id is not None:
-        meta = store.commit_meta(commit_id)
+        meta, tree_id, parent = store.commit(commit_id)
         if expected is not None and meta.seq != expected:
             raise IntegrityError("The store's history is not contiguous.")
-        yield CommitInfo(**{f: getattr(meta, f) for f in _META_FIELDS}, commit_id=commit_id.decode())
-        _, parents, _ = store.git.read_commit(commit_id)
-        commit_id = parents[0] if parents else None
-        expected = meta.seq - 1
+        yield commit_id, meta, tree_id, parent
+        commit_id, expected = parent, meta.seq - 1
 
 
-def log(store: MemoryStore, *, limit: int | None = None) -> list[CommitInfo]:
-    """The newest ``limit`` commits (all if None)."""
+def resolve(store: MemoryStore, spec: str) -> bytes:
+    """The commit id (40 hex bytes) a revision names; see the module docstring for the syntax."""
+    text = spec.strip()
+    head = store.head[0]
+    if text in ("HEAD", "@", ""):
+        return head
+    m = re.fullmatch(r"HEAD(?:~(\d+)|(\^+))", text)
+    if m:
+        steps = int(m.group(1)) if m.group(1) is not None else len(m.group(2))
+        for i, (commit_id, *_rest) in enumerate(_walk(store)):
+            if i == steps:
+                return commit_id
+        raise InvalidInputError(f"Error: Revision {spec!r} goes back beyond the first commit.")
+    m = re.fullmatch(r"#(\d+)", text)
+    if m:
+        seq = int(m.group(1))
+        for commit_id, meta, _tree, _parent in _walk(store):
+            if meta.seq == seq:
+                return commit_id
+        raise InvalidInputError(f"Error: There is no commit #{seq}.")
+    m = re.fullmatch(r"@\{(.+)\}", text)
+    if m:
+        when = parse_time(m.group(1))
+        for commit_id, meta, _tree, _parent in _walk(store):
+            if meta.time <= when:
+                return commit_id
+        raise InvalidInputError(f"Error: No commit was made at or before {m.group(1)}.")
+    if _HEX.fullmatch(text):
+        found = [c for c, *_ in _walk(store) if c.decode().startswith(text)]
+        if len(found) == 1:
+            return found[0]
+        if len(found) > 1:
+            raise InvalidInputError(f"Error: Revision {spec!r} is ambiguous; give more digits.")
+    raise InvalidInputError(f"Error: Unknown revision {spec!r}.")
+
+
+# -- what a commit changed ------------------------------------------------------------------------
+
+
+def _shard_diff(
+    store: MemoryStore, tree_id: bytes, parent_tree: bytes | None
+) -> tuple[list[Node], list[Node], list[Node]]:
+    """Nodes created, deleted and modified between ``parent_tree`` and ``tree_id``."""
+    new_blobs = store.index_blobs(tree_id)
+    old_blobs = store.index_blobs(parent_tree) if parent_tree is not None else {}
+    created: list[Node] = []
+    deleted: list[Node] = []
+    modified: list[Node] = []
+    for shard in sorted(set(new_blobs) | set(old_blobs)):
+        if new_blobs.get(shard) == old_blobs.get(shard):
+            continue
+        new = store.shard_nodes(shard, new_blobs[shard]) if shard in new_blobs else {}
+        old = store.shard_nodes(shard, old_blobs[shard]) if shard in old_blobs else {}
+        for token, node in new.items():
+            before = old.get(token)
+            if before is None:
+                created.append(node)
+            elif (before.version, before.dek_id) != (node.version, node.dek_id):
+                modified.append(node)
+        deleted.extend(node for token, node in old.items() if token not in new)
+    return created, deleted, modified
+
+
+def _changes(store: MemoryStore, meta: CommitMeta, tree_id: bytes, parent: bytes | None) -> tuple[Change, ...]:
+    parent_tree = store.commit(parent)[1] if parent is not None else None
+    created, deleted, modified = _shard_diff(store, tree_id, parent_tree)
+    out: list[Change] = []
+    renamed_from: dict[str, str] = {}
+    if meta.command == "rename" and len(meta.paths) == 2:
+        old_root, new_root = meta.paths
+        for node in created:
+            if node.path == new_root or node.path.startswith(new_root + "/"):
+                renamed_from[node.path] = old_root + node.path[len(new_root) :]
+    gone = {n.path for n in deleted}
+    for node in created:
+        source = renamed_from.get(node.path)
+        if source is not None and source in gone:
+            out.append(Change("renamed", node.path, node.kind, source))
+        else:
+            out.append(Change("created", node.path, node.kind))
+    moved = {c.old_path for c in out if c.op == "renamed"}
+    out.extend(Change("deleted", n.path, n.kind) for n in deleted if n.path not in moved)
+    out.extend(Change("modified", n.path, n.kind) for n in modified)
+    return tuple(sorted(out, key=lambda c: (c.path, c.op)))
+
+
+def changes(store: MemoryStore, rev: str | bytes = "HEAD") -> tuple[Change, ...]:
+    """What the commit ``rev`` changed, node by node."""
+    commit_id = rev if isinstance(rev, bytes) else resolve(store, rev)
+    meta, tree_id, parent = store.commit(commit_id)
+    return _changes(store, meta, tree_id, parent)
+
+
+def _under(path: str, root: str) -> bool:
+    return root == ROOT or path == root or path.startswith(root + "/")
+
+
+def iter_log(
+    store: MemoryStore,
+    *,
+    start: str | bytes = "HEAD",
+    path: str | None = None,
+    follow: bool = True,
+    actor: str | None = None,
+    session: str | None = None,
+    operations: Iterable[str] | None = None,
+    since: float | None = None,
+    until: float | None = None,
+) -> Iterator[CommitInfo]:
+    """Commits newest first, with what each changed, filtered.
+
+    ``path`` keeps commits that changed that file or anything below that directory; with
+    ``follow`` the path is followed back across renames. ``operations`` keeps commits with a
+    change of one of those kinds (created, modified, deleted, renamed). ``since``/``until`` are
+    seconds since the epoch (inclusive).
+    """
+    ops = set(operations) if operations is not None else None
+    if ops is not None and not ops <= set(OPERATIONS):
+        raise InvalidInputError(f"Error: Unknown operation; use one of {', '.join(OPERATIONS)}.")
+    tracked = parse_path(path).text if path is not None else None
+    start_id = start if isinstance(start, bytes) else resolve(store, start)
+    for commit_id, meta, tree_id, parent in _walk(store, start_id):
+        if until is not None and meta.time > until:
+            continue
+        if since is not None and meta.time < since:
+            break  # times only grow along the chain
+        if actor is not None and meta.actor != actor:
+            continue
+        if session is not None and meta.session != session:
+            continue
+        need_changes = tracked is not None or ops is not None
+        commit_changes = _changes(store, meta, tree_id, parent) if need_changes else ()
+        if tracked is not None:
+            touched = [
+                c for c in commit_changes if _under(c.path, tracked) or (c.old_path and _under(c.old_path, tracked))
+            ]
+            if not touched:
+                continue
+            if follow:
+                for c in touched:
+                    if c.op == "renamed" and c.old_path is not None and c.path == tracked:
+                        tracked = c.old_path
+                        break
+        if ops is not None and not any(c.op in ops for c in commit_changes):
+            continue
+        if not need_changes:
+            commit_changes = _changes(store, meta, tree_id, parent)
+        yield CommitInfo(
+            **{f: getattr(meta, f) for f in _META_FIELDS}, commit_id=commit_id.decode(), changes=commit_changes
+        )
+
+
+def log(store: MemoryStore, *, limit: int | None = None, offset: int = 0, **filters: Any) -> list[CommitInfo]:
+    """A page of :func:`iter_log`: skip ``offset`` matching commits, then at most ``limit``."""
     out: list[CommitInfo] = []
-    for info in iter_log(store):
+    for i, info in enumerate(iter_log(store, **filters)):
+        if i < offset:
+            continue
         if limit is not None and len(out) >= limit:
             break
         out.append(info)
     return out
+
+
+# -- trees and files at a revision ----------------------------------------------------------------
+
+
+def _state(store: MemoryStore, rev: str | bytes) -> StoreState:
+    return store.state_at(rev if isinstance(rev, bytes) else resolve(store, rev))
+
+
+def tree_at(store: MemoryStore, rev: str | bytes = "HEAD", path: str = ROOT) -> list[TreeEntry]:
+    """Every file and directory at ``rev`` (below ``path``), sorted by path."""
+    root = parse_path(path).text
+    state = _state(store, rev)
+    if root != ROOT and root not in state.nodes:
+        raise PathNotFoundError(f"Error: The path {root} does not exist at that revision.")
+    return [
+        TreeEntry(n.path, n.kind, n.size, n.sha256.hex(), n.version, n.mtime)
+        for p, n in sorted(state.nodes.items())
+        if _under(p, root)
+    ]
+
+
+def read_at(store: MemoryStore, path: str, rev: str | bytes = "HEAD") -> bytes:
+    """The content of the file ``path`` at ``rev``."""
+    vpath = parse_path(path).text
+    node = _state(store, rev).nodes.get(vpath)
+    if node is None or node.is_dir:
+        raise PathNotFoundError(f"Error: The file {vpath} does not exist at that revision.")
+    return store.read_node(node)
+
+
+# -- diff -------------------------------------------------------------------------------------------
+
+
+def diff(store: MemoryStore, old: str | bytes, new: str | bytes = "HEAD", path: str | None = None) -> list[FileDiff]:
+    """Files that differ between two revisions (whole store, or below ``path``), sorted by path.
+
+    A file moved by a rename between the two revisions is paired with its old path when its
+    content is unchanged or when the lineage (file id) matches.
+    """
+    root = parse_path(path).text if path is not None else ROOT
+    a, b = _state(store, old), _state(store, new)
+    a_files = {p: n for p, n in a.nodes.items() if not n.is_dir and _under(p, root)}
+    b_files = {p: n for p, n in b.nodes.items() if not n.is_dir and _under(p, root)}
+    by_lineage = {n.file_id: p for p, n in a_files.items() if p not in b_files}
+    out: list[FileDiff] = []
+    paired: set[str] = set()
+    for p, node in sorted(b_files.items()):
+        before = a_files.get(p)
+        if before is not None:
+            if before.sha256 != node.sha256:
+                out.append(FileDiff(p, p, store.read_node(before), store.read_node(node)))
+            continue
+        source = by_lineage.get(node.file_id)
+        if source is not None:
+            paired.add(source)
+            out.append(FileDiff(p, source, store.read_node(a_files[source]), store.read_node(node)))
+        else:
+            out.append(FileDiff(p, None, None, store.read_node(node)))
+    for p, node in sorted(a_files.items()):
+        if p not in b_files and p not in paired:
+            out.append(FileDiff(p, p, store.read_node(node), None))
+    return sorted(out, key=lambda d: d.path)
+
+
+def format_diff(diffs: Iterable[FileDiff]) -> str:
+    """Unified diff text (git style ``a/`` and ``b/`` prefixes) of :func:`diff` results."""
+    chunks: list[str] = []
+    for d in diffs:
+        old_name = "/dev/null" if d.old is None else "a" + (d.old_path or d.path)
+        new_name = "/dev/null" if d.new is None else "b" + d.path
+        header = f"diff --memvault a{d.old_path or d.path} b{d.path}\n"
+        if d.status == "renamed":
+            header += f"rename from {d.old_path}\nrename to {d.path}\n"
+        try:
+            old_text = (d.old or b"").decode("utf-8")
+            new_text = (d.new or b"").decode("utf-8")
+        except UnicodeDecodeError:
+            chunks.append(header + f"Binary files {old_name} and {new_name} differ\n")
+            continue
+        body = "".join(
+            difflib.unified_diff(
+                old_text.splitlines(keepends=True),
+                new_text.splitlines(keepends=True),
+                fromfile=old_name,
+                tofile=new_name,
+            )
+        )
+        if body and not body.endswith("\n"):
+            body += "\n\\ No newline at end of file\n"
+        chunks.append(header + body)
+    return "".join(chunks)
+
+
+# -- blame ------------------------------------------------------------------------------------------
+
+
+def blame(store: MemoryStore, path: str, rev: str | bytes = "HEAD") -> list[BlameLine]:
+    """For each line of ``path`` at ``rev``, the commit that last changed it (following renames)."""
+    vpath = parse_path(path).text
+    start = rev if isinstance(rev, bytes) else resolve(store, rev)
+    content = read_at(store, vpath, start)
+    versions: list[tuple[CommitInfo, bytes]] = []
+    tracked = vpath
+    for info in iter_log(store, start=start, path=vpath, follow=True):
+        hit = next((c for c in info.changes if c.path == tracked and c.kind == "file"), None)
+        if hit is None:
+            continue
+        if hit.op == "deleted":
+            break
+        versions.append((info, read_at(store, tracked, info.commit_id.encode())))
+        if hit.op == "renamed" and hit.old_path is not None:
+            tracked = hit.old_path
+        elif hit.op == "created":
+            break
+    versions.reverse()  # oldest first
+    lines: list[str] = []
+    owners: list[CommitInfo] = []
+    for info, data in versions:
+        new_lines = data.decode("utf-8", errors="replace").split("\n")
+        if new_lines and new_lines[-1] == "":
+            new_lines.pop()
+        matcher = difflib.SequenceMatcher(a=lines, b=new_lines, autojunk=False)
+        new_owners: list[CommitInfo] = [info] * len(new_lines)
+        for block in matcher.get_matching_blocks():
+            for k in range(block.size):
+                new_owners[block.b + k] = owners[block.a + k]
+        lines, owners = new_lines, new_owners
+    if versions and versions[-1][1] != content:
+        raise IntegrityError("The store's history does not lead to the file's content.")
+    return [
+        BlameLine(i + 1, text, o.commit_id, o.seq, o.time, o.actor)
+        for i, (text, o) in enumerate(zip(lines, owners, strict=True))
+    ]

@@ -1,76 +1,27 @@
-"""The ``memvault`` command line: a thin shell over the library.
-
-The store is found from ``--store``, else ``$MEMVAULT_STORE``, else the current directory. The
-key comes from ``$MEMVAULT_PASSPHRASE``, ``$MEMVAULT_KEY_FILE``, or a prompt; a secret is never
-taken as a command-line argument. Expected errors print one line on stderr (JSON with
-``--json``) and exit with the code of :class:`memvault.errors.ExitStatus`; no traceback.
-"""
+"""Core commands: ``init``, ``keygen``, ``log`` and ``demo``."""
 
 from __future__ import annotations
 
 import argparse
-import getpass
 import json
 import os
-import sys
 import tempfile
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .errors import ExitStatus, KeyUnavailableError, MemvaultError
-from .settings import StoreSettings
+from ..errors import ExitStatus
+from ..settings import StoreSettings
+from ._common import credentials as _credentials
+from ._common import fmt_time
+from ._common import open_store as _open
+from ._common import store_path as _store_path
 
-__all__ = ["main"]
-
-ENV_STORE = "MEMVAULT_STORE"
-ENV_PASSPHRASE = "MEMVAULT_PASSPHRASE"  # noqa: S105 (a variable name, not a secret)
-ENV_KEY_FILE = "MEMVAULT_KEY_FILE"
-
-
-class _UsageError(Exception):
-    pass
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # type: ignore[override]
-        raise _UsageError(message)
-
-
-def _store_path(args: argparse.Namespace) -> Path:
-    return Path(args.store or os.environ.get(ENV_STORE) or ".")
-
-
-def _credentials(*, confirm: bool) -> dict[str, Any]:
-    key_file = os.environ.get(ENV_KEY_FILE)
-    passphrase = os.environ.get(ENV_PASSPHRASE)
-    if key_file and passphrase:
-        raise KeyUnavailableError(f"Set only one of {ENV_PASSPHRASE} and {ENV_KEY_FILE}.")
-    if key_file:
-        return {"key_file": key_file}
-    if passphrase:
-        return {"passphrase": passphrase}
-    if not sys.stdin.isatty():
-        raise KeyUnavailableError(f"No key: set {ENV_PASSPHRASE} or {ENV_KEY_FILE}, or run on a terminal.")
-    first = getpass.getpass("memvault passphrase: ")
-    if confirm and getpass.getpass("repeat passphrase: ") != first:
-        raise KeyUnavailableError("The passphrases do not match.")
-    return {"passphrase": first}
-
-
-def _open(args: argparse.Namespace):  # type: ignore[no-untyped-def]
-    from .store import MemoryStore
-
-    return MemoryStore.open(_store_path(args), **_credentials(confirm=False))
-
-
-def _fmt_time(t: float) -> str:
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t))
+__all__ = ["register"]
 
 
 def _print_log(entries: Sequence[object], as_json: bool) -> None:
-    from .history import CommitInfo
+    from ..history import CommitInfo
 
     rows = [e for e in entries if isinstance(e, CommitInfo)]
     if as_json:
@@ -79,11 +30,11 @@ def _print_log(entries: Sequence[object], as_json: bool) -> None:
     for e in rows:
         found = "" if not e.findings else "  [" + ", ".join(f"{k}:{v}" for k, v in sorted(e.findings.items())) + "]"
         paths = " -> ".join(e.paths) if e.command == "rename" else " ".join(e.paths)
-        print(f"{e.commit_id[:10]}  #{e.seq:<4} {_fmt_time(e.time)}  {e.actor:<10} {e.command:<11} {paths}{found}")
+        print(f"{e.commit_id[:10]}  #{e.seq:<4} {fmt_time(e.time)}  {e.actor:<10} {e.command:<11} {paths}{found}")
 
 
 def _cmd_init(args: argparse.Namespace) -> int:
-    from .store import MemoryStore
+    from ..store import MemoryStore
 
     settings = StoreSettings(overwrite_on_create=args.overwrite_on_create, durability=args.durability)
     store = MemoryStore.create(_store_path(args), settings=settings, **_credentials(confirm=True))
@@ -93,7 +44,7 @@ def _cmd_init(args: argparse.Namespace) -> int:
 
 
 def _cmd_keygen(args: argparse.Namespace) -> int:
-    from .crypto import new_key
+    from ..crypto import new_key
 
     path = Path(args.file)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
@@ -107,7 +58,7 @@ def _cmd_keygen(args: argparse.Namespace) -> int:
 
 
 def _cmd_log(args: argparse.Namespace) -> int:
-    from .history import log
+    from ..history import log
 
     with _open(args) as store:
         _print_log(log(store, limit=args.n), args.json)
@@ -115,16 +66,16 @@ def _cmd_log(args: argparse.Namespace) -> int:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    from .demo import run_demo
-    from .history import log
-    from .store import MemoryStore
+    from ..demo import run_demo
+    from ..history import log
+    from ..store import MemoryStore
 
     base = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="memvault-demo-"))
     base.mkdir(parents=True, exist_ok=True)
     key_file = base / "demo.key"
     fd = os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     try:
-        from .crypto import new_key
+        from ..crypto import new_key
 
         os.write(fd, new_key())
     finally:
@@ -158,11 +109,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return ExitStatus.SUCCESS
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="memvault", description="Encrypted, git-versioned memory for Claude's memory tool.")
-    p.add_argument("--store", help=f"store directory (default: ${ENV_STORE}, else the current directory)")
-    sub = p.add_subparsers(dest="cmd", required=True, parser_class=_Parser)
-
+def register(sub: Any) -> None:
     s = sub.add_parser("init", help="create an empty store (key from the environment or a prompt)")
     s.add_argument("--overwrite-on-create", action="store_true", help="let `create` overwrite existing files")
     s.add_argument("--durability", choices=["full", "none"], default="full", help="fsync policy (default: full)")
@@ -181,34 +128,3 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("dir", nargs="?", help="directory for the demo store and key (default: a new temp directory)")
     s.add_argument("--json", action="store_true", help="machine-readable output")
     s.set_defaults(func=_cmd_demo)
-    return p
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run the CLI; return the exit status (see :class:`ExitStatus`)."""
-    as_json = "--json" in (argv if argv is not None else sys.argv[1:])
-    try:
-        args = _parser().parse_args(argv)
-        return int(args.func(args))
-    except _UsageError as err:
-        _error(str(err), ExitStatus.USAGE, as_json)
-        return ExitStatus.USAGE
-    except MemvaultError as err:
-        _error(str(err), err.exit_status, as_json)
-        return err.exit_status
-    except KeyboardInterrupt:
-        return ExitStatus.INTERRUPTED
-    except FileExistsError:
-        _error("The file already exists.", ExitStatus.REFUSED, as_json)
-        return ExitStatus.REFUSED
-
-
-def _error(message: str, status: ExitStatus, as_json: bool) -> None:
-    if as_json:
-        print(json.dumps({"error": message, "exit_status": int(status), "kind": status.name}), file=sys.stderr)
-    else:
-        print(f"memvault: {message}", file=sys.stderr)
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())

@@ -1,0 +1,90 @@
+"""What every CLI command shares: finding the store, getting the key, output helpers.
+
+Secrets never come from the command line: the key is read from ``$MEMVAULT_PASSPHRASE``,
+``$MEMVAULT_KEY_FILE`` or a terminal prompt.
+"""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TextIO
+
+from ..errors import KeyUnavailableError
+
+if TYPE_CHECKING:
+    from ..store import MemoryStore
+
+__all__ = [
+    "ENV_STORE",
+    "ENV_PASSPHRASE",
+    "ENV_KEY_FILE",
+    "store_path",
+    "credentials",
+    "open_store",
+    "fmt_time",
+    "print_json",
+    "use_color",
+    "color",
+]
+
+ENV_STORE = "MEMVAULT_STORE"
+ENV_PASSPHRASE = "MEMVAULT_PASSPHRASE"  # noqa: S105 (a variable name, not a secret)
+ENV_KEY_FILE = "MEMVAULT_KEY_FILE"
+
+
+def store_path(args: argparse.Namespace) -> Path:
+    """``--store``, else ``$MEMVAULT_STORE``, else the current directory."""
+    return Path(args.store or os.environ.get(ENV_STORE) or ".")
+
+
+def credentials(*, confirm: bool = False, prompt: str = "memvault passphrase: ") -> dict[str, Any]:
+    """Keyword arguments for ``MemoryStore.create/open``: a passphrase or a key file."""
+    key_file = os.environ.get(ENV_KEY_FILE)
+    passphrase = os.environ.get(ENV_PASSPHRASE)
+    if key_file and passphrase:
+        raise KeyUnavailableError(f"Set only one of {ENV_PASSPHRASE} and {ENV_KEY_FILE}.")
+    if key_file:
+        return {"key_file": key_file}
+    if passphrase:
+        return {"passphrase": passphrase}
+    if not sys.stdin.isatty():
+        raise KeyUnavailableError(f"No key: set {ENV_PASSPHRASE} or {ENV_KEY_FILE}, or run on a terminal.")
+    first = getpass.getpass(prompt)
+    if confirm and getpass.getpass("repeat passphrase: ") != first:
+        raise KeyUnavailableError("The passphrases do not match.")
+    return {"passphrase": first}
+
+
+def open_store(args: argparse.Namespace) -> MemoryStore:
+    """Open the store the arguments and environment point at."""
+    from ..store import MemoryStore
+
+    return MemoryStore.open(store_path(args), **credentials())
+
+
+def fmt_time(t: float) -> str:
+    """Local time, to the second."""
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t))
+
+
+def print_json(obj: object) -> None:
+    print(json.dumps(obj, ensure_ascii=False, indent=2))
+
+
+def use_color(stream: TextIO | None = None) -> bool:
+    """Colour only on a terminal, and never when ``NO_COLOR`` is set."""
+    stream = stream or sys.stdout
+    return stream.isatty() and "NO_COLOR" not in os.environ
+
+
+_CODES = {"red": "31", "green": "32", "yellow": "33", "cyan": "36", "bold": "1", "dim": "2"}
+
+
+def color(text: str, name: str, enabled: bool) -> str:
+    return f"\x1b[{_CODES[name]}m{text}\x1b[0m" if enabled else text

@@ -391,8 +391,14 @@ class MemoryStore:
         *,
         passphrase: str | None = None,
         key_file: str | os.PathLike[str] | None = None,
+        check_head: bool = True,
     ) -> MemoryStore:
-        """Open an existing store; a wrong key raises :class:`~memvault.errors.WrongKeyError`."""
+        """Open an existing store; a wrong key raises :class:`~memvault.errors.WrongKeyError`.
+
+        ``check_head=False`` only unlocks the keys and skips loading (and checking) the head, for
+        tools that must inspect a damaged store, such as ``verify``; every later state access
+        still checks.
+        """
         unlock = cls._unlock(passphrase, key_file)
         root = Path(path)
         try:
@@ -419,8 +425,9 @@ class MemoryStore:
         store = cls(root, store_id, settings, master_keys, _token=_PRIVATE)
         crypto.mac_verify(store._keys.config, store._config_message(config), settings_mac)
         store.git = GitStore(root / "repo", durable=settings.durability == "full")
-        with store._state_lock:
-            store._sync(writer=False)
+        if check_head:
+            with store._state_lock:
+                store._sync(writer=False)
         return store
 
     def _config_message(self, config: dict[str, object]) -> bytes:

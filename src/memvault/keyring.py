@@ -108,6 +108,8 @@ class Keyring:
         pos = 0
         while pos + _RECORD.size <= len(data):
             rtype, length = _RECORD.unpack_from(data, pos)
+            if rtype == 0 and not any(data[pos:]):
+                break  # zeros after a power loss (delayed allocation): a torn tail, cut on next append
             end = pos + _RECORD.size + length
             if end > len(data):
                 break  # torn or still-being-written tail

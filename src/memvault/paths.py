@@ -65,6 +65,14 @@ _DEFAULT_SETTINGS: Final[StoreSettings] = StoreSettings()
 
 #: Unicode categories refused anywhere in a segment (and escaped by :func:`display`).
 _BAD_CATEGORIES: Final[frozenset[str]] = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})
+#: Characters that render as nothing (or as blank) although their category is a letter or mark
+#: (Unicode Default_Ignorable_Code_Point outside Cf, plus blank fillers): two names differing
+#: only by one of these look identical in a listing. Non-ASCII spaces (Zs) are refused too.
+_INVISIBLE: Final[frozenset[str]] = frozenset(
+    "\u034f\u115f\u1160\u17b4\u17b5\u180b\u180c\u180d\u180e\u180f\u2800\u3164\uffa0"
+    + "".join(chr(c) for c in range(0xFE00, 0xFE10))
+    + "".join(chr(c) for c in range(0xE0100, 0xE01F0))
+)
 #: Every ASCII character a segment may not contain, plus percent escapes: one scan for the
 #: common case. A hit sends the path through the rule-by-rule checks to find the reason.
 _ASCII_BAD_RE: Final[re.Pattern[str]] = re.compile(r'[\x00-\x1f\x7f\\:*?"<>|]|%[0-9A-Fa-f]{2}')
@@ -99,7 +107,7 @@ class Reason:
     OUTSIDE_ROOT: Final = "it must be /memories or start with /memories/"
     EMPTY_SEGMENT: Final = "it contains an empty segment"
     DOT_SEGMENT: Final = "it contains a '.' or '..' segment"
-    CONTROL: Final = "it contains a control, format or unassigned character"
+    CONTROL: Final = "it contains a control, format, invisible or unassigned character"
     BACKSLASH: Final = "it contains a backslash"
     PERCENT: Final = "it contains a percent-encoded sequence"
     RESERVED_CHAR: Final = "it contains a reserved character"
@@ -229,7 +237,11 @@ def _has_bad_category(text: str) -> bool:
     if text.isascii():
         return False
     category = unicodedata.category
-    return any(category(c) in _BAD_CATEGORIES for c in text if c >= "\x80")
+    return any(
+        category(c) in _BAD_CATEGORIES or c in _INVISIBLE or (category(c) == "Zs" and c != " ")
+        for c in text
+        if c >= "\x80"
+    )
 
 
 def _is_normalized(seg: str) -> bool:

@@ -91,9 +91,20 @@ def _path(store: MemoryStore, raw: str) -> MemoryPath:
     return parse_path(raw, store.settings)
 
 
+#: Text fields of the commands; none may be longer than a whole file may be.
+_TEXT_FIELDS = ("file_text", "old_str", "new_str", "insert_text")
+
+
 def run_command(store: MemoryStore, data: object, *, actor: str, session: str) -> ToolResult:
     """Validate and execute one memory tool command; raise MemvaultError on any failure."""
     command, args = _validate_input(data)
+    limit = store.settings.max_file_bytes
+    for name in _TEXT_FIELDS:
+        value = args.get(name)
+        if value is not None and len(value) > limit:  # characters <= UTF-8 bytes
+            raise LimitExceededError(
+                f"Error: `{name}` is {len(value)} characters long, over the limit of {limit} bytes per file"
+            )
     handler = _HANDLERS[command]
     return handler(store, args, actor, session)
 
@@ -182,14 +193,15 @@ def _view_dir(snap: Transaction, path: MemoryPath) -> str:
 
 
 def _view_range(raw: object, n_lines: int) -> tuple[int, int]:
-    shown = display(raw)
     if (
         not isinstance(raw, list)
         or len(raw) != 2
         or not all(isinstance(v, int) and not isinstance(v, bool) for v in raw)
     ):
+        shown = f"a list of {len(raw)} items" if isinstance(raw, list) and len(raw) > 2 else display(raw)
         raise InvalidInputError(f"Error: Invalid `view_range` parameter: {shown}. It should be a list of two integers.")
     start, end = raw
+    shown = display(raw)
     if start < 1 or (n_lines and start > n_lines) or (not n_lines and start != 1):
         raise InvalidInputError(
             f"Error: Invalid `view_range` parameter: {shown}. Its first element `{start}` should be within "
@@ -204,31 +216,42 @@ def _view_range(raw: object, n_lines: int) -> tuple[int, int]:
 
 
 def _view_file(store: MemoryStore, path: MemoryPath, text: str, view_range: object) -> str:
+    """Numbered lines of the file (or of ``view_range``), at most ``view_max_chars`` of output.
+
+    A longer view stops at a line boundary and ends with a one-line notice telling Claude which
+    ``view_range`` continues it; the limit applies to ranged views too, so paging is bounded.
+    """
     lines = _lines(text)
     if len(lines) > MAX_LINES:
         raise LimitExceededError(f"File {path.text} exceeds maximum line limit of 999,999 lines.")
     header = f"Here's the content of {path.text} with line numbers:\n"
-    if view_range is not None:
-        start, end = _view_range(view_range, len(lines))
-        return header + _numbered(lines[start - 1 : end], start)
+    start, end = (1, len(lines)) if view_range is None else _view_range(view_range, len(lines))
     limit = store.settings.view_max_chars
-    if len(text) <= limit:
-        return header + _numbered(lines, 1)
-    shown: list[str] = []
+    rows: list[str] = []
     used = 0
-    for line in lines:
-        if used + len(line) + 1 > limit:
-            if not shown:  # a single overlong first line: show its beginning
-                shown.append(line[:limit])
+    cut = False
+    for number in range(start, end + 1):
+        row = f"{str(number).rjust(_LINE_NUMBER_WIDTH)}\t{lines[number - 1]}"
+        if used + len(row) + 1 > limit:
+            if not rows:  # one line longer than the whole budget: show its beginning
+                rows.append(row[:limit])
+                cut = True
             break
-        shown.append(line)
-        used += len(line) + 1
-    k = len(shown)
-    notice = (
-        f"[{path.text} has {len(lines)} lines and {len(text)} characters; only lines 1-{k} are shown. "
-        f"Use view_range to read the rest, e.g. view_range [{min(k + 1, len(lines))}, -1].]"
-    )
-    return header + _numbered(shown, 1) + "\n" + notice
+        rows.append(row)
+        used += len(row) + 1
+    last = start + len(rows) - 1
+    if last == end and not cut:
+        return header + "\n".join(rows)
+    if cut:
+        notice = f"[Line {start} of {path.text} is longer than the {limit}-character view limit and is cut.]"
+    else:
+        upto = -1 if end == len(lines) else end
+        notice = (
+            f"[{path.text} has {len(lines)} lines and {len(text)} characters; only lines {start}-{last} are "
+            f"shown (a view is limited to {limit} characters). Use view_range to read on, "
+            f"e.g. view_range [{last + 1}, {upto}].]"
+        )
+    return header + "\n".join(rows) + "\n" + notice
 
 
 # -- mutations ---------------------------------------------------------------------------------------

@@ -196,13 +196,14 @@ class Transaction:
 
     def _check_new_name(self, path: MemoryPath) -> None:
         """Refuse a name whose case-folded form collides with a different existing sibling."""
-        folded = fold_key(path.name)
-        for name in self.child_names(path.parent):
-            if fold_key(name) == folded and name != path.name:
-                raise PathExistsError(
-                    f"Error: The path {path.text} collides with the existing "
-                    f"{path.parent.child(name).text} (names differ only in case or form)"
-                )
+        parent, folded = path.parent.text, fold_key(path.name)
+        overlay = self._child_overlay.get(parent, {})
+        existing = overlay[folded] if folded in overlay else self._base.children.get(parent, {}).get(folded)
+        if existing is not None and existing != path.name:
+            raise PathExistsError(
+                f"Error: The path {path.text} collides with the existing "
+                f"{path.parent.child(existing).text} (names differ only in case or form)"
+            )
 
     def _lineage(self, old: Node | None) -> tuple[bytes, int]:
         if old is None:
@@ -319,6 +320,8 @@ class MemoryStore:
         self._lock = StoreLock(root / "lock")
         self._state_lock = threading.RLock()
         self._state: StoreState | None = None
+        #: The branch value that maps to ``_state`` (differs while a recorded commit is unpublished).
+        self._served_ref: bytes | None = None
         self._tree_cache: OrderedDict[bytes, dict[bytes, tuple[int, bytes]]] = OrderedDict()
         self._content_cache: OrderedDict[bytes, bytes] = OrderedDict()
         self._content_cache_size = 0
@@ -457,14 +460,18 @@ class MemoryStore:
 
     def read_node(self, node: Node) -> bytes:
         """Decrypted content of a file node, authenticated against its node record."""
+        with self._state_lock:  # the LRU is shared by every thread using this store object
+            return self._read_node(node)
+
+    def _read_node(self, node: Node) -> bytes:
         cached = self._content_cache.get(node.blob_id)
         if cached is not None:
             self._content_cache.move_to_end(node.blob_id)
             return cached
-        blob = self.git.read_blob(node.blob_id)
-        if crypto.sha256(blob) != node.ct_sha256:
-            raise IntegrityError(f"Memory store integrity check failed for {node.path}.")
         try:
+            blob = self.git.read_blob(node.blob_id)
+            if crypto.sha256(blob) != node.ct_sha256:
+                raise IntegrityError()
             data = records.decode_blob(self.keyring.dek(node.dek_id), blob, store_id=self.store_id, node=node)
         except IntegrityError:
             raise IntegrityError(f"Memory store integrity check failed for {node.path}.") from None
@@ -508,41 +515,49 @@ class MemoryStore:
             return state.commit_id, state.seq
 
     def _sync(self, *, writer: bool) -> StoreState:
-        """Bring the cached state to the branch head, checking authenticity and freshness."""
+        """Bring the cached state to the branch head, checking authenticity and freshness.
+
+        A commit recorded in the keyring on top of the branch (its writer died before moving the
+        branch, or someone moved the branch back by one) is authentic and durable, so it *is*
+        the head: readers serve it, writers also publish it. Only if its objects are gone is the
+        branch's own commit served, and only in ``durability="none"`` (where a power loss may
+        drop unsynced objects); with ``full`` durability that is a rollback.
+        """
         attempts = 8
         for attempt in range(attempts):
-            head = self.git.head()
+            ref = self.git.head()
             state = self._state
-            if writer:
-                # A recorded-but-unpublished commit can sit on top of the head we cached.
-                self.keyring.refresh()
-                hw = self.keyring.high_water
-                pending = hw is not None and head == hw.parent_id and head != hw.commit_id
-            else:
-                pending = False
-            if state is not None and head == state.commit_id and not pending:
+            if state is not None and ref in (state.commit_id, self._served_ref) and not writer:
                 return state
             self.keyring.refresh()
             hw = self.keyring.high_water
-            if head is None or hw is None:
+            if ref is None or hw is None:
                 raise IntegrityError("The store's history is missing.")
-            if head != hw.commit_id and head == hw.parent_id and writer and self.git.contains(hw.commit_id):
-                # A writer died after recording its commit but before publishing it: publish it.
-                try:
-                    self._load_commit(hw.commit_id)
-                    if self.git.compare_and_swap(head, hw.commit_id):
-                        head = hw.commit_id
-                except IntegrityError:
-                    pass
+            head = ref
+            if ref != hw.commit_id and ref == hw.parent_id:
+                if self.git.contains(hw.commit_id):
+                    self._load_commit(hw.commit_id)  # authenticate before serving or publishing
+                    head = hw.commit_id
+                    if writer and self.git.compare_and_swap(ref, head):
+                        ref = head
+                elif self._durable:
+                    raise RollbackDetectedError(
+                        f"Rollback detected: the store recorded commit #{hw.seq}, but it is missing and the "
+                        "branch points at its parent."
+                    )
+            if state is not None and head == state.commit_id:
+                self._served_ref = ref
+                return state
             seq, tree_id = self._load_commit(head)
             problem = _freshness_problem(head, seq, hw)
             if problem is not None:
                 # A reader without the lock may see the keyring of commits published after it
                 # read the branch; only a branch that stays put is a real rollback.
-                if not writer and attempt < attempts - 1 and self.git.head() != head:
+                if not writer and attempt < attempts - 1 and self.git.head() != ref:
                     continue
                 raise problem
             self._state = self._load_state(head, seq, tree_id, state)
+            self._served_ref = ref
             return self._state
         raise AssertionError("unreachable")
 
@@ -902,7 +917,7 @@ def _freshness_problem(head: bytes, seq: int, hw: HighWater) -> IntegrityError |
     if head == hw.commit_id:
         return None
     if seq == hw.seq - 1 and head == hw.parent_id:
-        return None  # the newest recorded commit is not published yet (or was lost in a crash)
+        return None  # the recorded commit on top was lost (durability "none" only; see _sync)
     if seq < hw.seq:
         return RollbackDetectedError(
             f"Rollback detected: the branch is at commit #{seq} but this store has recorded commit "

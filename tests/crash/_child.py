@@ -35,8 +35,9 @@ EXIT_COMMAND_FAILED = 4
 PASSPHRASE_ENV = "MEMVAULT_TEST_PASSPHRASE"
 
 #: Crash point -> what a fresh open must show afterwards, and what the next writer must see:
-#: ``old`` (nothing recorded), ``pending`` (recorded in the keyring but not published: a fresh
-#: open shows the old state and the next writer publishes it), ``new`` (published).
+#: ``old`` (nothing recorded), ``pending`` (recorded in the keyring but the branch not moved: the
+#: recorded commit is durable and authentic, so a fresh open already serves it and the next
+#: writer moves the branch to it), ``new`` (published).
 POINTS: dict[str, str] = {
     "git_write_before": "old",
     "loose_object_after_first": "old",

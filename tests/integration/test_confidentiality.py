@@ -7,7 +7,6 @@ import os
 import zlib
 from pathlib import Path
 
-import pytest
 from dulwich.repo import Repo
 
 import memvault
@@ -99,16 +98,22 @@ def test_blob_sizes_are_padded_to_buckets() -> None:
     assert len({crypto.padded_size(n) for n in range(4093, 200_000)}) < 200
 
 
-@pytest.mark.parametrize("guess", ["sk-ant-api03-AAAA", "hunter2", "zzzzzzzzzzzzzzzz"])
-def test_no_compression_length_oracle(store: memvault.MemoryStore, guess: str) -> None:
-    """Content = secret + guess: blob size does not depend on whether the guess matches."""
-    secret = "hunter2hunter2hunter2"
-    store.put_file("/memories/oracle.md", secret + guess)
-    node = store.snapshot().get("/memories/oracle.md")
-    assert node is not None
-    blob = store.git.read_blob(node.blob_id)
-    reference = crypto.padded_size(len((secret + guess).encode()))
-    assert len(blob) == 60 + reference + crypto.SEAL_OVERHEAD
+def test_no_compression_length_oracle(store: memvault.MemoryStore) -> None:
+    """Content = secret + guess (a CRIME-style probe): a guess that repeats the secret, which
+    compression would shrink, gives exactly the blob size of an equally long wrong guess."""
+    secret = "sk-ant-api03-" + "Qx7Lm2Vb9Rt4Wn8Kp3Zs" * 3
+    sizes = {}
+    for label, guess in {"right": secret, "wrong": "".join(chr(ord(c) ^ 1) for c in secret)}.items():
+        assert len(guess) == len(secret)
+        store.put_file(f"/memories/{label}.md", f"token={secret}\nprobe={guess}\n")
+        node = store.snapshot().get(f"/memories/{label}.md")
+        assert node is not None
+        sizes[label] = len(store.git.read_blob(node.blob_id))
+    assert sizes["right"] == sizes["wrong"]
+    # zlib would tell them apart: the oracle a compressing design would have.
+    plain_right = zlib.compress(f"token={secret}\nprobe={secret}\n".encode())
+    plain_wrong = zlib.compress(f"token={secret}\nprobe={''.join(chr(ord(c) ^ 1) for c in secret)}\n".encode())
+    assert len(plain_right) < len(plain_wrong)
 
 
 def test_same_content_twice_gives_different_ciphertexts(store: memvault.MemoryStore) -> None:

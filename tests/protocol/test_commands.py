@@ -97,13 +97,58 @@ def test_view_truncates_long_text_with_notice(store: memvault.MemoryStore, tool:
     out = ok(tool, command="view", path="/memories/long.txt")
     assert isinstance(out, str)
     lines = out.split("\n")
+    # Each row is 6 + 1 + 99 characters plus its newline: 107; 149 rows fit in 16,000.
     assert lines[1] == "     1\t" + line
-    assert lines[160] == "   160\t" + line
-    assert lines[161].startswith("[/memories/long.txt has 300 lines and 30000 characters; only lines 1-160 are shown.")
-    assert "view_range [161, -1]" in lines[161]
-    assert len(lines) == 162
-    ranged = ok(tool, command="view", path="/memories/long.txt", view_range=[161, -1])
-    assert isinstance(ranged, str) and ranged.count("\n") == 140
+    assert lines[149] == "   149\t" + line
+    assert lines[150] == (
+        "[/memories/long.txt has 300 lines and 30000 characters; only lines 1-149 are shown "
+        "(a view is limited to 16000 characters). Use view_range to read on, e.g. view_range [150, -1].]"
+    )
+    assert len(lines) == 151
+    # Ranged views are bounded the same way, so paging cannot bypass the limit.
+    second = ok(tool, command="view", path="/memories/long.txt", view_range=[150, -1])
+    assert isinstance(second, str)
+    assert second.split("\n")[1] == "   150\t" + line
+    assert second.split("\n")[-1].endswith(
+        "only lines 150-298 are shown (a view is limited to 16000 characters). "
+        "Use view_range to read on, e.g. view_range [299, -1].]"
+    )
+    last = ok(tool, command="view", path="/memories/long.txt", view_range=[299, -1])
+    assert last == "Here's the content of /memories/long.txt with line numbers:\n   299\t" + line + "\n   300\t" + line
+    middle = ok(tool, command="view", path="/memories/long.txt", view_range=[10, 200])
+    assert isinstance(middle, str) and middle.endswith(
+        "only lines 10-158 are shown (a view is limited to 16000 characters). Use view_range to read on, e.g. view_range [159, 200].]"
+    )
+
+
+def test_view_of_one_overlong_line_is_cut(tool: memvault.MemoryTool) -> None:
+    ok(tool, command="create", path="/memories/one.txt", file_text="y" * 20_000)
+    out = ok(tool, command="view", path="/memories/one.txt")
+    assert isinstance(out, str)
+    header, row, notice = out.split("\n")
+    assert row == "     1\t" + "y" * (16_000 - 7)
+    assert notice == "[Line 1 of /memories/one.txt is longer than the 16000-character view limit and is cut.]"
+
+
+def test_oversized_text_fields_are_refused_early(store: memvault.MemoryStore, tool: memvault.MemoryTool) -> None:
+    ok(tool, command="create", path="/memories/s.txt", file_text="a\n")
+    before = seq(store)
+    big = "z" * (100 * 1024 + 1)
+    for command in (
+        {"command": "create", "path": "/memories/b.txt", "file_text": big},
+        {"command": "str_replace", "path": "/memories/s.txt", "old_str": big, "new_str": "x"},
+        {"command": "str_replace", "path": "/memories/s.txt", "old_str": "a", "new_str": big},
+        {"command": "insert", "path": "/memories/s.txt", "insert_line": 0, "insert_text": big},
+    ):
+        field = next(k for k, v in command.items() if v is big)
+        assert err(tool, **command) == (
+            f"Error: `{field}` is {len(big)} characters long, over the limit of {100 * 1024} bytes per file"
+        )
+    assert seq(store) == before
+    huge_range = list(range(10_000))
+    assert err(tool, command="view", path="/memories/s.txt", view_range=huge_range) == (
+        "Error: Invalid `view_range` parameter: a list of 10000 items. It should be a list of two integers."
+    )
 
 
 def test_view_line_limit(store: memvault.MemoryStore) -> None:

@@ -45,8 +45,12 @@ def test_hostile_path_refused_before_storage(
 
         return record
 
-    for name in ("snapshot", "reading", "transact", "read_node"):
+    for name in ("snapshot", "reading", "transact", "read_node", "state_at", "commit"):
         monkeypatch.setattr(store, name, spy(name))
+    for name in ("head", "read_blob", "read_tree", "read_commit", "write", "compare_and_swap"):
+        monkeypatch.setattr(store.git, name, spy(f"git.{name}"))
+    for name in ("refresh", "append", "dek"):
+        monkeypatch.setattr(store.keyring, name, spy(f"keyring.{name}"))
     tool = memvault.MemoryTool(store)
     for command in _commands(path):
         with pytest.raises(ToolError) as info:

@@ -260,7 +260,7 @@ def test_exact_message_format() -> None:
     with pytest.raises(InvalidPathError) as info:
         parse_path("/memories/a\u202eb")
     assert str(info.value) == (
-        "Error: Invalid path /memories/a\\u202eb: it contains a control, format or unassigned character"
+        "Error: Invalid path /memories/a\\u202eb: it contains a control, format, invisible or unassigned character"
     )
 
 

@@ -7,7 +7,8 @@ commit changed is computed by comparing the encrypted index shards of the commit
 
 Revision syntax (:func:`resolve`):
 
-- ``HEAD`` (or ``@``), ``HEAD~N`` and ``HEAD^`` (the N-th / first parent);
+- ``HEAD`` (or ``@``), ``HEAD~N`` and ``HEAD^`` (the N-th / first parent); ``~N`` and ``^``
+  also follow any other revision (``#12~2``, ``3f2a9c^``);
 - a full or abbreviated commit id (at least 4 hex digits, unique in the history);
 - ``#N``: the commit with sequence number N (``memvault log`` shows it);
 - ``@{TIME}``: the newest commit made at or before TIME, an ISO 8601 date or date-time
@@ -126,6 +127,43 @@ class FileDiff:
             return "renamed"
         return "modified"
 
+    @property
+    def binary(self) -> bool:
+        """Whether either side is not UTF-8 text (no line diff then)."""
+        try:
+            (self.old or b"").decode("utf-8")
+            (self.new or b"").decode("utf-8")
+        except UnicodeDecodeError:
+            return True
+        return False
+
+    def line_counts(self) -> tuple[int, int] | None:
+        """``(added, removed)`` lines, or ``None`` for a binary file."""
+        if self.binary:
+            return None
+        old_lines = (self.old or b"").decode("utf-8").splitlines()
+        new_lines = (self.new or b"").decode("utf-8").splitlines()
+        added = removed = 0
+        matcher = difflib.SequenceMatcher(a=old_lines, b=new_lines, autojunk=False)
+        for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+            if tag != "equal":
+                removed += i2 - i1
+                added += j2 - j1
+        return added, removed
+
+    def to_json(self) -> dict[str, Any]:
+        """Status, line counts and the unified diff text (never raw content)."""
+        counts = self.line_counts()
+        return {
+            "path": self.path,
+            "old_path": self.old_path,
+            "status": self.status,
+            "binary": counts is None,
+            "added": counts[0] if counts is not None else None,
+            "removed": counts[1] if counts is not None else None,
+            "patch": format_diff([self]),
+        }
+
 
 @dataclass(frozen=True)
 class BlameLine:
@@ -183,10 +221,11 @@ def resolve(store: MemoryStore, spec: str) -> bytes:
     head = store.head[0]
     if text in ("HEAD", "@", ""):
         return head
-    m = re.fullmatch(r"HEAD(?:~(\d+)|(\^+))", text)
-    if m:
-        steps = int(m.group(1)) if m.group(1) is not None else len(m.group(2))
-        for i, (commit_id, *_rest) in enumerate(_walk(store)):
+    m = re.fullmatch(r"(.*?)((?:~\d*|\^+)+)", text)
+    if m and (not text.startswith("@{") or m.group(1).endswith("}")):
+        steps = sum(int(n or 1) for n in re.findall(r"~(\d*)", m.group(2))) + m.group(2).count("^")
+        base = resolve(store, m.group(1)) if m.group(1) else head
+        for i, (commit_id, *_rest) in enumerate(_walk(store, base)):
             if i == steps:
                 return commit_id
         raise InvalidInputError(f"Error: Revision {spec!r} goes back beyond the first commit.")
@@ -373,15 +412,19 @@ def read_at(store: MemoryStore, path: str, rev: str | bytes = "HEAD") -> bytes:
 # -- diff -------------------------------------------------------------------------------------------
 
 
-def diff(store: MemoryStore, old: str | bytes, new: str | bytes = "HEAD", path: str | None = None) -> list[FileDiff]:
+def diff(
+    store: MemoryStore, old: str | bytes | None, new: str | bytes = "HEAD", path: str | None = None
+) -> list[FileDiff]:
     """Files that differ between two revisions (whole store, or below ``path``), sorted by path.
 
-    A file moved by a rename between the two revisions is paired with its old path when its
-    content is unchanged or when the lineage (file id) matches.
+    ``old=None`` compares with an empty store (what the first commit added). A file moved by a
+    rename between the two revisions is paired with its old path when its content is unchanged
+    or when the lineage (file id) matches.
     """
     root = parse_path(path).text if path is not None else ROOT
-    a, b = _state(store, old), _state(store, new)
-    a_files = {p: n for p, n in a.nodes.items() if not n.is_dir and _under(p, root)}
+    a_nodes = _state(store, old).nodes if old is not None else {}
+    b = _state(store, new)
+    a_files = {p: n for p, n in a_nodes.items() if not n.is_dir and _under(p, root)}
     b_files = {p: n for p, n in b.nodes.items() if not n.is_dir and _under(p, root)}
     by_lineage = {n.file_id: p for p, n in a_files.items() if p not in b_files}
     out: list[FileDiff] = []

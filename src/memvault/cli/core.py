@@ -1,4 +1,4 @@
-"""Core commands: ``init``, ``keygen``, ``log`` and ``demo``."""
+"""Core commands: ``init``, ``keygen`` and ``demo`` (``log`` and the other read commands are in ``history``)."""
 
 from __future__ import annotations
 
@@ -8,29 +8,24 @@ import os
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ExitStatus
 from ..settings import StoreSettings
 from ._common import credentials as _credentials
-from ._common import fmt_time
-from ._common import open_store as _open
 from ._common import store_path as _store_path
+
+if TYPE_CHECKING:
+    from ..history import CommitInfo
 
 __all__ = ["register"]
 
 
-def _print_log(entries: Sequence[object], as_json: bool) -> None:
-    from ..history import CommitInfo
+def _print_log(entries: Sequence[CommitInfo]) -> None:
+    from .history import format_log_line
 
-    rows = [e for e in entries if isinstance(e, CommitInfo)]
-    if as_json:
-        print(json.dumps([e.to_json() for e in rows], ensure_ascii=False, indent=2))
-        return
-    for e in rows:
-        found = "" if not e.findings else "  [" + ", ".join(f"{k}:{v}" for k, v in sorted(e.findings.items())) + "]"
-        paths = " -> ".join(e.paths) if e.command == "rename" else " ".join(e.paths)
-        print(f"{e.commit_id[:10]}  #{e.seq:<4} {fmt_time(e.time)}  {e.actor:<10} {e.command:<11} {paths}{found}")
+    for e in entries:
+        print(format_log_line(e))
 
 
 def _cmd_init(args: argparse.Namespace) -> int:
@@ -54,14 +49,6 @@ def _cmd_keygen(args: argparse.Namespace) -> int:
     finally:
         os.close(fd)
     print(f"Wrote a new 32-byte key to {path} (mode 0600). Keep a copy somewhere safe: without it the store is lost.")
-    return ExitStatus.SUCCESS
-
-
-def _cmd_log(args: argparse.Namespace) -> int:
-    from ..history import log
-
-    with _open(args) as store:
-        _print_log(log(store, limit=args.n), args.json)
     return ExitStatus.SUCCESS
 
 
@@ -103,7 +90,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         print(f">>> memory {json.dumps(shown, ensure_ascii=False)}")
         print(("ERROR: " if step.is_error else "") + step.output + "\n")
     print("History (newest first): commit, seq, time, actor, command, path")
-    _print_log(log(store), False)
+    _print_log(log(store))
     print(f"\nReview it yourself:  MEMVAULT_KEY_FILE={key_file} memvault --store {store.root} log")
     store.close()
     return ExitStatus.SUCCESS
@@ -118,11 +105,6 @@ def register(sub: Any) -> None:
     s = sub.add_parser("keygen", help="write a new random 32-byte key file (for MEMVAULT_KEY_FILE)")
     s.add_argument("file", help="path of the new key file (must not exist)")
     s.set_defaults(func=_cmd_keygen)
-
-    s = sub.add_parser("log", help="list commits, newest first")
-    s.add_argument("-n", type=int, default=None, help="show at most N commits")
-    s.add_argument("--json", action="store_true", help="machine-readable output")
-    s.set_defaults(func=_cmd_log)
 
     s = sub.add_parser("demo", help="run the customer-service example on a new store and show its history")
     s.add_argument("dir", nargs="?", help="directory for the demo store and key (default: a new temp directory)")

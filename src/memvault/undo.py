@@ -1,0 +1,569 @@
+"""Undo without destroying history, and preconditioned writes for programmatic writers.
+
+Undo (each is one new commit attributed to the operator; nothing is rewritten, so every old
+revision stays readable):
+
+- :func:`revert` undoes one commit: what it created is deleted, what it deleted is re-created
+  with the old content, what it modified gets the content it had before, what it renamed is
+  renamed back. A path the commit touched that changed again afterwards is a conflict
+  (:class:`~memvault.errors.ConflictError` naming the paths), even when it changed back to its
+  state from before the commit (renamed away, deleted again): the revert then refuses rather
+  than guess. When every path is already as before the commit (reverted already), the result
+  is a no-op (no commit).
+  A directory the commit created is removed only when it is empty after the revert (it may
+  hold files created later, which the revert does not own).
+- :func:`restore` puts one file or directory subtree back to its state at a revision
+  (including a path deleted since).
+- :func:`rollback` makes the whole tree equal to the tree at a revision.
+
+Contents put back are re-encrypted as new versions (fresh data keys). A file put back
+continues the lineage of the file now at that path, else of the file moved away from it in
+the same command (a rename back), else of the old version itself unless that lineage is still
+live elsewhere (then it starts a new lineage). Nothing that would change nothing is committed:
+the result then has ``commit_id=None`` and a ``note`` saying why.
+
+Preconditioned writes (:func:`write`, :func:`edit`, :func:`delete`) take the ``sha256`` of the
+content the caller last read (:func:`content_sha256`), like the ``content_sha256`` precondition
+of Anthropic's managed memory stores; the check runs inside the transaction, under the store
+lock, so it is atomic with the write. A failed precondition is a ``ConflictError`` and writes
+nothing.
+
+The library never prints; results are frozen dataclasses.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from . import crypto
+from .errors import (
+    ConflictError,
+    EditError,
+    InternalError,
+    InvalidInputError,
+    InvalidPathError,
+    PathExistsError,
+    PathNotFoundError,
+)
+from .history import Change, resolve
+from .paths import ROOT, MemoryPath, parse_path
+from .records import Node
+from .store import MemoryStore, Transaction
+
+__all__ = [
+    "UndoCommand",
+    "UndoResult",
+    "WriteResult",
+    "revert",
+    "restore",
+    "rollback",
+    "write",
+    "edit",
+    "delete",
+    "content_sha256",
+]
+
+UndoCommand = Literal["revert", "restore", "rollback"]
+_SHA_RE = re.compile(r"[0-9a-f]{64}")
+#: Re-plans when another writer commits between planning and taking the lock.
+_ATTEMPTS = 8
+_ROOT_PATH = MemoryPath(())
+
+
+@dataclass(frozen=True)
+class UndoResult:
+    """What a revert, restore or rollback did.
+
+    ``target`` is the commit reverted (revert) or the revision restored from / rolled back to,
+    as a full hex id with its sequence number ``target_seq``. ``commit_id``/``seq`` name the new
+    commit, or are ``None`` when nothing had to change (``note`` then says why).
+    """
+
+    command: UndoCommand
+    target: str
+    target_seq: int
+    commit_id: str | None
+    seq: int | None
+    changes: tuple[Change, ...]
+    note: str = ""
+
+    @property
+    def changed(self) -> bool:
+        return self.commit_id is not None
+
+    @property
+    def paths(self) -> tuple[str, ...]:
+        """Every path created, modified, deleted or renamed (both names of a rename), sorted."""
+        out = {c.path for c in self.changes} | {c.old_path for c in self.changes if c.old_path is not None}
+        return tuple(sorted(out))
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "command": self.command,
+            "target": self.target,
+            "target_seq": self.target_seq,
+            "commit": self.commit_id,
+            "seq": self.seq,
+            "changes": [c.to_json() for c in self.changes],
+            "note": self.note,
+        }
+
+
+@dataclass(frozen=True)
+class WriteResult:
+    """A preconditioned write: the path, the new content's SHA-256 (hex; ``None`` after a
+    delete) and the new commit."""
+
+    path: str
+    sha256: str | None
+    commit_id: str
+    seq: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"path": self.path, "sha256": self.sha256, "commit": self.commit_id, "seq": self.seq}
+
+
+class _HeadMoved(Exception):
+    """Another writer committed after planning; plan again (never escapes this module)."""
+
+
+# -- helpers ----------------------------------------------------------------------------------------
+
+
+def _short(commit_id: str | bytes) -> str:
+    text = commit_id.decode() if isinstance(commit_id, bytes) else commit_id
+    return text[:10]
+
+
+def _vpath(path: str) -> MemoryPath:
+    """A canonical path read back from an authenticated state (already valid)."""
+    if path == ROOT:
+        return _ROOT_PATH
+    return MemoryPath(tuple(path[len(ROOT) + 1 :].split("/")))
+
+
+def _under(path: str, root: str) -> bool:
+    return root == ROOT or path == root or path.startswith(root + "/")
+
+
+def _depth(path: str) -> int:
+    return path.count("/")
+
+
+def _same(a: Node | None, b: Node | None) -> bool:
+    """Same state: both absent, both directories, or files with the same content and kind."""
+    if a is None or b is None:
+        return a is None and b is None
+    if a.kind != b.kind:
+        return False
+    return a.is_dir or (a.sha256 == b.sha256 and a.binary == b.binary)
+
+
+def _identity(node: Node | None) -> tuple[str, bytes, int, bytes] | None:
+    return None if node is None else (node.kind, node.file_id, node.version, node.dek_id)
+
+
+def _roots(paths: Iterable[str]) -> tuple[str, ...]:
+    """The paths with no ancestor among them, sorted (what a commit's metadata names)."""
+    out: list[str] = []
+    for p in sorted(set(paths)):
+        if not any(_under(p, r) for r in out):
+            out.append(p)
+    return tuple(out)
+
+
+def _subtree(txn: Transaction, root: MemoryPath) -> list[str]:
+    """``root`` (unless it is ``/memories``) and everything below it, as the transaction sees it."""
+    if root.is_root:
+        return [p.text for p in txn.descendants(root)]
+    node = txn.get(root)
+    if node is None:
+        return []
+    below = [p.text for p in txn.descendants(root)] if node.is_dir else []
+    return [root.text, *below]
+
+
+def _commit_after(store: MemoryStore, base: bytes) -> tuple[str, int]:
+    """``(id, seq)`` of the commit whose parent is ``base`` (the one this command made).
+
+    The history is linear, so walking back from the head finds it; other writers may already
+    have committed on top of it.
+    """
+    commit_id = store.head[0]
+    while True:
+        meta, _tree, parent = store.commit(commit_id)
+        if parent == base:
+            return commit_id.decode(), meta.seq
+        if parent is None:
+            raise InternalError()
+        commit_id = parent
+
+
+# -- applying a desired state -------------------------------------------------------------------------
+
+
+def _apply(store: MemoryStore, txn: Transaction, desired: dict[str, Node | None]) -> tuple[Change, ...]:
+    """Make each path of ``desired`` absent (None) or like the given node; return the changes.
+
+    Removals run deepest first, then creations shallowest first. A directory to remove that
+    still has children not named in ``desired`` is kept (revert: files created later), unless
+    a file must take its place, which is a conflict.
+    """
+    before = {p: txn.get(p) for p in desired}
+    removed: dict[bytes, Node] = {}  # file_id -> file removed here (a rename back reuses its lineage)
+    for p in sorted(desired, key=lambda q: (-_depth(q), q)):
+        current, want = txn.get(p), desired[p]
+        if current is None or (want is not None and want.kind == current.kind):
+            continue
+        vp = _vpath(p)
+        if current.is_dir and txn.child_names(vp):
+            if want is None:
+                continue
+            raise ConflictError(f"Error: Cannot put a file at {p}: it is now a directory with other files in it.")
+        if not current.is_dir:
+            removed[current.file_id] = current
+        txn.delete(vp)
+    live: set[bytes] | None = None
+    renamed_from: dict[str, str] = {}
+    for p in sorted(desired, key=lambda q: (_depth(q), q)):
+        want = desired[p]
+        if want is None:
+            continue
+        current = txn.get(p)
+        vp = _vpath(p)
+        if want.is_dir:
+            if current is None:
+                txn.make_dirs(vp)
+            continue
+        if current is not None and _same(current, want):
+            continue
+        lineage: Node | None
+        if current is not None:
+            lineage = current
+        elif want.file_id in removed:
+            lineage = removed.pop(want.file_id)
+            renamed_from[p] = lineage.path
+        else:
+            if live is None:
+                live = {n.file_id for q in txn.descendants(_ROOT_PATH) if (n := txn.get(q)) is not None}
+            lineage = None if want.file_id in live else want
+        txn.write_file(vp, store.read_node(want), binary=want.binary, lineage=lineage)
+        written = txn.get(p)
+        if live is not None and written is not None:
+            live.add(written.file_id)
+    out: list[Change] = []
+    moved = set(renamed_from.values())
+    for p in desired:
+        old, new = before[p], txn.get(p)
+        if _identity(old) == _identity(new):
+            continue
+        if new is None:
+            assert old is not None
+            if p not in moved:
+                out.append(Change("deleted", p, old.kind))
+        elif p in renamed_from:
+            out.append(Change("renamed", p, new.kind, renamed_from[p]))
+        elif old is None:
+            out.append(Change("created", p, new.kind))
+        elif old.kind != new.kind:
+            out.append(Change("deleted", p, old.kind))
+            out.append(Change("created", p, new.kind))
+        else:
+            out.append(Change("modified", p, new.kind))
+    return tuple(sorted(out, key=lambda c: (c.path, c.op)))
+
+
+def _run_undo(
+    store: MemoryStore,
+    command: UndoCommand,
+    target: bytes,
+    plan: Callable[[Transaction], dict[str, Node | None]],
+    *,
+    note: str,
+    actor: str,
+    session: str,
+) -> UndoResult:
+    """Plan on a view of the head, then apply the same plan in one transaction on that head.
+
+    The plan fixes the paths the commit metadata names; if another writer committed in
+    between, the transaction aborts (nothing written) and the plan is made again.
+    """
+    target_seq = store.commit_meta(target).seq
+    for _attempt in range(_ATTEMPTS):
+        head = store.head[0]
+        view = Transaction(store, store.state_at(head))  # writes to a view stay in its overlay
+        planned = _apply(store, view, plan(view))
+        if not planned:
+            return UndoResult(command, target.decode(), target_seq, None, None, (), note)
+        paths = _roots([c.path for c in planned] + [c.old_path for c in planned if c.old_path is not None])
+
+        def apply(txn: Transaction, head: bytes = head) -> tuple[Change, ...]:
+            if store.head[0] != head:  # the head this transaction works on
+                raise _HeadMoved
+            return _apply(store, txn, plan(txn))
+
+        try:
+            changes = store.transact(apply, command=command, paths=paths, actor=actor, session=session)
+        except _HeadMoved:
+            continue
+        commit_id, seq = _commit_after(store, head)
+        return UndoResult(command, target.decode(), target_seq, commit_id, seq, changes)
+    raise ConflictError("Error: The memory store kept changing during the command; retry it.")
+
+
+def _resolve(store: MemoryStore, rev: str | bytes) -> bytes:
+    return rev if isinstance(rev, bytes) else resolve(store, rev)
+
+
+# -- undo ---------------------------------------------------------------------------------------------
+
+
+def revert(store: MemoryStore, rev: str | bytes, *, actor: str = "operator", session: str = "") -> UndoResult:
+    """One new commit that undoes commit ``rev`` (see the module docstring).
+
+    Raises :class:`ConflictError` naming the paths the commit touched that changed after it,
+    and :class:`InvalidInputError` for the store's initial commit (it changed nothing).
+    """
+    commit_id = _resolve(store, rev)
+    meta, _tree, parent = store.commit(commit_id)
+    if parent is None:
+        raise InvalidInputError(
+            f"Error: Commit {_short(commit_id)} (#{meta.seq}) is the store's initial commit; "
+            "there is nothing to revert."
+        )
+    before, after = store.state_at(parent), store.state_at(commit_id)
+    touched = sorted(
+        p
+        for p in set(before.nodes) | set(after.nodes)
+        if _identity(before.nodes.get(p)) != _identity(after.nodes.get(p))
+    )
+
+    def plan(txn: Transaction) -> dict[str, Node | None]:
+        desired: dict[str, Node | None] = {}
+        conflicts: list[str] = []
+        if all(_same(txn.get(p), before.nodes.get(p)) for p in touched):
+            return desired  # already undone: nothing to do
+        for p in touched:
+            old, new, now = before.nodes.get(p), after.nodes.get(p), txn.get(p)
+            if _same(now, new):
+                desired[p] = old
+            else:
+                conflicts.append(p)
+        if conflicts:
+            shown = ", ".join(conflicts)
+            raise ConflictError(
+                f"Error: Cannot revert commit {_short(commit_id)} (#{meta.seq}): changed after it: {shown}. "
+                "Revert the later commits first, or use restore."
+            )
+        return desired
+
+    note = (
+        f"Nothing to revert: every path commit {_short(commit_id)} (#{meta.seq}) changed "
+        "is already as it was before it."
+    )
+    return _run_undo(store, "revert", commit_id, plan, note=note, actor=actor, session=session)
+
+
+def restore(
+    store: MemoryStore, path: str, rev: str | bytes, *, actor: str = "operator", session: str = ""
+) -> UndoResult:
+    """Put the file or directory subtree at ``path`` back to its state at ``rev``, as one commit.
+
+    Works for a path deleted since; below a directory, paths that did not exist at ``rev`` are
+    deleted. A path absent at ``rev`` raises :class:`PathNotFoundError`.
+    """
+    vpath = parse_path(path, store.settings)
+    commit_id = _resolve(store, rev)
+    state = store.state_at(commit_id)
+    seq = store.commit_meta(commit_id).seq
+    if not vpath.is_root and vpath.text not in state.nodes:
+        raise PathNotFoundError(f"Error: The path {vpath.text} did not exist at revision {_short(commit_id)} (#{seq}).")
+    target = {p: n for p, n in state.nodes.items() if _under(p, vpath.text)}
+
+    def plan(txn: Transaction) -> dict[str, Node | None]:
+        return {p: target.get(p) for p in set(target) | set(_subtree(txn, vpath))}
+
+    note = f"Nothing to restore: {vpath.text} is already as it was at {_short(commit_id)} (#{seq})."
+    return _run_undo(store, "restore", commit_id, plan, note=note, actor=actor, session=session)
+
+
+def rollback(store: MemoryStore, rev: str | bytes, *, actor: str = "operator", session: str = "") -> UndoResult:
+    """Make the whole tree equal to the tree at ``rev`` as one new commit (history stays)."""
+    commit_id = _resolve(store, rev)
+    state = store.state_at(commit_id)
+    seq = store.commit_meta(commit_id).seq
+    target = dict(state.nodes)
+
+    def plan(txn: Transaction) -> dict[str, Node | None]:
+        return {p: target.get(p) for p in set(target) | set(_subtree(txn, _ROOT_PATH))}
+
+    note = f"Nothing to roll back: the store is already as it was at {_short(commit_id)} (#{seq})."
+    return _run_undo(store, "rollback", commit_id, plan, note=note, actor=actor, session=session)
+
+
+# -- preconditioned writes ------------------------------------------------------------------------------
+
+
+def _expected(value: str | None) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise TypeError("expected_sha256 must be a str")
+    text = value.strip().lower()
+    if not _SHA_RE.fullmatch(text):
+        raise InvalidInputError("Error: expected_sha256 must be 64 hexadecimal digits (a SHA-256 of the content).")
+    return text
+
+
+def _check(path: MemoryPath, node: Node | None, expected: str | None, must_not_exist: bool) -> None:
+    """The precondition, checked inside the transaction (under the store lock)."""
+    if must_not_exist and node is not None:
+        now = "it is a directory" if node.is_dir else f"sha256 {node.sha256.hex()[:12]}…"
+        raise ConflictError(f"Error: {path.text} already exists (expected it not to exist; now {now})")
+    if expected is None:
+        return
+    if node is None:
+        now = "it does not exist"
+    elif node.is_dir:
+        now = "it is a directory"
+    elif node.sha256.hex() != expected:
+        now = f"{node.sha256.hex()[:12]}…"
+    else:
+        return
+    raise ConflictError(f"Error: {path.text} changed since you read it (expected sha256 {expected[:12]}…, now {now})")
+
+
+def _encode_text(text: str, what: str) -> bytes:
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidInputError(f"Error: {what} is not valid Unicode text (it contains a lone surrogate).") from None
+
+
+def _file_path(store: MemoryStore, path: str) -> MemoryPath:
+    vpath = parse_path(path, store.settings)
+    if vpath.is_root:
+        raise PathExistsError("Error: /memories is a directory; give a file path below it")
+    return vpath
+
+
+def content_sha256(store: MemoryStore, path: str) -> str:
+    """The SHA-256 (hex) of the file's content at the head: the value for ``expected_sha256``."""
+    vpath = _file_path(store, path)
+    with store.reading() as view:
+        node = view.get(vpath)
+    if node is None or node.is_dir:
+        raise PathNotFoundError(f"Error: The file {vpath.text} does not exist")
+    return node.sha256.hex()
+
+
+def write(
+    store: MemoryStore,
+    path: str,
+    data: str | bytes,
+    *,
+    expected_sha256: str | None = None,
+    must_not_exist: bool = False,
+    actor: str = "library",
+    session: str = "",
+) -> WriteResult:
+    """Create or replace a file (bytes are stored as binary), as one commit.
+
+    With ``expected_sha256`` the file must exist with exactly that content; with
+    ``must_not_exist`` it must not exist. Otherwise :class:`ConflictError` and nothing is written.
+    """
+    vpath = _file_path(store, path)
+    expected = _expected(expected_sha256)
+    if expected is not None and must_not_exist:
+        raise ValueError("give at most one of expected_sha256 and must_not_exist")
+    binary = isinstance(data, bytes)
+    raw = data if isinstance(data, bytes) else _encode_text(data, "The content")
+
+    def apply(txn: Transaction) -> bytes:
+        base = store.head[0]  # the head this transaction works on (the store lock is held)
+        _check(vpath, txn.get(vpath), expected, must_not_exist)
+        txn.write_file(vpath, raw, binary=binary)
+        return base
+
+    base = store.transact(apply, command="write", paths=(vpath.text,), actor=actor, session=session)
+    commit_id, seq = _commit_after(store, base)
+    return WriteResult(vpath.text, crypto.sha256(raw).hex(), commit_id, seq)
+
+
+def edit(
+    store: MemoryStore,
+    path: str,
+    old: str,
+    new: str,
+    *,
+    expected_sha256: str | None = None,
+    actor: str = "library",
+    session: str = "",
+) -> WriteResult:
+    """Replace the one occurrence of ``old`` in a text file by ``new`` (like ``str_replace``).
+
+    ``old`` appearing zero or several times is an :class:`EditError`; a failed
+    ``expected_sha256`` precondition is a :class:`ConflictError`. Nothing is written then.
+    """
+    vpath = _file_path(store, path)
+    expected = _expected(expected_sha256)
+    if old == "":
+        raise EditError("Error: `old` must not be empty.")
+    _encode_text(old, "`old`")
+    _encode_text(new, "`new`")
+    result: list[bytes] = []
+
+    def apply(txn: Transaction) -> bytes:
+        base = store.head[0]
+        node = txn.get(vpath)
+        _check(vpath, node, expected, False)
+        if node is None or node.is_dir:
+            raise PathNotFoundError(f"Error: The path {vpath.text} does not exist")
+        if node.binary:
+            raise InvalidInputError(f"Error: {vpath.text} is a binary file and cannot be edited as text.")
+        content = txn.read(vpath).decode("utf-8")
+        count = content.count(old)
+        if count != 1:
+            raise EditError(
+                f"Error: No replacement was performed: `old` appears {count} times in {vpath.text}; "
+                "it must appear exactly once."
+            )
+        data = content.replace(old, new, 1).encode("utf-8")
+        txn.write_file(vpath, data)
+        result.append(data)
+        return base
+
+    base = store.transact(apply, command="edit", paths=(vpath.text,), actor=actor, session=session)
+    commit_id, seq = _commit_after(store, base)
+    return WriteResult(vpath.text, crypto.sha256(result[0]).hex(), commit_id, seq)
+
+
+def delete(
+    store: MemoryStore,
+    path: str,
+    *,
+    expected_sha256: str | None = None,
+    actor: str = "library",
+    session: str = "",
+) -> WriteResult:
+    """Delete a file (or, without a precondition, a directory and everything below it)."""
+    vpath = parse_path(path, store.settings)
+    if vpath.is_root:
+        raise InvalidPathError("Error: Cannot delete the /memories directory itself")
+    expected = _expected(expected_sha256)
+
+    def apply(txn: Transaction) -> bytes:
+        base = store.head[0]
+        node = txn.get(vpath)
+        _check(vpath, node, expected, False)
+        if node is None:
+            raise PathNotFoundError(f"Error: The path {vpath.text} does not exist")
+        txn.delete(vpath)
+        return base
+
+    base = store.transact(apply, command="delete", paths=(vpath.text,), actor=actor, session=session)
+    commit_id, seq = _commit_after(store, base)
+    return WriteResult(vpath.text, None, commit_id, seq)

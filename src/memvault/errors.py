@@ -21,6 +21,7 @@ __all__ = [
     "EditError",
     "LimitExceededError",
     "SensitiveDataError",
+    "RedactedError",
     "ConflictError",
     "LockedError",
     "IntegrityError",
@@ -100,6 +101,12 @@ class LimitExceededError(MemvaultError):
 
 class SensitiveDataError(MemvaultError):
     """The scrubber policy rejects the write; the message names the kind, never the value."""
+
+    exit_status = ExitStatus.REFUSED
+
+
+class RedactedError(MemvaultError):
+    """The requested version was redacted: its data key is destroyed, its content is gone."""
 
     exit_status = ExitStatus.REFUSED
 

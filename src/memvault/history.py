@@ -63,11 +63,16 @@ class Change:
     path: str
     kind: Literal["file", "dir"]
     old_path: str | None = None
+    #: For a redacted version: ``{"time", "actor", "reason"}`` of the redaction (its path is a
+    #: placeholder: the real one went with the key).
+    redacted: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"op": self.op, "path": self.path, "kind": self.kind}
         if self.old_path is not None:
             out["old_path"] = self.old_path
+        if self.redacted is not None:
+            out["redacted"] = self.redacted
         return out
 
 
@@ -290,15 +295,19 @@ def _changes(store: MemoryStore, meta: CommitMeta, tree_id: bytes, parent: bytes
             if node.path == new_root or node.path.startswith(new_root + "/"):
                 renamed_from[node.path] = old_root + node.path[len(new_root) :]
     gone = {n.path for n in deleted}
+
+    def tomb(node: Node) -> dict[str, Any] | None:
+        return (store.keyring.tombstone(node.dek_id) or {}) if node.redacted else None
+
     for node in created:
         source = renamed_from.get(node.path)
         if source is not None and source in gone:
-            out.append(Change("renamed", node.path, node.kind, source))
+            out.append(Change("renamed", node.path, node.kind, source, tomb(node)))
         else:
-            out.append(Change("created", node.path, node.kind))
+            out.append(Change("created", node.path, node.kind, None, tomb(node)))
     moved = {c.old_path for c in out if c.op == "renamed"}
-    out.extend(Change("deleted", n.path, n.kind) for n in deleted if n.path not in moved)
-    out.extend(Change("modified", n.path, n.kind) for n in modified)
+    out.extend(Change("deleted", n.path, n.kind, None, tomb(n)) for n in deleted if n.path not in moved)
+    out.extend(Change("modified", n.path, n.kind, None, tomb(n)) for n in modified)
     return tuple(sorted(out, key=lambda c: (c.path, c.op)))
 
 
@@ -403,7 +412,12 @@ def tree_at(store: MemoryStore, rev: str | bytes = "HEAD", path: str = ROOT) -> 
 def read_at(store: MemoryStore, path: str, rev: str | bytes = "HEAD") -> bytes:
     """The content of the file ``path`` at ``rev``."""
     vpath = parse_path(path).text
-    node = _state(store, rev).nodes.get(vpath)
+    state = _state(store, rev)
+    node = state.nodes.get(vpath)
+    if node is None:
+        # A redacted version keeps only its opaque token, which the path still determines.
+        token = store.token(vpath)
+        node = next((n for n in state.nodes.values() if n.redacted and n.token == token), None)
     if node is None or node.is_dir:
         raise PathNotFoundError(f"Error: The file {vpath} does not exist at that revision.")
     return store.read_node(node)
@@ -424,8 +438,8 @@ def diff(
     root = parse_path(path).text if path is not None else ROOT
     a_nodes = _state(store, old).nodes if old is not None else {}
     b = _state(store, new)
-    a_files = {p: n for p, n in a_nodes.items() if not n.is_dir and _under(p, root)}
-    b_files = {p: n for p, n in b.nodes.items() if not n.is_dir and _under(p, root)}
+    a_files = {p: n for p, n in a_nodes.items() if not n.is_dir and not n.redacted and _under(p, root)}
+    b_files = {p: n for p, n in b.nodes.items() if not n.is_dir and not n.redacted and _under(p, root)}
     by_lineage = {n.file_id: p for p, n in a_files.items() if p not in b_files}
     out: list[FileDiff] = []
     paired: set[str] = set()

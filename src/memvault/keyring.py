@@ -18,11 +18,18 @@ a torn tail (a crash mid-append) is ignored by readers and cut off by the next w
 - ``ABORT`` (type 3): ``u64 seq || commit_id(40 hex) || mac`` with
   ``mac = HMAC(K_keyring, "memvault/v1/abort" || store_id || seq || commit_id || prev_mac)``:
   the writer recorded that commit but could not publish it; the mark goes back to the previous
-  one. Records are never removed, so readers never see the file shrink except for a torn tail.
+  one.
+- ``TOMBSTONE`` (type 4): ``dek_id(16) || seal(K_meta, json{time, actor, reason},
+  "memvault/v1/tombstone" || store_id || dek_id)``: that data key was destroyed (redaction).
+
+Appends are the only change in normal operation. Redaction is the exception: it writes a new
+keyring without the destroyed DEK records (plus their tombstones) and renames it over the old
+one; readers notice the new file (another inode) and read it from the start.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import struct
 from dataclasses import dataclass
@@ -41,12 +48,14 @@ _RECORD = struct.Struct(">BH")
 _DEK = 1
 _COMMIT = 2
 _ABORT = 3
+_TOMBSTONE = 4
 _DEK_HEAD = struct.Struct(">16sI")
 _COMMIT_BODY = struct.Struct(">Q40s40s32s")
 _ABORT_BODY = struct.Struct(">Q40s32s")
 _DEK_AAD = b"memvault/v1/dek"
 _HW_MAC = b"memvault/v1/hw"
 _ABORT_MAC = b"memvault/v1/abort"
+_TOMBSTONE_AAD = b"memvault/v1/tombstone"
 _NO_MAC = bytes(32)
 #: Parent id of the first commit.
 ZERO_ID = b"0" * 40
@@ -64,15 +73,28 @@ class HighWater:
 class Keyring:
     """Reader/appender of the keyring file. Not thread-safe by itself; the store serialises."""
 
-    def __init__(self, path: Path, store_id: bytes, wrap_keys: dict[int, bytes], mac_key: bytes) -> None:
+    def __init__(
+        self,
+        path: Path,
+        store_id: bytes,
+        wrap_keys: dict[int, bytes],
+        mac_key: bytes,
+        tombstone_key: bytes | None = None,
+    ) -> None:
         self._path = path
         self._store_id = store_id
         self._wrap_keys = wrap_keys
         self._mac_key = mac_key
+        self._tombstone_key = tombstone_key
+        self._reset()
+
+    def _reset(self) -> None:
         self._sealed: dict[bytes, tuple[int, bytes]] = {}
         self._deks: dict[bytes, bytes] = {}
+        self._tombstones: dict[bytes, bytes] = {}
         self._offset = _HEADER.size
         self._chain = _NO_MAC
+        self._inode: tuple[int, int] | None = None
         self.high_water: HighWater | None = None
         self._previous: HighWater | None = None
 
@@ -97,6 +119,10 @@ class Keyring:
         """Read records appended since the last call (complete records only)."""
         try:
             with open(self._path, "rb") as f:
+                st = os.fstat(f.fileno())
+                if self._inode is not None and self._inode != (st.st_dev, st.st_ino):
+                    self._reset()  # rewritten by a redaction: read the new file from the start
+                self._inode = (st.st_dev, st.st_ino)
                 if self._offset == _HEADER.size:
                     magic, version, store_id = _HEADER.unpack(f.read(_HEADER.size).ljust(_HEADER.size, b"\0"))
                     if magic != _MAGIC or version != _VERSION or store_id != self._store_id:
@@ -145,6 +171,12 @@ class Keyring:
             if hw is None or (hw.seq, hw.commit_id) != (seq, commit_id):
                 raise IntegrityError("The store's keyring is damaged.")
             self.high_water, self._previous, self._chain = self._previous, None, tag
+        elif rtype == _TOMBSTONE:
+            if len(body) < 16 + crypto.SEAL_OVERHEAD:
+                raise IntegrityError("The store's keyring is damaged.")
+            self._tombstones[body[:16]] = body[16:]
+            self._sealed.pop(body[:16], None)
+            self._deks.pop(body[:16], None)
         else:
             raise IntegrityError("The store's keyring is damaged.")
 
@@ -214,3 +246,81 @@ class Keyring:
             os.close(fd)
         self.refresh()
         return start
+
+    # -- redaction ------------------------------------------------------------------------------
+
+    def is_destroyed(self, dek_id: bytes) -> bool:
+        """True if a tombstone says the data key ``dek_id`` was destroyed."""
+        return dek_id in self._tombstones
+
+    def tombstone(self, dek_id: bytes) -> dict[str, object] | None:
+        """``{"time", "actor", "reason"}`` if the data key ``dek_id`` was destroyed, else None."""
+        sealed = self._tombstones.get(dek_id)
+        if sealed is None:
+            return None
+        if self._tombstone_key is None:
+            return {}
+        try:
+            info = json.loads(crypto.open_sealed(self._tombstone_key, sealed, self._tombstone_aad(dek_id)))
+        except (IntegrityError, ValueError):
+            raise IntegrityError("The store's keyring is damaged.") from None
+        return dict(info)
+
+    def _tombstone_aad(self, dek_id: bytes) -> bytes:
+        return _TOMBSTONE_AAD + self._store_id + dek_id
+
+    def destroy(self, dek_ids: set[bytes], info: dict[str, object], *, durable: bool) -> int:
+        """Destroy data keys (crypto-shredding); return how many were present.
+
+        Writes a new keyring without their DEK records, with a tombstone each, and renames it
+        over the old file after overwriting the old records with zeros in place (best effort:
+        copy-on-write filesystems and SSD remapping may keep old blocks). Caller holds the store
+        lock.
+        """
+        if self._tombstone_key is None:
+            raise ValueError("this keyring cannot write tombstones")
+        self.refresh()
+        with open(self._path, "rb") as f:
+            data = f.read(self._offset)
+        out = [data[: _HEADER.size]]
+        wipe: list[tuple[int, int]] = []
+        pos = _HEADER.size
+        destroyed = 0
+        while pos < len(data):
+            rtype, length = _RECORD.unpack_from(data, pos)
+            end = pos + _RECORD.size + length
+            if rtype == _DEK and data[pos + _RECORD.size : pos + _RECORD.size + 16] in dek_ids:
+                wipe.append((pos, end))
+                destroyed += 1
+            else:
+                out.append(data[pos:end])
+            pos = end
+        payload = json.dumps(info, sort_keys=True, separators=(",", ":")).encode()
+        for dek_id in sorted(dek_ids):
+            if dek_id in self._tombstones:
+                continue
+            body = dek_id + crypto.seal(self._tombstone_key, payload, self._tombstone_aad(dek_id))
+            out.append(_RECORD.pack(_TOMBSTONE, len(body)) + body)
+        tmp = self._path.with_name(f".{self._path.name}.redact-{os.getpid()}")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, FILE_MODE)
+        try:
+            write_all(fd, b"".join(out))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        # Swap the files first (a crash leaves either keyring whole), then overwrite the destroyed
+        # records inside the old, now unlinked, file, so its blocks do not keep them on
+        # filesystems that write in place.
+        old_fd = os.open(self._path, os.O_WRONLY | os.O_NOFOLLOW)
+        try:
+            os.replace(tmp, self._path)
+            fsync_dir(self._path.parent)
+            for start, end in wipe:
+                os.pwrite(old_fd, bytes(end - start), start)
+            os.fsync(old_fd)
+        finally:
+            os.close(old_fd)
+        self._reset()
+        self.refresh()
+        return destroyed
+

@@ -60,6 +60,7 @@ class Node:
     ct_sha256: bytes = b""  #: SHA-256 of the content blob bytes (files)
     binary: bool = False  #: content was put in as bytes (e.g. an image), not text
     sealed: bytes = b""  #: the node record as stored in the index shard
+    redacted: bool = False  #: its data key was destroyed: path, size and content are gone
 
     @property
     def is_dir(self) -> bool:

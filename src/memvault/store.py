@@ -35,6 +35,7 @@ from .errors import (
     LimitExceededError,
     MemvaultError,
     PathExistsError,
+    RedactedError,
     RollbackDetectedError,
     StoreExistsError,
     StoreNotFoundError,
@@ -42,7 +43,7 @@ from .errors import (
 from .fsutil import DIR_MODE, StoreLock, atomic_write, make_private_dir
 from .gitstore import MODE_BLOB, MODE_TREE, GitStore
 from .keyring import ZERO_ID, HighWater, Keyring
-from .keys import Subkeys, Unlock, b64decode, b64encode, load_slots, new_slot, read_key_file, unlock_master_key
+from .keys import Subkeys, Unlock, b64decode, b64encode, load_slots, new_slot, read_key_file, unlock_master_keys
 from .paths import ROOT, MemoryPath, fold_key
 from .records import CommitMeta, Node
 from .settings import KdfParams, StoreSettings
@@ -310,12 +311,19 @@ class MemoryStore:
         self.store_id = store_id
         self.settings = settings
         self._epoch = max(master_keys)
+        self._master_keys = dict(master_keys)
+        #: Id of the key slot that unlocked this store object.
+        self.unlocked_slot = b""
         self._subkeys = {e: Subkeys(k, store_id, e) for e, k in master_keys.items()}
         self._keys = self._subkeys[self._epoch]
         durable = settings.durability == "full"
         self._durable = durable
         self.keyring = Keyring(
-            root / "keyring", store_id, {e: s.wrap for e, s in self._subkeys.items()}, self._keys.keyring
+            root / "keyring",
+            store_id,
+            {e: s.wrap for e, s in self._subkeys.items()},
+            self._keys.keyring,
+            tombstone_key=self._keys.meta,
         )
         self._lock = StoreLock(root / "lock")
         self._state_lock = threading.RLock()
@@ -371,9 +379,11 @@ class MemoryStore:
         make_private_dir(root / "keys")
         from .keys import write_slot
 
-        write_slot(root / "keys", new_slot(store_id, unlock, master_keys, kdf), durable=durable)
+        first_slot = new_slot(store_id, unlock, master_keys, kdf)
+        write_slot(root / "keys", first_slot, durable=durable)
         Keyring.create(root / "keyring", store_id, durable=durable)
         store = cls(root, store_id, settings, master_keys, _token=_PRIVATE)
+        store.unlocked_slot = first_slot.slot_id
         store.git = GitStore.init(root / "repo", durable=durable)
         store._write_initial_commit()
         # The marker file goes last: a crash before it leaves no half-made store that opens.
@@ -424,8 +434,9 @@ class MemoryStore:
             raise
         except Exception:
             raise IntegrityError("The store's configuration file is damaged.") from None
-        master_keys = unlock_master_key(store_id, load_slots(root / "keys"), unlock)
+        slot, master_keys = unlock_master_keys(store_id, load_slots(root / "keys"), unlock)
         store = cls(root, store_id, settings, master_keys, _token=_PRIVATE)
+        store.unlocked_slot = slot.slot_id
         crypto.mac_verify(store._keys.config, store._config_message(config), settings_mac)
         store.git = GitStore(root / "repo", durable=settings.durability == "full")
         if check_head:
@@ -464,6 +475,15 @@ class MemoryStore:
             return self._read_node(node)
 
     def _read_node(self, node: Node) -> bytes:
+        if node.redacted or self.keyring.is_destroyed(node.dek_id):
+            info = self.keyring.tombstone(node.dek_id) or {}
+            by = f" by {info['actor']}" if info.get("actor") else ""
+            when = (
+                f" at {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime(float(str(info['time']))))}"
+                if info.get("time")
+                else ""
+            )
+            raise RedactedError(f"This version was redacted{by}{when}; its content and name are gone.")
         cached = self._content_cache.get(node.blob_id)
         if cached is not None:
             self._content_cache.move_to_end(node.blob_id)
@@ -590,6 +610,40 @@ class MemoryStore:
         """The decrypted metadata of an authentic commit."""
         return self.commit(commit_id)[0]
 
+    def destroy_keys(self, dek_ids: set[bytes], info: dict[str, object]) -> int:
+        """Destroy data keys (crypto-shredding, see :mod:`memvault.redact`); return how many.
+
+        Refuses (ConflictError) if the head still uses one of them: remove those files first.
+        """
+        with self._lock.hold(), self._state_lock:
+            state = self._sync(writer=True)
+            live = [n.path for n in state.nodes.values() if n.dek_id in dek_ids]
+            if live:
+                raise ConflictError(f"Error: {len(live)} version(s) to redact are still in the current state.")
+            try:
+                count = self.keyring.destroy(dek_ids, info, durable=True)
+            except OSError as err:
+                raise InternalError(f"The keyring could not be rewritten ({err.strerror or 'I/O error'}).") from None
+            self.forget_cached_plaintext()
+            return count
+
+    def master_keys(self) -> dict[int, bytes]:
+        """The master key of every epoch (for wrapping into a new key slot). Handle with care."""
+        return dict(self._master_keys)
+
+    @contextmanager
+    def writing(self) -> Iterator[None]:
+        """Hold the store's writer lock (for operator changes outside commits, e.g. key slots)."""
+        with self._lock.hold():
+            yield
+
+    def forget_cached_plaintext(self) -> None:
+        """Drop every decrypted content and node kept in memory (after a redaction)."""
+        with self._state_lock:
+            self._content_cache.clear()
+            self._content_cache_size = 0
+            self._shard_cache.clear()
+
     # -- history access (authenticated; used by memvault.history) -------------------------------
 
     def commit(self, commit_id: bytes) -> tuple[CommitMeta, bytes, bytes | None]:
@@ -666,6 +720,15 @@ class MemoryStore:
         blob = self.git.read_blob(blob_id)
         nodes: dict[bytes, Node] = {}
         for token, dek_id, sealed in records.decode_shard(self._keys.index, self.store_id, shard, blob):
+            if self.keyring.is_destroyed(dek_id):
+                # Redacted version: its name and content went with its key. The placeholder path
+                # uses characters the path grammar refuses, so it can never collide.
+                placeholder = f"{ROOT}/<redacted:{token.hex()[:16]}>"
+                node = Node(placeholder, "file", token, b"", 0, dek_id, sealed=sealed, redacted=True)
+                if _shard_of(token) != shard or token in nodes:
+                    raise IntegrityError()
+                nodes[token] = node
+                continue
             node = records.open_node(self.keyring.dek(dek_id), self.store_id, token, dek_id, sealed)
             if _shard_of(token) != shard or token in nodes or self.token(node.path) != token:
                 raise IntegrityError()

@@ -32,6 +32,8 @@ TIERS = {
     "undo": 6,
     "transfer": 6,
     "verify": 6,
+    "redact": 6,
+    "keymgmt": 6,
     "demo": 7,
     "cli": 8,
     "__init__": 9,

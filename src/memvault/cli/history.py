@@ -105,7 +105,11 @@ def _commit_diff(store: MemoryStore, commit_id: bytes) -> list[FileDiff]:
 def _display_path(c: Change) -> str:
     path = c.path + ("/" if c.kind == "dir" else "")
     if c.op == "renamed" and c.old_path is not None:
-        return f"{c.old_path}{'/' if c.kind == 'dir' else ''} -> {path}"
+        path = f"{c.old_path}{'/' if c.kind == 'dir' else ''} -> {path}"
+    if c.redacted is not None:
+        by = f" by {c.redacted['actor']}" if c.redacted.get("actor") else ""
+        when = f" at {fmt_time(float(c.redacted['time']))}" if c.redacted.get("time") else ""
+        path += f"  [redacted{by}{when}]"
     return path
 
 

@@ -1,0 +1,104 @@
+"""``memvault passwd`` and ``memvault key list|add|remove``: key slots, never a secret in argv.
+
+A new passphrase comes from ``$MEMVAULT_NEW_PASSPHRASE`` or a prompt (asked twice).
+"""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import os
+import sys
+from typing import Any
+
+from ..errors import ExitStatus, KeyUnavailableError
+from ._common import open_store, print_json
+
+__all__ = ["register"]
+
+ENV_NEW_PASSPHRASE = "MEMVAULT_NEW_PASSPHRASE"  # noqa: S105 (a variable name, not a secret)
+
+
+def _new_passphrase() -> str:
+    value = os.environ.get(ENV_NEW_PASSPHRASE)
+    if value:
+        return value
+    if not sys.stdin.isatty():
+        raise KeyUnavailableError(f"No new passphrase: set {ENV_NEW_PASSPHRASE} or run on a terminal.")
+    first = getpass.getpass("new passphrase: ")
+    if not first or getpass.getpass("repeat new passphrase: ") != first:
+        raise KeyUnavailableError("The new passphrases are empty or do not match.")
+    return first
+
+
+def _cmd_passwd(args: argparse.Namespace) -> int:
+    from ..keymgmt import change_passphrase
+
+    with open_store(args) as store:
+        slot = change_passphrase(store, _new_passphrase())
+    if args.json:
+        print_json({"slot": slot.to_json()})
+    else:
+        print(f"Passphrase changed (new key slot {slot.slot_id}); the old passphrase no longer opens this store.")
+    return ExitStatus.SUCCESS
+
+
+def _cmd_list(args: argparse.Namespace) -> int:
+    from ..keymgmt import list_slots
+
+    with open_store(args) as store:
+        slots = list_slots(store)
+    if args.json:
+        print_json([s.to_json() for s in slots])
+        return ExitStatus.SUCCESS
+    for s in slots:
+        kdf = "" if s.kdf is None else f"argon2id m={s.kdf['memory_kib']}KiB t={s.kdf['iterations']} p={s.kdf['lanes']}"
+        print(f"{s.slot_id}  {s.kind:<10} {kdf}{'  (in use)' if s.in_use else ''}".rstrip())
+    return ExitStatus.SUCCESS
+
+
+def _cmd_add(args: argparse.Namespace) -> int:
+    from ..keymgmt import add_slot
+
+    with open_store(args) as store:
+        slot = (
+            add_slot(store, key_file=args.key_file) if args.key_file else add_slot(store, passphrase=_new_passphrase())
+        )
+    if args.json:
+        print_json(slot.to_json())
+    else:
+        print(f"Added key slot {slot.slot_id} ({slot.kind}).")
+    return ExitStatus.SUCCESS
+
+
+def _cmd_remove(args: argparse.Namespace) -> int:
+    from ..keymgmt import remove_slot
+
+    with open_store(args) as store:
+        remove_slot(store, args.slot_id)
+    if args.json:
+        print_json({"removed": args.slot_id})
+    else:
+        print(f"Removed key slot {args.slot_id}.")
+    return ExitStatus.SUCCESS
+
+
+def register(sub: Any) -> None:
+    s = sub.add_parser("passwd", help=f"change the passphrase (new one from ${ENV_NEW_PASSPHRASE} or a prompt)")
+    s.add_argument("--json", action="store_true", help="machine-readable output")
+    s.set_defaults(func=_cmd_passwd)
+
+    key = sub.add_parser("key", help="list, add or remove key slots (no data is re-encrypted)")
+    ksub = key.add_subparsers(dest="key_cmd", required=True)
+    for name, func, helptext in (
+        ("list", _cmd_list, "list key slots"),
+        ("add", _cmd_add, f"add a passphrase (from ${ENV_NEW_PASSPHRASE} or a prompt) or --key-file slot"),
+        ("remove", _cmd_remove, "remove a key slot (never the last one)"),
+    ):
+        s = ksub.add_parser(name, help=helptext)
+        if name == "add":
+            s.add_argument("--key-file", help="a file with a raw 32-byte key (see `memvault keygen`)")
+        if name == "remove":
+            s.add_argument("slot_id", help="the slot id shown by `memvault key list`")
+        s.add_argument("--json", action="store_true", help="machine-readable output")
+        s.set_defaults(func=func)

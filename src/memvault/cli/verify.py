@@ -1,0 +1,75 @@
+"""``memvault verify``: check every object, commit, file version, the freshness mark and the keys.
+
+Exit status 0 when no error was found (warnings allowed), 3 (``ExitStatus.INTEGRITY``) when any
+error was. A progress indicator goes to stderr, and only when stderr is a terminal.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from ..errors import ExitStatus
+from ._common import color, credentials, print_json, store_path, use_color
+
+if TYPE_CHECKING:
+    from ..verify import Problem, VerifyReport
+
+__all__ = ["register", "format_problem", "format_summary"]
+
+
+def format_problem(problem: Problem) -> str:
+    """``error  forged-commit  #5 abc1234…  message`` (the location part only where known)."""
+    where = []
+    if problem.seq is not None:
+        where.append(f"#{problem.seq}")
+    if problem.commit is not None:
+        where.append(f"{problem.commit[:7]}…")
+    parts = [problem.severity, problem.code, *([" ".join(where)] if where else []), problem.message]
+    return "  ".join(parts)
+
+
+def format_summary(report: VerifyReport) -> str:
+    counts = f"verified {report.commits} commits, {report.objects} objects, {report.versions} file versions"
+    errors, warnings = len(report.errors), len(report.warnings)
+    warned = f"{warnings} warning{'' if warnings == 1 else 's'}"
+    if report.ok:
+        return f"{counts}: OK" + (f" ({warned})" if warnings else "")
+    return f"{counts}: {errors} error{'' if errors == 1 else 's'}" + (f", {warned}" if warnings else "")
+
+
+def _progress() -> Callable[[int, int], None] | None:
+    if not sys.stderr.isatty():
+        return None
+
+    def show(done: int, total: int) -> None:
+        end = "\n" if done >= total else ""
+        sys.stderr.write(f"\rverifying commits: {done}/{total}{end}")
+        sys.stderr.flush()
+
+    return show
+
+
+def _cmd_verify(args: argparse.Namespace) -> int:
+    from ..store import MemoryStore
+    from ..verify import verify
+
+    with MemoryStore.open(store_path(args), check_head=False, **credentials()) as store:
+        report = verify(store, progress=_progress())
+    if args.json:
+        print_json(report.to_json())
+    else:
+        colored = use_color()
+        for problem in report.problems:
+            line = format_problem(problem)
+            print(color(line, "red" if problem.severity == "error" else "yellow", colored))
+        print(color(format_summary(report), "green" if report.ok else "red", colored))
+    return ExitStatus.SUCCESS if report.ok else ExitStatus.INTEGRITY
+
+
+def register(sub: Any) -> None:
+    s = sub.add_parser("verify", help="check every object, commit, file version, the freshness mark and the keys")
+    s.add_argument("--json", action="store_true", help="machine-readable output")
+    s.set_defaults(func=_cmd_verify)

@@ -1,0 +1,175 @@
+"""Redaction (crypto-shredding): erase file versions by destroying their data keys.
+
+Operator-only: nothing here is reachable through the memory tool. Every file version has its own
+random data key (DEK), which seals both its content blob and its node record (path, size). To
+redact a version, memvault destroys that key: the keyring is rewritten without it and a
+tombstone (who, when, why; encrypted) takes its place. The commit graph, commit ids and MAC
+chain are untouched and still verify; the ciphertext stays in git objects but can no longer be
+decrypted by anyone, including the key holder. Reading a redacted version gives
+:class:`~memvault.errors.RedactedError`; ``log`` shows it as redacted, with who and when.
+
+A version that is still live at the head is first removed from the head by one ``redact``
+commit (attributed to the operator), so the current state never refers to a destroyed key.
+
+What can still hold copies is listed in :data:`REMAINING_COPIES` and in every result.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import InvalidInputError, PathNotFoundError
+from .history import _shard_diff, _walk, resolve
+from .paths import parse_path
+from .records import Node
+from .store import MemoryStore, Transaction
+
+__all__ = [
+    "REMAINING_COPIES",
+    "FileVersion",
+    "RedactionResult",
+    "file_versions",
+    "redact_version",
+    "redact_file",
+    "redact_matching",
+]
+
+#: Where a redacted text may still exist; memvault cannot reach these.
+REMAINING_COPIES = (
+    "copies or backups of the store directory (above all of its keyring file) made before the redaction",
+    "exports written earlier with `memvault export` or `memvault export --plaintext-git`",
+    "conversation transcripts, tool results and application logs that saw the text",
+    "old disk blocks of the keyring on copy-on-write filesystems, snapshots or SSDs "
+    "(memvault overwrites the destroyed records in place, which such storage may not honour)",
+)
+
+
+@dataclass(frozen=True)
+class FileVersion:
+    """One version of a file: where and when it first appeared, and its key id."""
+
+    path: str
+    version: int
+    commit_id: str
+    seq: int
+    dek_id: str
+    redacted: bool
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "version": self.version,
+            "commit": self.commit_id,
+            "seq": self.seq,
+            "dek_id": self.dek_id,
+            "redacted": self.redacted,
+        }
+
+
+@dataclass(frozen=True)
+class RedactionResult:
+    """What a redaction destroyed, what it removed from the head, and what it cannot reach."""
+
+    versions: tuple[FileVersion, ...]
+    removed_from_head: tuple[str, ...]
+    commit_id: str | None
+    remaining_copies: tuple[str, ...] = REMAINING_COPIES
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "versions": [v.to_json() for v in self.versions],
+            "removed_from_head": list(self.removed_from_head),
+            "commit": self.commit_id,
+            "remaining_copies": list(self.remaining_copies),
+        }
+
+
+def _all_versions(store: MemoryStore) -> Iterator[tuple[Node, bytes, int]]:
+    """Every distinct file version in the history (oldest first), with the commit it first
+    appeared in."""
+    seen: set[bytes] = set()
+    commits = list(_walk(store))
+    for commit_id, meta, tree_id, parent in reversed(commits):
+        parent_tree = store.commit(parent)[1] if parent is not None else None
+        created, _deleted, modified = _shard_diff(store, tree_id, parent_tree)
+        for node in created + modified:
+            if node.kind == "file" and node.dek_id not in seen:
+                seen.add(node.dek_id)
+                yield node, commit_id, meta.seq
+
+
+def _version(node: Node, commit_id: bytes, seq: int) -> FileVersion:
+    return FileVersion(node.path, node.version, commit_id.decode(), seq, node.dek_id.hex(), node.redacted)
+
+
+def file_versions(store: MemoryStore, path: str) -> list[FileVersion]:
+    """Every version of the file lineage(s) that ever lived at ``path`` (across renames)."""
+    vpath = parse_path(path).text
+    versions = list(_all_versions(store))
+    lineages = {n.file_id for n, _c, _s in versions if n.path == vpath and not n.redacted}
+    return [_version(n, c, s) for n, c, s in versions if n.file_id in lineages and not n.redacted]
+
+
+def _destroy(
+    store: MemoryStore, targets: list[FileVersion], *, actor: str, session: str, reason: str
+) -> RedactionResult:
+    if not targets:
+        return RedactionResult((), (), None)
+    dek_ids = {bytes.fromhex(v.dek_id) for v in targets}
+    live = sorted(p for p, n in store.snapshot()._base.nodes.items() if n.dek_id in dek_ids)
+
+    def remove(txn: Transaction) -> None:
+        for p in live:
+            if txn.get(p) is not None:
+                txn.delete(parse_path(p))
+
+    commit_id: str | None = None
+    if live:
+        store.transact(remove, command="redact", paths=tuple(live), actor=actor, session=session)
+        commit_id = store.head[0].decode()
+    store.destroy_keys(dek_ids, {"time": time.time(), "actor": actor, "reason": reason})
+    return RedactionResult(tuple(targets), tuple(live), commit_id)
+
+
+def redact_version(
+    store: MemoryStore, path: str, rev: str, *, actor: str = "operator", session: str = "", reason: str = ""
+) -> RedactionResult:
+    """Erase the version of ``path`` that is current at revision ``rev``."""
+    vpath = parse_path(path).text
+    node = store.state_at(resolve(store, rev)).nodes.get(vpath)
+    if node is None or node.is_dir:
+        raise PathNotFoundError(f"Error: The file {vpath} does not exist at revision {rev}.")
+    target = next((v for v in file_versions(store, vpath) if v.dek_id == node.dek_id.hex()), None)
+    if target is None:  # pragma: no cover - every node of a state was created by some commit
+        raise PathNotFoundError(f"Error: The file {vpath} does not exist at revision {rev}.")
+    return _destroy(store, [target], actor=actor, session=session, reason=reason)
+
+
+def redact_file(
+    store: MemoryStore, path: str, *, actor: str = "operator", session: str = "", reason: str = ""
+) -> RedactionResult:
+    """Erase every version of the file(s) that ever lived at ``path``, across renames."""
+    targets = file_versions(store, path)
+    if not targets:
+        raise PathNotFoundError(f"Error: No version of {parse_path(path).text} exists in the history.")
+    return _destroy(store, targets, actor=actor, session=session, reason=reason)
+
+
+def redact_matching(
+    store: MemoryStore, text: str, *, actor: str = "operator", session: str = "", reason: str = ""
+) -> RedactionResult:
+    """Erase every version whose content or path contains ``text`` (str_replace and insert carry
+    old text forward, so this finds every copy in the history)."""
+    if len(text) < 4:
+        raise InvalidInputError("Error: Give at least 4 characters to match, so a redaction is not accidental.")
+    needle = text.encode("utf-8")
+    targets = []
+    for node, commit_id, seq in _all_versions(store):
+        if node.redacted:
+            continue
+        if text in node.path or needle in store.read_node(node):
+            targets.append(_version(node, commit_id, seq))
+    return _destroy(store, targets, actor=actor, session=session, reason=reason)

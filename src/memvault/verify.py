@@ -1,0 +1,820 @@
+"""Verify a whole store: every object, every commit, every index shard and file version, the
+freshness mark, the keyring and the key slots. Typed results, never printed here.
+
+Open the store with ``MemoryStore.open(path, ..., check_head=False)`` so that a damaged head
+does not stop :func:`verify` from looking at the rest. Every problem found is reported, not just
+the first; an :class:`~memvault.errors.IntegrityError` is caught per item. The cost is linear
+in history: each commit, tree, index shard blob and content blob is read once (trees and shard
+blobs shared between commits are not read again), and each distinct shard blob and file version
+is decrypted once.
+
+Problem codes (``severity`` in brackets):
+
+=================  =========  =================================================================
+``bad-ref``        error      the branch ``refs/heads/main`` is missing or damaged
+``missing-object`` error      an object reachable from the branch is absent from the repository
+``bad-commit``     error      a commit object is present but damaged (does not match its id)
+``forged-commit``  error      a commit does not authenticate (message, metadata or HMAC tag)
+``broken-chain``   error      sequence numbers are not contiguous down to the first commit #0
+``bad-tree``       error      a tree is damaged or not in memvault's layout (names, modes, shape)
+``bad-index``      error      an index shard or a node record in it does not decrypt or is invalid
+``bad-blob``       error      a file version's content blob is damaged or does not authenticate
+``missing-key``    error      a version's data key is not in the keyring
+``bad-key``        error      a data key record in the keyring does not authenticate
+``bad-keyring``    error      the keyring cannot be read (header, framing or high-water MAC chain)
+``rollback``       error      the branch is behind, beside (fork) or ahead of the high-water mark
+``bad-key-slot``   error      a key slot file does not parse (or there is none)
+``orphan-key``     warning    a data key no version references (left by an aborted commit)
+``torn-keyring``   warning    the keyring ends in a partial record (a crash during an append)
+``unpublished-     warning    a commit recorded in the keyring on top of the branch; it is the
+commit``                      head (checked as such) and the next write publishes it
+``stray-blob``     warning    a blob under ``c/`` that no file version references
+=================  =========  =================================================================
+
+Messages name paths, commit ids, sequence numbers, object ids and data key ids (all of which
+an operator may see); they never contain file contents or key bytes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from . import crypto, records
+from .errors import IntegrityError
+from .gitstore import MODE_BLOB, MODE_TREE
+from .keyring import ZERO_ID
+from .keys import KeySlot, load_slots
+from .records import Node
+from .store import MemoryStore, _freshness_problem
+
+__all__ = ["Problem", "VerifyReport", "Severity", "verify"]
+
+Severity = Literal["error", "warning"]
+
+# Keyring framing, docs/format.md section 3 (only framing: authentication stays in Keyring).
+_KR_HEADER = struct.Struct(">4sB16s")
+_KR_RECORD = struct.Struct(">BH")
+_KR_DEK = 1
+_KR_DEK_HEAD = struct.Struct(">16sI")
+_KR_DEK_SIZE = _KR_DEK_HEAD.size + crypto.KEY_SIZE + crypto.SEAL_OVERHEAD
+_KR_COMMIT = 2
+_KR_COMMIT_BODY = struct.Struct(">Q40s40s32s")
+
+_HEX1 = re.compile(rb"\A[0-9a-f]\Z")
+_HEX62 = re.compile(rb"\A[0-9a-f]{62}\Z")
+
+#: Tree roles: (allowed-name pattern, required mode). ``root`` is checked separately.
+_ROLES: dict[str, tuple[re.Pattern[bytes], int]] = {
+    "i": (_HEX1, MODE_TREE),  # i/<h0>
+    "i1": (_HEX1, MODE_BLOB),  # i/<h0>/<h1>: index shard blobs
+    "c": (_HEX1, MODE_TREE),  # c/<h0>
+    "c1": (_HEX1, MODE_TREE),  # c/<h0>/<h1>
+    "c2": (_HEX62, MODE_BLOB),  # c/<h0>/<h1>/<h[2:]>: content blobs
+}
+_ROLE_NAMES = {
+    "root": "root tree",
+    "i": "index tree",
+    "i1": "index tree",
+    "c": "content tree",
+    "c1": "content tree",
+    "c2": "content tree",
+}
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing :func:`verify` found wrong. ``commit``/``seq``: the first (oldest) commit where
+    the damaged item appears, where known; ``path``: the memory path affected, where known."""
+
+    severity: Severity
+    code: str
+    message: str
+    path: str | None = None
+    commit: str | None = None
+    seq: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "severity": self.severity,
+            "code": self.code,
+            "message": self.message,
+            "path": self.path,
+            "commit": self.commit,
+            "seq": self.seq,
+        }
+
+
+@dataclass(frozen=True)
+class VerifyReport:
+    """The result of :func:`verify`: every problem found, and how much was checked."""
+
+    problems: list[Problem]
+    commits: int  #: commits read on the branch
+    objects: int  #: distinct git objects checked (commits, trees, shard and content blobs)
+    versions: int  #: distinct file versions (content blobs) authenticated and decrypted
+    keys: int  #: data key records in the keyring checked
+    key_slots: int  #: key slot files that parse
+    head: str | None = None  #: the branch head (hex), if readable
+    head_seq: int | None = None  #: its sequence number, if it authenticates
+
+    @property
+    def ok(self) -> bool:
+        """True when no problem is an error (warnings are allowed)."""
+        return not self.errors
+
+    @property
+    def errors(self) -> list[Problem]:
+        return [p for p in self.problems if p.severity == "error"]
+
+    @property
+    def warnings(self) -> list[Problem]:
+        return [p for p in self.problems if p.severity == "warning"]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "head": self.head,
+            "head_seq": self.head_seq,
+            "commits": self.commits,
+            "objects": self.objects,
+            "versions": self.versions,
+            "keys": self.keys,
+            "key_slots": self.key_slots,
+            "errors": len(self.errors),
+            "warnings": len(self.warnings),
+            "problems": [p.to_json() for p in self.problems],
+        }
+
+
+def verify(store: MemoryStore, *, progress: Callable[[int, int], None] | None = None) -> VerifyReport:
+    """Check the whole store and report every problem found (see the module docstring).
+
+    ``progress(done, total)`` is called as commits are checked (``total`` = commits on the
+    branch). Nothing is written. Run it on a store opened with ``check_head=False``.
+    """
+    return _Verifier(store, progress).run()
+
+
+# -- implementation ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Where:
+    commit: str | None
+    seq: int | None
+
+
+_NOWHERE = _Where(None, None)
+
+
+@dataclass(frozen=True)
+class _ChainEntry:
+    commit_id: bytes
+    seq: int | None
+    tree_id: bytes | None
+    authentic: bool
+
+
+@dataclass
+class _Pending:
+    """A problem whose path may only be known later (from another version of the same token)."""
+
+    severity: Severity
+    code: str
+    message: str  #: may contain ``{path}``
+    path: str | None
+    token: bytes | None
+    where: _Where
+
+
+@dataclass
+class _KeyringScan:
+    deks: dict[bytes, tuple[int, bytes]]  #: dek_id -> (epoch, sealed key), file order, later wins
+    commits: dict[bytes, tuple[int, bytes]]  #: commit id -> (seq, parent id), only if the keyring parsed
+
+
+class _Verifier:
+    def __init__(self, store: MemoryStore, progress: Callable[[int, int], None] | None) -> None:
+        self.store = store
+        self.git = store.git
+        self.progress = progress
+        self.pending: list[_Pending] = []
+        self.objects: set[bytes] = set()
+        self.trees: dict[tuple[bytes, str], dict[bytes, tuple[int, bytes]] | None] = {}
+        self.shards: set[tuple[bytes, bytes]] = set()
+        self.versions: set[bytes] = set()
+        self.referenced: set[bytes] = set()
+        self.reported_keys: set[bytes] = set()
+        self.token_paths: dict[bytes, str] = {}
+        self.content_entries: dict[bytes, tuple[bytes, _Where]] = {}  #: blob id -> (token, where)
+        self.checked_blobs: set[bytes] = set()
+        #: tokens whose node record could not be opened, shards with an unreadable blob: the
+        #: content blobs under them are checked as objects but not called stray.
+        self.unopened_tokens: set[bytes] = set()
+        self.unread_shards: set[bytes] = set()
+        self.recorded: dict[bytes, tuple[int, bytes]] = {}  #: commit id -> (seq, parent) per keyring
+        self.walked: set[bytes] = set()  #: every commit id met on the branch
+        self.complete = True  #: the walk reached the first commit
+
+    # -- reporting ---------------------------------------------------------------------------
+
+    def add(
+        self,
+        severity: Severity,
+        code: str,
+        message: str,
+        *,
+        path: str | None = None,
+        token: bytes | None = None,
+        where: _Where = _NOWHERE,
+    ) -> None:
+        self.pending.append(_Pending(severity, code, message, path, token, where))
+
+    def _problems(self) -> list[Problem]:
+        out = []
+        for p in self.pending:
+            path = p.path if p.path is not None else self.token_paths.get(p.token or b"")
+            message = p.message.replace("{path}", path if path is not None else "an unknown path")
+            out.append(Problem(p.severity, p.code, message, path, p.where.commit, p.where.seq))
+        return out
+
+    def absent(self, obj_id: bytes) -> bool:
+        try:
+            return not self.git.contains(obj_id)
+        except Exception:  # noqa: BLE001 - a damaged object store: treat as unreadable, not absent
+            return False
+
+    # -- the run -----------------------------------------------------------------------------
+
+    def run(self) -> VerifyReport:
+        slots = self.check_key_slots()
+        ref = self.read_head()  # before the keyring: a writer appends the keyring, then moves the branch
+        keyring_ok = self.refresh_keyring()
+        scan = self.scan_keyring(keyring_ok)
+        head = self.effective_head(ref) if ref is not None and keyring_ok else ref
+        self.recorded = scan.commits
+        chain = self.walk_chain(head) if head is not None else []
+        if head is not None and keyring_ok:
+            self.check_freshness(head, chain)
+        total = len(chain)
+        if self.progress is not None:
+            self.progress(0, total)
+        for done, entry in enumerate(reversed(chain), 1):  # oldest first: "first where it appears"
+            self.check_commit_tree(entry)
+            if self.progress is not None:
+                self.progress(done, total)
+        self.check_stray_blobs()
+        keys = self.check_keys(scan)
+        head_seq = chain[0].seq if chain and chain[0].authentic else None
+        return VerifyReport(
+            problems=self._problems(),
+            commits=len(chain),
+            objects=len(self.objects),
+            versions=len(self.versions),
+            keys=keys,
+            key_slots=slots,
+            head=head.decode() if head is not None else None,
+            head_seq=head_seq,
+        )
+
+    # -- key slots ---------------------------------------------------------------------------
+
+    def check_key_slots(self) -> int:
+        keys_dir = self.store.root / "keys"
+        try:
+            return self._nonempty_slots(len(load_slots(keys_dir)))
+        except IntegrityError:
+            pass
+        # Find each bad slot file (load_slots stops at the first).
+        try:
+            names = sorted(n for n in os.listdir(keys_dir) if n.endswith(".json"))
+        except OSError:
+            self.add("error", "bad-key-slot", "The key slot directory keys/ is missing or unreadable.")
+            return 0
+        good = 0
+        for name in names:
+            try:
+                slot = KeySlot.from_json(json.loads((keys_dir / name).read_bytes()))
+                if f"{slot.slot_id.hex()}.json" != name:
+                    raise IntegrityError()
+            except (OSError, ValueError, IntegrityError):
+                self.add("error", "bad-key-slot", f"Key slot keys/{name} is malformed.")
+                continue
+            good += 1
+        return self._nonempty_slots(good)
+
+    def _nonempty_slots(self, count: int) -> int:
+        if count == 0:
+            self.add("error", "bad-key-slot", "The store has no usable key slot.")
+        return count
+
+    # -- branch and commit chain ---------------------------------------------------------------
+
+    def read_head(self) -> bytes | None:
+        try:
+            head = self.git.head()
+        except IntegrityError:
+            self.add("error", "bad-ref", "The branch refs/heads/main is damaged.")
+            return None
+        if head is None:
+            self.add("error", "bad-ref", "The branch refs/heads/main is missing: the store has no history.")
+        return head
+
+    def effective_head(self, ref: bytes) -> bytes:
+        """The commit the store serves: a commit recorded in the keyring on top of the branch
+        (its writer died before moving the branch) is the head; the next write publishes it."""
+        hw = self.store.keyring.high_water
+        if hw is None or ref == hw.commit_id or ref != hw.parent_id:
+            return ref
+        if self.git.contains(hw.commit_id):
+            self.add(
+                "warning",
+                "unpublished-commit",
+                f"Commit #{hw.seq} {hw.commit_id.decode()} is recorded but the branch still points at its "
+                "parent (a writer stopped before moving it); the next write publishes it.",
+                where=_Where(hw.commit_id.decode(), hw.seq),
+            )
+            return hw.commit_id
+        if self.store.settings.durability == "full":
+            self.add(
+                "error",
+                "rollback",
+                f"Rollback detected: the store recorded commit #{hw.seq} {hw.commit_id.decode()}, but it is "
+                "missing and the branch points at its parent.",
+                where=_Where(hw.commit_id.decode(), hw.seq),
+            )
+        else:
+            self.add(
+                "warning",
+                "unpublished-commit",
+                f"Commit #{hw.seq} {hw.commit_id.decode()} was recorded but its objects were lost (durability "
+                '"none": a power loss may drop unsynced writes).',
+                where=_Where(hw.commit_id.decode(), hw.seq),
+            )
+        return ref
+
+    def walk_chain(self, head: bytes) -> list[_ChainEntry]:
+        """The commits from the head back to the first, newest first; problems recorded."""
+        chain: list[_ChainEntry] = []
+        seen: set[bytes] = set()
+        commit_id: bytes | None = head
+        expected: int | None = None  # the seq the child's seq implies
+        while commit_id is not None:
+            here = _Where(commit_id.decode(), expected)
+            if commit_id in seen:
+                self.add(
+                    "error", "broken-chain", f"The history loops back to commit {commit_id[:10].decode()}.", where=here
+                )
+                self.complete = False
+                break
+            seen.add(commit_id)
+            self.walked.add(commit_id)
+            self.objects.add(commit_id)
+            try:
+                tree_id, parents, _message = self.git.read_commit(commit_id)
+            except IntegrityError:
+                recorded = self.recorded.get(commit_id)
+                if recorded is not None:
+                    expected = recorded[0]
+                    here = _Where(commit_id.decode(), expected)
+                    after = "the walk goes on from the parent the keyring records for it"
+                else:
+                    self.complete = False
+                    after = "the history before it cannot be checked"
+                if self.absent(commit_id):
+                    code, state = "missing-object", "is missing"
+                else:
+                    code, state = "bad-commit", "is damaged (the object does not match its id or is not a commit)"
+                self.add(
+                    "error", code, f"Commit {_seq_text(expected)}{commit_id.decode()} {state}; {after}.", where=here
+                )
+                if recorded is None:
+                    break
+                commit_id = recorded[1] if recorded[1] != ZERO_ID else None
+                expected = recorded[0] - 1
+                continue
+            parent = parents[0] if parents else None
+            try:
+                meta, _tree, _parent = self.store.commit(commit_id)
+                seq: int | None = meta.seq
+                authentic = True
+            except IntegrityError:
+                seq, authentic = expected, False
+            if authentic and expected is not None and seq != expected:
+                self.add(
+                    "error",
+                    "broken-chain",
+                    f"Commit {commit_id.decode()} is #{seq} but its child expects #{expected}: the history "
+                    "is not contiguous.",
+                    where=_Where(commit_id.decode(), seq),
+                )
+            chain.append(_ChainEntry(commit_id, seq, tree_id, authentic))
+            if parent is None and not authentic and seq not in (None, 0):
+                self.add(
+                    "error",
+                    "broken-chain",
+                    f"The history ends at commit #{seq}, not at #0.",
+                    where=_Where(commit_id.decode(), seq),
+                )
+            expected = seq - 1 if seq is not None else None
+            if expected is not None and expected < 0 and parent is not None:
+                expected = None  # already reported by the tag check (#0 has no parent)
+            commit_id = parent
+        # A forged commit's own seq is not trusted: take it from its child, else from its parent.
+        for i in range(len(chain) - 2, -1, -1):
+            entry, older = chain[i], chain[i + 1]
+            if entry.seq is None and older.seq is not None:
+                chain[i] = _ChainEntry(entry.commit_id, older.seq + 1, entry.tree_id, entry.authentic)
+        for entry in chain:
+            if not entry.authentic:
+                self.add(
+                    "error",
+                    "forged-commit",
+                    f"Commit {_seq_text(entry.seq)}{entry.commit_id.decode()} does not authenticate (forged "
+                    "or altered: its Memvault-Tag, metadata or parents do not verify).",
+                    where=_Where(entry.commit_id.decode(), entry.seq),
+                )
+        return chain
+
+    def check_freshness(self, head: bytes, chain: list[_ChainEntry]) -> None:
+        hw = self.store.keyring.high_water
+        if hw is None:
+            self.add("error", "rollback", "The keyring records no commit: it is older than the history.")
+            return
+        if chain and chain[0].authentic and chain[0].seq is not None:
+            problem = _freshness_problem(head, chain[0].seq, hw)
+            if problem is not None:
+                self.add("error", "rollback", str(problem), where=_Where(head.decode(), chain[0].seq))
+            return
+        # The head does not authenticate (reported): the recorded commit must still be on the branch.
+        if hw.commit_id not in self.walked and hw.parent_id not in self.walked:
+            self.add(
+                "error",
+                "rollback",
+                f"The branch's history does not contain commit #{hw.seq} {hw.commit_id[:10].decode()}, the "
+                "newest this store has recorded: someone reset or replaced the history.",
+            )
+
+    # -- trees -----------------------------------------------------------------------------------
+
+    def tree(self, tree_id: bytes, role: str, where: _Where) -> tuple[dict[bytes, tuple[int, bytes]] | None, bool]:
+        """``(entries or None if bad, first visit)``; a bad tree is reported once."""
+        key = (tree_id, role)
+        if key in self.trees:
+            return self.trees[key], False
+        self.objects.add(tree_id)
+        entries: dict[bytes, tuple[int, bytes]] | None
+        try:
+            entries = self.git.read_tree(tree_id)
+        except IntegrityError:
+            entries = None
+            if self.absent(tree_id):
+                self.add(
+                    "error", "missing-object", f"The {_ROLE_NAMES[role]} {tree_id.decode()} is missing.", where=where
+                )
+            else:
+                self.add(
+                    "error",
+                    "bad-tree",
+                    f"The {_ROLE_NAMES[role]} {tree_id.decode()} is damaged or not a memvault tree "
+                    "(bad object, name or mode).",
+                    where=where,
+                )
+        if entries is not None and not _shape_ok(entries, role):
+            entries = None
+            self.add(
+                "error",
+                "bad-tree",
+                f"The {_ROLE_NAMES[role]} {tree_id.decode()} does not have the layout memvault writes.",
+                where=where,
+            )
+        self.trees[key] = entries
+        return entries, True
+
+    def check_commit_tree(self, entry: _ChainEntry) -> None:
+        if entry.tree_id is None:
+            return
+        where = _Where(entry.commit_id.decode(), entry.seq)
+        root, _first = self.tree(entry.tree_id, "root", where)
+        if root is None:
+            return
+        if b"c" in root:
+            self.walk_content(root[b"c"][1], "c", b"", where)
+        shard_map: dict[bytes, bytes] = {}
+        if b"i" in root:
+            index, _ = self.tree(root[b"i"][1], "i", where)
+            for h0, (_mode, sub_id) in sorted((index or {}).items()):
+                leaf, _ = self.tree(sub_id, "i1", where)
+                for h1, (_mode1, blob_id) in sorted((leaf or {}).items()):
+                    shard_map[h0 + h1] = blob_id
+        for shard, blob_id in sorted(shard_map.items()):
+            self.check_shard(shard, blob_id, where)
+
+    def walk_content(self, tree_id: bytes, role: str, prefix: bytes, where: _Where) -> None:
+        """Record every content blob under ``c/`` (each subtree visited once)."""
+        entries, first = self.tree(tree_id, role, where)
+        if entries is None or not first:
+            return
+        for name, (_mode, obj_id) in entries.items():
+            if role == "c2":
+                self.content_entries.setdefault(obj_id, (bytes.fromhex((prefix + name).decode()), where))
+            else:
+                self.walk_content(obj_id, "c1" if role == "c" else "c2", prefix + name, where)
+
+    # -- index shards and node records --------------------------------------------------------
+
+    def check_shard(self, shard: bytes, blob_id: bytes, where: _Where) -> None:
+        if (shard, blob_id) in self.shards:
+            return
+        self.shards.add((shard, blob_id))
+        self.objects.add(blob_id)
+        name = shard.decode()
+        try:
+            blob = self.git.read_blob(blob_id)  # the git checksum, even when the shard is cached decoded
+        except IntegrityError:
+            self.unread_shards.add(shard)
+            if self.absent(blob_id):
+                self.add(
+                    "error", "missing-object", f"Index shard {name} (blob {blob_id.decode()}) is missing.", where=where
+                )
+            else:
+                self.add(
+                    "error",
+                    "bad-index",
+                    f"Index shard {name} (blob {blob_id.decode()}) is damaged: the object does not match its id.",
+                    where=where,
+                )
+            return
+        try:
+            nodes = list(self.store.shard_nodes(shard, blob_id).values())
+        except IntegrityError:
+            nodes = self.diagnose_shard(shard, blob_id, blob, where)
+        for node in nodes:
+            self.check_node(node, where)
+
+    def diagnose_shard(self, shard: bytes, blob_id: bytes, blob: bytes, where: _Where) -> list[Node]:
+        """Open a shard that failed entry by entry: report each bad entry, return the good nodes.
+
+        Uses the store's private index key (there is no public accessor for shard entries).
+        """
+        store, name = self.store, shard.decode()
+        label = f"index shard {name} (blob {blob_id[:10].decode()})"
+        try:
+            entries = records.decode_shard(store._keys.index, store.store_id, shard, blob)
+        except IntegrityError:
+            self.unread_shards.add(shard)
+            self.add("error", "bad-index", f"The {label} does not decrypt: damaged or not this store's.", where=where)
+            return []
+        good: list[Node] = []
+        tokens: set[bytes] = set()
+        for token, dek_id, sealed in entries:
+            if token.hex()[:2].encode() != shard or token in tokens:
+                self.add("error", "bad-index", f"The {label} holds an entry that does not belong to it.", where=where)
+                continue
+            tokens.add(token)
+            self.referenced.add(dek_id)
+            node = self.open_entry(shard, token, dek_id, sealed, label, where)
+            if node is None:
+                self.unopened_tokens.add(token)  # its content blob cannot be tied to a version
+                continue
+            good.append(node)
+        return good
+
+    def open_entry(
+        self, shard: bytes, token: bytes, dek_id: bytes, sealed: bytes, label: str, where: _Where
+    ) -> Node | None:
+        store = self.store
+        if store.keyring.is_destroyed(dek_id):
+            return None  # redacted version
+        if not store.keyring.has(dek_id):
+            self.missing_key(dek_id, token, where)
+            return None
+        try:
+            dek = store.keyring.dek(dek_id)
+        except IntegrityError:
+            self.bad_key(dek_id, token, where)
+            return None
+        try:
+            node = records.open_node(dek, store.store_id, token, dek_id, sealed)
+        except IntegrityError:
+            self.add(
+                "error",
+                "bad-index",
+                f"The node record of {{path}} in the {label} does not open.",
+                token=token,
+                where=where,
+            )
+            return None
+        if store.token(node.path) != token:
+            self.add(
+                "error", "bad-index", f"A node record in the {label} is filed under another path's token.", where=where
+            )
+            return None
+        return node
+
+    def missing_key(self, dek_id: bytes, token: bytes | None, where: _Where) -> None:
+        if dek_id in self.reported_keys:
+            return
+        self.reported_keys.add(dek_id)
+        self.add(
+            "error",
+            "missing-key",
+            f"The data key {dek_id.hex()} of a version of {{path}} is not in the keyring.",
+            token=token,
+            where=where,
+        )
+
+    def bad_key(self, dek_id: bytes, token: bytes | None, where: _Where) -> None:
+        if dek_id in self.reported_keys:
+            return
+        self.reported_keys.add(dek_id)
+        used = " of a version of {path}" if token is not None else ""
+        self.add(
+            "error",
+            "bad-key",
+            f"The keyring record of data key {dek_id.hex()}{used} does not authenticate (damaged).",
+            token=token,
+            where=where,
+        )
+
+    def check_node(self, node: Node, where: _Where) -> None:
+        self.referenced.add(node.dek_id)
+        if node.redacted:
+            return  # its key was destroyed on purpose (a tombstone says so): nothing to decrypt
+        self.token_paths.setdefault(node.token, node.path)
+        if node.is_dir or node.dek_id in self.versions:
+            return
+        self.versions.add(node.dek_id)
+        self.check_content(node, where)
+
+    def check_content(self, node: Node, where: _Where) -> None:
+        """Authenticate and decrypt one file version (the plaintext is dropped at once).
+
+        Reads the blob itself rather than through ``MemoryStore.read_node``, whose content
+        cache would skip re-reading a blob decrypted earlier by this store object.
+        """
+        what = f"Content blob {node.blob_id.decode()} of {node.path} (version {node.version})"
+        self.objects.add(node.blob_id)
+        self.checked_blobs.add(node.blob_id)
+        try:
+            blob = self.git.read_blob(node.blob_id)
+        except IntegrityError:
+            if self.absent(node.blob_id):
+                self.add("error", "missing-object", f"{what} is missing.", path=node.path, where=where)
+            else:
+                self.add(
+                    "error",
+                    "bad-blob",
+                    f"{what} is damaged: the object does not match its id.",
+                    path=node.path,
+                    where=where,
+                )
+            return
+        if crypto.sha256(blob) != node.ct_sha256:
+            self.add(
+                "error",
+                "bad-blob",
+                f"{what} is not the blob its node record pins (SHA-256 differs).",
+                path=node.path,
+                where=where,
+            )
+            return
+        try:
+            dek = self.store.keyring.dek(node.dek_id)
+        except IntegrityError:
+            if self.store.keyring.has(node.dek_id):
+                self.bad_key(node.dek_id, node.token, where)
+            else:
+                self.missing_key(node.dek_id, node.token, where)
+            return
+        try:
+            records.decode_blob(dek, blob, store_id=self.store.store_id, node=node)
+        except IntegrityError:
+            self.add("error", "bad-blob", f"{what} does not authenticate or decrypt.", path=node.path, where=where)
+
+    def check_stray_blobs(self) -> None:
+        """Blobs under ``c/`` that no file version references: check the object, then warn."""
+        for blob_id, (token, where) in self.content_entries.items():
+            if blob_id in self.checked_blobs:
+                continue
+            self.objects.add(blob_id)
+            try:
+                self.git.read_blob(blob_id)
+            except IntegrityError:
+                code = "missing-object" if self.absent(blob_id) else "bad-blob"
+                state = "is missing" if code == "missing-object" else "is damaged: the object does not match its id"
+                self.add(
+                    "error", code, f"Content blob {blob_id.decode()} under {{path}} {state}.", token=token, where=where
+                )
+                continue
+            if token in self.unopened_tokens or token.hex()[:2].encode() in self.unread_shards:
+                continue  # its version could not be read (reported): not known to be stray
+            self.add(
+                "warning",
+                "stray-blob",
+                f"Content blob {blob_id.decode()} under {{path}} belongs to no file version.",
+                token=token,
+                where=where,
+            )
+
+    # -- keyring ------------------------------------------------------------------------------------
+
+    def refresh_keyring(self) -> bool:
+        try:
+            self.store.keyring.refresh()
+        except IntegrityError as err:
+            reason = str(err) if str(err) != IntegrityError().message else "The store's keyring is damaged."
+            self.add(
+                "error",
+                "bad-keyring",
+                f"{reason} Its high-water records after the damage cannot be trusted, so freshness "
+                "(rollback) was not checked.",
+            )
+            return False
+        except OSError:
+            self.add("error", "bad-keyring", "The store's keyring cannot be read; freshness was not checked.")
+            return False
+        return True
+
+    def scan_keyring(self, keyring_ok: bool) -> _KeyringScan:
+        """Frame the keyring's records (format.md section 3) to list its data key records.
+
+        When the keyring parsed, only the bytes it parsed are used (a writer may append
+        meanwhile). When it did not, the data key records after the damage are handed to the
+        store's keyring (private ``_sealed``; each is authenticated when used, as always) so
+        that the versions they protect are still checked.
+        """
+        keyring = self.store.keyring
+        try:
+            with open(self.store.root / "keyring", "rb") as f:
+                data = f.read()
+        except OSError:
+            return _KeyringScan({}, {})
+        if len(data) < _KR_HEADER.size:
+            return _KeyringScan({}, {})
+        limit = keyring.size if keyring_ok else len(data)
+        deks: dict[bytes, tuple[int, bytes]] = {}
+        commits: dict[bytes, tuple[int, bytes]] = {}
+        pos = _KR_HEADER.size
+        while pos + _KR_RECORD.size <= len(data):
+            rtype, length = _KR_RECORD.unpack_from(data, pos)
+            if rtype == 0 and not any(data[pos:]):
+                break  # zeros after a power loss: a torn tail, as Keyring.refresh reads it
+            end = pos + _KR_RECORD.size + length
+            if end > len(data):
+                break
+            if end <= limit and rtype == _KR_DEK and length == _KR_DEK_SIZE:
+                dek_id, epoch = _KR_DEK_HEAD.unpack_from(data, pos + _KR_RECORD.size)
+                deks[dek_id] = (epoch, data[pos + _KR_RECORD.size + _KR_DEK_HEAD.size : end])
+            elif end <= limit and keyring_ok and rtype == _KR_COMMIT and length == _KR_COMMIT_BODY.size:
+                seq, commit_id, parent_id, _mac = _KR_COMMIT_BODY.unpack_from(data, pos + _KR_RECORD.size)
+                commits[commit_id] = (seq, parent_id)  # authenticated: Keyring.refresh checked its MAC
+            pos = end
+        if pos < len(data):
+            self.add(
+                "warning",
+                "torn-keyring",
+                f"The keyring ends in {len(data) - pos} bytes of a partial record (a crash during an append); "
+                "the next write cuts them off.",
+            )
+        if not keyring_ok:
+            for dek_id, entry in deks.items():
+                if not keyring.has(dek_id):
+                    keyring._sealed[dek_id] = entry
+        return _KeyringScan(deks, commits)
+
+    def check_keys(self, scan: _KeyringScan) -> int:
+        """Every data key record authenticates; unreferenced ones are reported as orphans."""
+        for dek_id in scan.deks:
+            try:
+                self.store.keyring.dek(dek_id)
+            except IntegrityError:
+                self.bad_key(dek_id, None, _NOWHERE)
+                continue
+            if dek_id not in self.referenced and self.complete:
+                self.add(
+                    "warning",
+                    "orphan-key",
+                    f"Data key {dek_id.hex()} is used by no version on the branch (left by an aborted or "
+                    "rolled-back commit).",
+                )
+        return len(scan.deks)
+
+
+def _seq_text(seq: int | None) -> str:
+    return f"#{seq} " if seq is not None else ""
+
+
+def _shape_ok(entries: dict[bytes, tuple[int, bytes]], role: str) -> bool:
+    if role == "root":
+        return all(name in (b"c", b"i") and mode == MODE_TREE for name, (mode, _id) in entries.items())
+    pattern, mode_required = _ROLES[role]
+    return bool(entries) and all(
+        pattern.match(name) is not None and mode == mode_required for name, (mode, _id) in entries.items()
+    )

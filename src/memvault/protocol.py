@@ -193,6 +193,9 @@ def _view_dir(snap: Transaction, path: MemoryPath) -> str:
 
 
 def _view_range(raw: object, n_lines: int) -> tuple[int, int]:
+    """``[start, end]`` (1-based, inclusive; ``end == -1`` means the last line) clipped to the
+    file, as the SDK reference does: out-of-range numbers select fewer lines, never an error.
+    Only a malformed value (not a list of two integers) is refused."""
     if (
         not isinstance(raw, list)
         or len(raw) != 2
@@ -201,18 +204,9 @@ def _view_range(raw: object, n_lines: int) -> tuple[int, int]:
         shown = f"a list of {len(raw)} items" if isinstance(raw, list) and len(raw) > 2 else display(raw)
         raise InvalidInputError(f"Error: Invalid `view_range` parameter: {shown}. It should be a list of two integers.")
     start, end = raw
-    shown = display(raw)
-    if start < 1 or (n_lines and start > n_lines) or (not n_lines and start != 1):
-        raise InvalidInputError(
-            f"Error: Invalid `view_range` parameter: {shown}. Its first element `{start}` should be within "
-            f"the range of lines of the file: [1, {max(n_lines, 1)}]"
-        )
-    if end != -1 and end < start:
-        raise InvalidInputError(
-            f"Error: Invalid `view_range` parameter: {shown}. Its second element `{end}` should be -1 or "
-            f"larger than or equal to its first element `{start}`"
-        )
-    return start, n_lines if end == -1 else min(end, n_lines)
+    start = max(1, start)
+    end = n_lines if end == -1 else min(end, n_lines)
+    return start, end
 
 
 def _view_file(store: MemoryStore, path: MemoryPath, text: str, view_range: object) -> str:
@@ -240,7 +234,7 @@ def _view_file(store: MemoryStore, path: MemoryPath, text: str, view_range: obje
         rows.append(row)
         used += len(row) + 1
     last = start + len(rows) - 1
-    if last == end and not cut:
+    if last >= end and not cut:  # also an empty selection (start past the end)
         return header + "\n".join(rows)
     if cut:
         notice = f"[Line {start} of {path.text} is longer than the {limit}-character view limit and is cut.]"

@@ -79,10 +79,17 @@ def test_view_range(tool: memvault.MemoryTool) -> None:
     assert ok(tool, command="view", path="/memories/n.txt", view_range=[2, 3]) == head + "     2\tl2\n     3\tl3"
     assert ok(tool, command="view", path="/memories/n.txt", view_range=[3, -1]) == head + "     3\tl3\n     4\tl4"
     assert ok(tool, command="view", path="/memories/n.txt", view_range=[4, 99]) == head + "     4\tl4"
-    for bad in ([0, 2], [5, 6], [3, 2], [1], ["a", 2], [True, 2]):
+    # Out-of-range numbers are clipped as the SDK reference does (the docs are silent).
+    assert ok(tool, command="view", path="/memories/n.txt", view_range=[0, 2]) == head + "     1\tl1\n     2\tl2"
+    assert ok(tool, command="view", path="/memories/n.txt", view_range=[5, 6]) == head
+    assert ok(tool, command="view", path="/memories/n.txt", view_range=[3, 2]) == head
+    for bad in ([1], ["a", 2], [True, 2], [1, 2, 3]):
         assert err(tool, command="view", path="/memories/n.txt", view_range=bad).startswith(
             "Error: Invalid `view_range` parameter"
         )
+    assert err(tool, command="view", path="/memories/n.txt", view_range="1-2") == (
+        "Error: Field `view_range` of command `view` must be a list."
+    )
 
 
 def test_view_missing(tool: memvault.MemoryTool) -> None:

@@ -14,13 +14,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .errors import InvalidInputError, PathNotFoundError
+from . import crypto
+from .errors import InvalidInputError, PathNotFoundError, WrongKeyError
 from .fsutil import fsync_dir
-from .keys import Unlock, load_slots, new_slot, read_key_file, write_slot
+from .keys import Unlock, load_slots, new_slot, read_key_file, unlock_master_keys, write_slot
 from .settings import KdfParams
 from .store import MemoryStore
 
-__all__ = ["SlotInfo", "list_slots", "add_slot", "remove_slot", "change_passphrase"]
+__all__ = ["SlotInfo", "RotationResult", "list_slots", "add_slot", "remove_slot", "change_passphrase", "rotate"]
 
 
 @dataclass(frozen=True)
@@ -79,17 +80,21 @@ def remove_slot(store: MemoryStore, slot_id: str) -> None:
             raise PathNotFoundError(f"Error: There is no key slot {slot_id!r}.")
         if len(slots) == 1:
             raise InvalidInputError("Error: This is the store's only key slot; add another before removing it.")
-        path = _keys_dir(store) / f"{match[0].slot_id.hex()}.json"
-        # Overwrite before unlinking, so the wrapped key does not linger in the freed blocks of
-        # filesystems that write in place.
-        fd = os.open(path, os.O_WRONLY | os.O_NOFOLLOW)
-        try:
-            os.pwrite(fd, bytes(os.fstat(fd).st_size), 0)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.unlink(path)
-        fsync_dir(_keys_dir(store))
+        _wipe_slot(store, match[0].slot_id.hex())
+
+
+def _wipe_slot(store: MemoryStore, slot_id: str) -> None:
+    """Overwrite a slot file with zeros, then unlink it, so the wrapped key does not linger in
+    the freed blocks of filesystems that write in place."""
+    path = _keys_dir(store) / f"{slot_id}.json"
+    fd = os.open(path, os.O_WRONLY | os.O_NOFOLLOW)
+    try:
+        os.pwrite(fd, bytes(os.fstat(fd).st_size), 0)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.unlink(path)
+    fsync_dir(_keys_dir(store))
 
 
 def change_passphrase(store: MemoryStore, new_passphrase: str, *, kdf: KdfParams | None = None) -> SlotInfo:
@@ -100,3 +105,65 @@ def change_passphrase(store: MemoryStore, new_passphrase: str, *, kdf: KdfParams
     added = add_slot(store, passphrase=new_passphrase, kdf=kdf)
     remove_slot(store, old.hex())
     return added
+
+
+@dataclass(frozen=True)
+class RotationResult:
+    """A master-key rotation: the new epoch, the data keys re-wrapped, the slots replaced."""
+
+    epoch: int
+    rewrapped: int
+    slot: SlotInfo
+    removed_slots: tuple[str, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "epoch": self.epoch,
+            "rewrapped": self.rewrapped,
+            "slot": self.slot.to_json(),
+            "removed_slots": list(self.removed_slots),
+        }
+
+
+def rotate(
+    store: MemoryStore,
+    *,
+    passphrase: str | None = None,
+    key_file: str | os.PathLike[str] | None = None,
+    drop_other_slots: bool = False,
+    kdf: KdfParams | None = None,
+) -> RotationResult:
+    """Rotate the master key for future writes, and re-wrap every existing data key under it.
+
+    The secret given (the one that opened the store) gets a new slot holding every epoch's
+    master key; its old slot is removed. Other slots cannot be rewritten without their
+    secrets, so they must be dropped explicitly (``drop_other_slots``) and added again.
+    Order, so a crash at any step leaves an openable store: new slot, then old slots removed,
+    then the keyring re-wrapped (one atomic file swap). Other processes that have the store
+    open must open it again.
+    """
+    unlock = Unlock(passphrase=passphrase) if key_file is None else Unlock(raw_key=read_key_file(key_file))
+    with store.writing():
+        slots = load_slots(_keys_dir(store))
+        opened, _keys = unlock_master_keys(store.store_id, slots, unlock)  # proves the secret
+        if opened.slot_id != store.unlocked_slot:
+            raise WrongKeyError("Give the secret this store was opened with.")
+        others = [s.slot_id.hex() for s in slots if s.slot_id != opened.slot_id]
+        if others and not drop_other_slots:
+            raise InvalidInputError(
+                f"Error: {len(others)} other key slot(s) cannot be re-wrapped without their secrets; "
+                "drop them (and add them again afterwards) to rotate."
+            )
+        master = store.master_keys()
+        epoch = max(master) + 1
+        master[epoch] = crypto.new_key()
+        slot = new_slot(store.store_id, unlock, master, kdf or opened.kdf)
+        write_slot(_keys_dir(store), slot, durable=True)
+        removed = tuple([opened.slot_id.hex(), *others])
+        for slot_id in removed:
+            _wipe_slot(store, slot_id)
+        store.adopt_master_key(epoch, master[epoch])
+        store.unlocked_slot = slot.slot_id
+        rewrapped = store.keyring.rewrap(epoch)
+    info = SlotInfo(slot.slot_id.hex(), slot.kind, None if slot.kdf is None else slot.kdf.model_dump(), True)
+    return RotationResult(epoch, rewrapped, info, removed)

@@ -32,11 +32,12 @@ from __future__ import annotations
 import json
 import os
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from . import crypto
-from .errors import IntegrityError
+from .errors import IntegrityError, KeyUnavailableError
 from .fsutil import FILE_MODE, fsync_dir, write_all
 
 __all__ = ["Keyring", "HighWater", "ZERO_ID"]
@@ -202,7 +203,9 @@ class Keyring:
             epoch, sealed = entry
             wrap_key = self._wrap_keys.get(epoch)
             if wrap_key is None:
-                raise IntegrityError()
+                raise KeyUnavailableError(
+                    "The store's master key was rotated since this store was opened; open it again."
+                )
             key = crypto.open_sealed(wrap_key, sealed, self._dek_aad(dek_id, epoch))
             self._deks[dek_id] = key
         return key
@@ -272,45 +275,79 @@ class Keyring:
     def destroy(self, dek_ids: set[bytes], info: dict[str, object], *, durable: bool) -> int:
         """Destroy data keys (crypto-shredding); return how many were present.
 
-        Writes a new keyring without their DEK records, with a tombstone each, and renames it
-        over the old file after overwriting the old records with zeros in place (best effort:
-        copy-on-write filesystems and SSD remapping may keep old blocks). Caller holds the store
-        lock.
+        Writes a new keyring without their DEK records, with a tombstone each (see
+        :meth:`_rewrite` for how the files are swapped). Caller holds the store lock.
         """
         if self._tombstone_key is None:
             raise ValueError("this keyring cannot write tombstones")
+        destroyed = 0
+
+        def drop(rtype: int, record: bytes) -> bytes | None:
+            nonlocal destroyed
+            if rtype == _DEK and record[_RECORD.size : _RECORD.size + 16] in dek_ids:
+                destroyed += 1
+                return None
+            return record
+
+        payload = json.dumps(info, sort_keys=True, separators=(",", ":")).encode()
+        tombstones = []
+        for dek_id in sorted(dek_ids - set(self._tombstones)):
+            body = dek_id + crypto.seal(self._tombstone_key, payload, self._tombstone_aad(dek_id))
+            tombstones.append(_RECORD.pack(_TOMBSTONE, len(body)) + body)
+        self._rewrite(drop, b"".join(tombstones))
+        return destroyed
+
+    def rewrap(self, epoch: int) -> int:
+        """Re-wrap every data key under the wrap key of ``epoch`` (master-key rotation); return
+        how many. The old wrapped records are overwritten in the old file. Caller holds the lock."""
+        wrap_key = self._wrap_keys[epoch]
+        count = 0
+
+        def rewrap_record(rtype: int, record: bytes) -> bytes:
+            nonlocal count
+            if rtype != _DEK:
+                return record
+            dek_id, old_epoch = _DEK_HEAD.unpack_from(record, _RECORD.size)
+            if old_epoch == epoch:
+                return record
+            dek = self.dek(dek_id)
+            count += 1
+            body = _DEK_HEAD.pack(dek_id, epoch) + crypto.seal(wrap_key, dek, self._dek_aad(dek_id, epoch))
+            return _RECORD.pack(_DEK, len(body)) + body
+
+        self._rewrite(rewrap_record, b"")
+        return count
+
+    def _rewrite(self, transform: Callable[[int, bytes], bytes | None], extra: bytes) -> None:
+        """Write a new keyring (each record through ``transform``; None drops it; ``extra``
+        appended), rename it over the old one, then overwrite every changed or dropped record
+        inside the old, now unlinked, file, so its blocks do not keep them on filesystems that
+        write in place (copy-on-write filesystems and SSD remapping may still). A crash leaves
+        either keyring whole; readers notice the new inode and re-read."""
         self.refresh()
         with open(self._path, "rb") as f:
             data = f.read(self._offset)
         out = [data[: _HEADER.size]]
         wipe: list[tuple[int, int]] = []
         pos = _HEADER.size
-        destroyed = 0
         while pos < len(data):
             rtype, length = _RECORD.unpack_from(data, pos)
             end = pos + _RECORD.size + length
-            if rtype == _DEK and data[pos + _RECORD.size : pos + _RECORD.size + 16] in dek_ids:
+            record = data[pos:end]
+            new = transform(rtype, record)
+            if new != record:
                 wipe.append((pos, end))
-                destroyed += 1
-            else:
-                out.append(data[pos:end])
+            if new is not None:
+                out.append(new)
             pos = end
-        payload = json.dumps(info, sort_keys=True, separators=(",", ":")).encode()
-        for dek_id in sorted(dek_ids):
-            if dek_id in self._tombstones:
-                continue
-            body = dek_id + crypto.seal(self._tombstone_key, payload, self._tombstone_aad(dek_id))
-            out.append(_RECORD.pack(_TOMBSTONE, len(body)) + body)
-        tmp = self._path.with_name(f".{self._path.name}.redact-{os.getpid()}")
+        out.append(extra)
+        tmp = self._path.with_name(f".{self._path.name}.rewrite-{os.getpid()}")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, FILE_MODE)
         try:
             write_all(fd, b"".join(out))
             os.fsync(fd)
         finally:
             os.close(fd)
-        # Swap the files first (a crash leaves either keyring whole), then overwrite the destroyed
-        # records inside the old, now unlinked, file, so its blocks do not keep them on
-        # filesystems that write in place.
         old_fd = os.open(self._path, os.O_WRONLY | os.O_NOFOLLOW)
         try:
             os.replace(tmp, self._path)
@@ -322,5 +359,7 @@ class Keyring:
             os.close(old_fd)
         self._reset()
         self.refresh()
-        return destroyed
 
+    def add_wrap_key(self, epoch: int, key: bytes) -> None:
+        """Make a new epoch's wrap key known (after a master-key rotation)."""
+        self._wrap_keys[epoch] = key

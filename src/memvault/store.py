@@ -315,7 +315,10 @@ class MemoryStore:
         #: Id of the key slot that unlocked this store object.
         self.unlocked_slot = b""
         self._subkeys = {e: Subkeys(k, store_id, e) for e, k in master_keys.items()}
-        self._keys = self._subkeys[self._epoch]
+        #: Index, metadata, chain, name, keyring and config keys come from the first epoch for
+        #: the store's whole life (tokens and history stay verifiable); a rotation changes the
+        #: key that wraps data keys (``_epoch``, the newest).
+        self._keys = self._subkeys[min(master_keys)]
         durable = settings.durability == "full"
         self._durable = durable
         self.keyring = Keyring(
@@ -626,6 +629,14 @@ class MemoryStore:
                 raise InternalError(f"The keyring could not be rewritten ({err.strerror or 'I/O error'}).") from None
             self.forget_cached_plaintext()
             return count
+
+    def adopt_master_key(self, epoch: int, key: bytes) -> None:
+        """Start wrapping new data keys under a new epoch's master key (see keymgmt.rotate)."""
+        with self._state_lock:
+            self._master_keys[epoch] = key
+            self._subkeys[epoch] = Subkeys(key, self.store_id, epoch)
+            self._epoch = max(self._master_keys)
+            self.keyring.add_wrap_key(epoch, self._subkeys[epoch].wrap)
 
     def master_keys(self) -> dict[int, bytes]:
         """The master key of every epoch (for wrapping into a new key slot). Handle with care."""

@@ -83,6 +83,24 @@ def _cmd_remove(args: argparse.Namespace) -> int:
     return ExitStatus.SUCCESS
 
 
+def _cmd_rotate(args: argparse.Namespace) -> int:
+    from ..keymgmt import rotate
+    from ..store import MemoryStore
+    from ._common import credentials, store_path
+
+    creds = credentials()
+    with MemoryStore.open(store_path(args), **creds) as store:
+        result = rotate(store, drop_other_slots=args.drop_other_slots, **creds)
+    if args.json:
+        print_json(result.to_json())
+    else:
+        print(
+            f"Rotated the master key to epoch {result.epoch}: {result.rewrapped} data key(s) re-wrapped; "
+            f"key slot {result.slot.slot_id} replaces {', '.join(result.removed_slots)}."
+        )
+    return ExitStatus.SUCCESS
+
+
 def register(sub: Any) -> None:
     s = sub.add_parser("passwd", help=f"change the passphrase (new one from ${ENV_NEW_PASSPHRASE} or a prompt)")
     s.add_argument("--json", action="store_true", help="machine-readable output")
@@ -94,11 +112,18 @@ def register(sub: Any) -> None:
         ("list", _cmd_list, "list key slots"),
         ("add", _cmd_add, f"add a passphrase (from ${ENV_NEW_PASSPHRASE} or a prompt) or --key-file slot"),
         ("remove", _cmd_remove, "remove a key slot (never the last one)"),
+        ("rotate", _cmd_rotate, "new master key for future writes; re-wrap every data key (same secret)"),
     ):
         s = ksub.add_parser(name, help=helptext)
         if name == "add":
             s.add_argument("--key-file", help="a file with a raw 32-byte key (see `memvault keygen`)")
         if name == "remove":
             s.add_argument("slot_id", help="the slot id shown by `memvault key list`")
+        if name == "rotate":
+            s.add_argument(
+                "--drop-other-slots",
+                action="store_true",
+                help="remove slots whose secrets are not given (re-add later)",
+            )
         s.add_argument("--json", action="store_true", help="machine-readable output")
         s.set_defaults(func=func)

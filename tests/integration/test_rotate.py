@@ -1,0 +1,91 @@
+"""Master-key rotation: future data keys and every existing one are wrapped under the new
+epoch; history still reads and verifies; the old master key no longer unwraps anything on disk."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+import memvault
+from conftest import FAST_KDF, PASSPHRASE, make_store
+from memvault import history, keymgmt
+from memvault.cli import main
+from memvault.errors import InvalidInputError, KeyUnavailableError, WrongKeyError
+from memvault.verify import verify
+
+
+def _all_bytes(root: Path) -> bytes:
+    return b"".join(p.read_bytes() for p in root.rglob("*") if p.is_file())
+
+
+def test_rotate_rewraps_every_data_key_and_keeps_history(store_path: Path) -> None:
+    store = make_store(store_path)
+    tool = memvault.MemoryTool(store)
+    tool.call({"command": "create", "path": "/memories/d/a.md", "file_text": "before\n"})
+    tool.call({"command": "str_replace", "path": "/memories/d/a.md", "old_str": "before", "new_str": "edited"})
+    old_master = store.master_keys()[1]
+    objects_before = sorted(p.name for p in (store_path / "repo" / "objects").rglob("*") if p.is_file())
+    result = keymgmt.rotate(store, passphrase=PASSPHRASE)
+    assert result.epoch == 2
+    assert result.rewrapped == 3  # directory /memories/d, a.md v1, a.md v2
+    assert sorted(p.name for p in (store_path / "repo" / "objects").rglob("*") if p.is_file()) == objects_before
+    tool.call({"command": "create", "path": "/memories/b.md", "file_text": "after\n"})
+    reopened = memvault.MemoryStore.open(store_path, passphrase=PASSPHRASE)
+    assert history.read_at(reopened, "/memories/d/a.md", "#1") == b"before\n"
+    assert history.read_at(reopened, "/memories/d/a.md") == b"edited\n"
+    assert history.read_at(reopened, "/memories/b.md") == b"after\n"
+    assert verify(memvault.MemoryStore.open(store_path, passphrase=PASSPHRASE, check_head=False)).ok
+    # Every data-key record on disk now names epoch 2.
+    data = (store_path / "keyring").read_bytes()
+    pos, epochs = 21, []
+    while pos < len(data):
+        rtype, length = data[pos], int.from_bytes(data[pos + 1 : pos + 3], "big")
+        if rtype == 1:
+            epochs.append(int.from_bytes(data[pos + 3 + 16 : pos + 3 + 20], "big"))
+        pos += 3 + length
+    assert epochs and set(epochs) == {2}
+    assert old_master not in _all_bytes(store_path)
+    assert reopened.master_keys()[2] != old_master
+
+
+def test_rotate_needs_the_opening_secret_and_explicit_drop_of_other_slots(store_path: Path, tmp_path: Path) -> None:
+    store = make_store(store_path)
+    with pytest.raises(WrongKeyError):
+        keymgmt.rotate(store, passphrase="not the passphrase")
+    keymgmt.add_slot(store, passphrase="second", kdf=FAST_KDF)
+    with pytest.raises(InvalidInputError) as info:
+        keymgmt.rotate(store, passphrase=PASSPHRASE)
+    assert "1 other key slot(s)" in str(info.value)
+    assert len(keymgmt.list_slots(store)) == 2  # nothing changed
+    result = keymgmt.rotate(store, passphrase=PASSPHRASE, drop_other_slots=True)
+    assert len(result.removed_slots) == 2
+    assert [s.slot_id for s in keymgmt.list_slots(store)] == [result.slot.slot_id]
+    with pytest.raises(WrongKeyError):
+        memvault.MemoryStore.open(store_path, passphrase="second")
+
+
+def test_a_store_opened_before_the_rotation_must_reopen(store_path: Path) -> None:
+    store = make_store(store_path)
+    memvault.MemoryTool(store).call({"command": "create", "path": "/memories/a.md", "file_text": "a"})
+    stale = memvault.MemoryStore.open(store_path, passphrase=PASSPHRASE)
+    keymgmt.rotate(store, passphrase=PASSPHRASE)
+    memvault.MemoryTool(store).call({"command": "create", "path": "/memories/b.md", "file_text": "b"})
+    with pytest.raises(KeyUnavailableError) as info:
+        history.read_at(stale, "/memories/b.md")
+    assert "open it again" in str(info.value)
+
+
+def test_cli_key_rotate(store_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    make_store(store_path).close()
+    monkeypatch.setenv("MEMVAULT_PASSPHRASE", PASSPHRASE)
+    monkeypatch.setenv("MEMVAULT_STORE", str(store_path))
+    monkeypatch.delenv("MEMVAULT_KEY_FILE", raising=False)
+    assert main(["key", "rotate", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["epoch"] == 2 and out["slot"]["in_use"] is True
+    assert os.listdir(store_path / "keys") == [out["slot"]["slot_id"] + ".json"]
+    assert main(["key", "rotate"]) == 0
+    assert capsys.readouterr().out.startswith("Rotated the master key to epoch 3: ")

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import crypto
-from .errors import IntegrityError, KeyUnavailableError
+from .errors import IntegrityError
 from .fsutil import FILE_MODE, fsync_dir, write_all
 
 __all__ = ["Keyring", "HighWater", "ZERO_ID"]
@@ -203,8 +203,11 @@ class Keyring:
             epoch, sealed = entry
             wrap_key = self._wrap_keys.get(epoch)
             if wrap_key is None:
-                raise KeyUnavailableError(
-                    "The store's master key was rotated since this store was opened; open it again."
+                # Either the record was tampered with, or another process rotated the master key
+                # after this store object was opened: the same bytes, so one generic error.
+                raise IntegrityError(
+                    "Memory store integrity check failed, or the master key was rotated since this "
+                    "store was opened (open it again)."
                 )
             key = crypto.open_sealed(wrap_key, sealed, self._dek_aad(dek_id, epoch))
             self._deks[dek_id] = key

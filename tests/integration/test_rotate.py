@@ -13,7 +13,7 @@ import memvault
 from conftest import FAST_KDF, PASSPHRASE, make_store
 from memvault import history, keymgmt
 from memvault.cli import main
-from memvault.errors import InvalidInputError, KeyUnavailableError, WrongKeyError
+from memvault.errors import IntegrityError, InvalidInputError, WrongKeyError
 from memvault.verify import verify
 
 
@@ -73,7 +73,7 @@ def test_a_store_opened_before_the_rotation_must_reopen(store_path: Path) -> Non
     stale = memvault.MemoryStore.open(store_path, passphrase=PASSPHRASE)
     keymgmt.rotate(store, passphrase=PASSPHRASE)
     memvault.MemoryTool(store).call({"command": "create", "path": "/memories/b.md", "file_text": "b"})
-    with pytest.raises(KeyUnavailableError) as info:
+    with pytest.raises(IntegrityError) as info:
         history.read_at(stale, "/memories/b.md")
     assert "open it again" in str(info.value)
 

@@ -175,6 +175,12 @@ class Keyring:
         elif rtype == _TOMBSTONE:
             if len(body) < 16 + crypto.SEAL_OVERHEAD:
                 raise IntegrityError("The store's keyring is damaged.")
+            if self._tombstone_key is not None:
+                # Authenticate now: a forged tombstone must not make a live version look redacted.
+                try:
+                    crypto.open_sealed(self._tombstone_key, body[16:], self._tombstone_aad(body[:16]))
+                except IntegrityError:
+                    raise IntegrityError("The store's keyring is damaged.") from None
             self._tombstones[body[:16]] = body[16:]
             self._sealed.pop(body[:16], None)
             self._deks.pop(body[:16], None)

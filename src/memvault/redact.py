@@ -37,6 +37,9 @@ __all__ = [
     "redact_matching",
 ]
 
+#: Longest reason or actor recorded in a tombstone.
+_MAX_REASON = 1000
+
 #: Where a redacted text may still exist; memvault cannot reach these.
 REMAINING_COPIES = (
     "copies or backups of the store directory (above all of its keyring file) made before the redaction",
@@ -116,6 +119,8 @@ def file_versions(store: MemoryStore, path: str) -> list[FileVersion]:
 def _destroy(
     store: MemoryStore, targets: list[FileVersion], *, actor: str, session: str, reason: str
 ) -> RedactionResult:
+    if len(reason) > _MAX_REASON or len(actor) > _MAX_REASON:
+        raise InvalidInputError(f"Error: The reason and actor are limited to {_MAX_REASON} characters each.")
     if not targets:
         return RedactionResult((), (), None)
     dek_ids = {bytes.fromhex(v.dek_id) for v in targets}

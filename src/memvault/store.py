@@ -579,7 +579,12 @@ class MemoryStore:
                 if not writer and attempt < attempts - 1 and self.git.head() != ref:
                     continue
                 raise problem
-            self._state = self._load_state(head, seq, tree_id, state)
+            loaded = self._load_state(head, seq, tree_id, state)
+            if any(n.redacted for n in loaded.nodes.values()):
+                # Redaction removes a version from the head before destroying its key.
+                self._state = None
+                raise IntegrityError("The current state refers to a destroyed data key.")
+            self._state = loaded
             self._served_ref = ref
             return self._state
         raise AssertionError("unreachable")

@@ -351,3 +351,20 @@ def test_zero_filled_keyring_tail_after_power_loss_opens(store_path: Path) -> No
     memvault.MemoryTool(reopened).call({"command": "create", "path": "/memories/b.txt", "file_text": "b"})
     assert _open(store_path).head[1] == head[1] + 1
     assert not (store_path / "keyring").read_bytes().endswith(bytes(64))  # the zeros were cut off
+
+
+def test_forged_tombstone_cannot_hide_a_live_file(store_path: Path) -> None:
+    """Someone without the key appends a tombstone for a live version's data key (the key id
+    is visible in the blob header): refused, instead of the file reading as redacted."""
+    import struct
+
+    store = make_store(store_path)
+    memvault.MemoryTool(store).call({"command": "create", "path": "/memories/a.md", "file_text": "a"})
+    node = store.snapshot().get("/memories/a.md")
+    assert node is not None
+    body = node.dek_id + bytes(12 + 40 + 16)
+    with open(store_path / "keyring", "ab") as f:
+        f.write(struct.pack(">BH", 4, len(body)) + body)
+    with pytest.raises(IntegrityError) as info:
+        _open(store_path)
+    assert str(info.value) == "The store's keyring is damaged."

@@ -104,7 +104,8 @@ def change_passphrase(store: MemoryStore, new_passphrase: str, *, kdf: KdfParams
         raise InvalidInputError("Error: The store was not opened with a passphrase; use `key add` instead.")
     added = add_slot(store, passphrase=new_passphrase, kdf=kdf)
     remove_slot(store, old.hex())
-    return added
+    store.unlocked_slot = bytes.fromhex(added.slot_id)
+    return SlotInfo(added.slot_id, added.kind, added.kdf, True)
 
 
 @dataclass(frozen=True)

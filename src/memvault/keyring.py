@@ -333,6 +333,7 @@ class Keyring:
         inside the old, now unlinked, file, so its blocks do not keep them on filesystems that
         write in place (copy-on-write filesystems and SSD remapping may still). A crash leaves
         either keyring whole; readers notice the new inode and re-read."""
+        self._remove_leftovers()
         self.refresh()
         with open(self._path, "rb") as f:
             data = f.read(self._offset)
@@ -368,6 +369,34 @@ class Keyring:
             os.close(old_fd)
         self._reset()
         self.refresh()
+
+    def _remove_leftovers(self) -> None:
+        """Zero and unlink temporary keyrings left by a rewrite that crashed before its swap
+        (they hold wrapped keys a later redaction must not leave behind)."""
+        prefix = f".{self._path.name}.rewrite-"
+        for name in os.listdir(self._path.parent):
+            if not name.startswith(prefix):
+                continue
+            leftover = self._path.parent / name
+            try:
+                fd = os.open(leftover, os.O_WRONLY | os.O_NOFOLLOW)
+            except OSError:
+                continue
+            try:
+                os.pwrite(fd, bytes(os.fstat(fd).st_size), 0)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.unlink(leftover)
+
+    def replaced_on_disk(self) -> bool:
+        """True if the keyring file is not the one last read (a redaction or rotation by another
+        store object or process rewrote it)."""
+        try:
+            st = os.stat(self._path)
+        except FileNotFoundError:
+            return True
+        return self._inode is not None and self._inode != (st.st_dev, st.st_ino)
 
     def add_wrap_key(self, epoch: int, key: bytes) -> None:
         """Make a new epoch's wrap key known (after a master-key rotation)."""

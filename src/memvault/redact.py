@@ -133,7 +133,8 @@ def _destroy(
 
     commit_id: str | None = None
     if live:
-        store.transact(remove, command="redact", paths=tuple(live), actor=actor, session=session)
+        # The commit names no path: the name may be the very text being erased.
+        store.transact(remove, command="redact", paths=(), actor=actor, session=session)
         commit_id = store.head[0].decode()
     store.destroy_keys(dek_ids, {"time": time.time(), "actor": actor, "reason": reason})
     return RedactionResult(tuple(targets), tuple(live), commit_id)

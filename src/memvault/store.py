@@ -477,7 +477,15 @@ class MemoryStore:
         with self._state_lock:  # the LRU is shared by every thread using this store object
             return self._read_node(node)
 
+    def _follow_keyring(self) -> None:
+        """If another store object or process rewrote the keyring (a redaction or rotation), drop
+        every cached key and plaintext and read it again, so destroyed keys stop working here too."""
+        if self.keyring.replaced_on_disk():
+            self.keyring.refresh()
+            self.forget_cached_plaintext()
+
     def _read_node(self, node: Node) -> bytes:
+        self._follow_keyring()
         if node.redacted or self.keyring.is_destroyed(node.dek_id):
             info = self.keyring.tombstone(node.dek_id) or {}
             by = f" by {info['actor']}" if info.get("actor") else ""
@@ -722,6 +730,7 @@ class MemoryStore:
         return out
 
     def _load_shard(self, shard: bytes, blob_id: bytes) -> dict[bytes, Node]:
+        self._follow_keyring()
         cached = self._shard_cache.get(blob_id)
         if cached is not None:
             self._shard_cache.move_to_end(blob_id)

@@ -61,6 +61,8 @@ __all__ = [
 #: (the UTF-8 text of one file). It returns the text to keep (possibly redacted) or raises a
 #: :class:`~memvault.errors.MemvaultError` (``SensitiveDataError``) to refuse the whole import.
 Scrubber = Callable[[str, str], str]
+#: ``progress(done, total)``, called as work advances (the CLI draws a bar on a terminal).
+Progress = Callable[[int, int], None]
 
 #: Files kept as binary (images the memory tool can show); everything else must be UTF-8 text.
 IMAGE_SUFFIXES = frozenset({".png", ".jpg", ".jpeg"})
@@ -323,6 +325,7 @@ def import_dir(
     skip_invalid: bool = False,
     overwrite: bool = False,
     scrub: Scrubber | None = None,
+    progress: Progress | None = None,
 ) -> ImportResult:
     """Import a plain directory of memory files into ``store`` as one commit (command ``import``).
 
@@ -381,8 +384,10 @@ def import_dir(
         overwritten.extend(sorted(existing))
         for d in scan.directories:
             txn.make_dirs(d)
-        for path_text, (data, binary, _source) in sorted(files.items()):
+        for done, (path_text, (data, binary, _source)) in enumerate(sorted(files.items()), start=1):
             txn.write_file(parse_path(path_text, store.settings), data, binary=binary)
+            if progress is not None:
+                progress(done, len(files))
 
     store.transact(apply, command="import", paths=(prefix_path.text,), actor=actor, session=session)
     commit_id, seq = _commit_after(store, parent[0])
@@ -443,6 +448,8 @@ def _layout(store: MemoryStore, state: StoreState) -> dict[tuple[str, ...], list
     """``directory parts -> [(name, node)]`` of a state, every path re-validated."""
     children: dict[tuple[str, ...], list[tuple[str, Node]]] = {(): []}
     for path, node in sorted(state.nodes.items()):
+        if node.redacted:
+            continue  # erased: no name, no content; exports leave it out
         try:
             vpath = parse_path(path, store.settings)
         except InvalidPathError:
@@ -474,6 +481,8 @@ def _write_dir(
     children: dict[tuple[str, ...], list[tuple[str, Node]]],
     files: list[str],
     dirs: list[str],
+    progress: Progress | None = None,
+    total: int = 0,
 ) -> None:
     for name, node in children.get(parts, []):
         child = (*parts, name)
@@ -496,12 +505,16 @@ def _write_dir(
                 raise _os_error(err, shown) from None
             if node.is_dir:
                 dirs.append(node.path)
-                _write_dir(store, sub, child, children, files, dirs)
+                _write_dir(store, sub, child, children, files, dirs, progress, total)
             else:
                 files.append(node.path)
+                if progress is not None:
+                    progress(len(files), total)
 
 
-def export_tree(store: MemoryStore, target: str | os.PathLike[str], *, rev: str = "HEAD") -> ExportResult:
+def export_tree(
+    store: MemoryStore, target: str | os.PathLike[str], *, rev: str = "HEAD", progress: Progress | None = None
+) -> ExportResult:
     """Write the tree at ``rev`` to the plain directory ``target`` as **plaintext** files.
 
     ``target`` must not exist (it is created, mode 0700) or be an empty directory (its mode is
@@ -518,8 +531,9 @@ def export_tree(store: MemoryStore, target: str | os.PathLike[str], *, rev: str 
     children = _layout(store, state)
     files: list[str] = []
     dirs: list[str] = []
+    total = sum(1 for entries in children.values() for _name, node in entries if not node.is_dir)
     with _opened(_open_target(Path(target))) as fd:
-        _write_dir(store, fd, (), children, files, dirs)
+        _write_dir(store, fd, (), children, files, dirs, progress, total)
     return ExportResult("tree", commit_id.decode(), tuple(files), tuple(dirs))
 
 
@@ -590,7 +604,11 @@ def _prepare_git_target(target: Path) -> None:
 
 
 def export_plaintext_git(
-    store: MemoryStore, target: str | os.PathLike[str], *, i_understand_plaintext: bool
+    store: MemoryStore,
+    target: str | os.PathLike[str],
+    *,
+    i_understand_plaintext: bool,
+    progress: Progress | None = None,
 ) -> ExportResult:
     """Replay the whole history into a new git repository of **plaintext** files at ``target``.
 
@@ -622,7 +640,7 @@ def export_plaintext_git(
             os.fchmod(root_fd, DIR_MODE)  # before any plaintext object is written
             _write_git_config(root_fd)
             try:
-                result = _replay(store, git, history)
+                result = _replay(store, git, history, progress)
             finally:
                 _chmod_tree(root_fd)
     finally:
@@ -690,15 +708,17 @@ class _Replay:
         return git_id, files, dirs
 
 
-def _replay(store: MemoryStore, git: GitStore, history: list[bytes]) -> ExportResult:
+def _replay(store: MemoryStore, git: GitStore, history: list[bytes], progress: Progress | None = None) -> ExportResult:
     replay = _Replay(store, git)
     parent: bytes | None = None
     git_commits: list[str] = []
     files: list[str] = []
     dirs: list[str] = []
-    for commit_id in history:
+    for done, commit_id in enumerate(history, start=1):
         parent, files, dirs = replay.commit(commit_id, parent)
         git_commits.append(parent.decode())
+        if progress is not None:
+            progress(done, len(history))
     if parent is None or not git.compare_and_swap(None, parent):
         raise InternalError()
     return ExportResult("plaintext-git", history[-1].decode(), tuple(files), tuple(dirs), tuple(git_commits))

@@ -217,6 +217,7 @@ class _Verifier:
         #: tokens whose node record could not be opened, shards with an unreadable blob: the
         #: content blobs under them are checked as objects but not called stray.
         self.unopened_tokens: set[bytes] = set()
+        self.redacted_tokens: set[bytes] = set()
         self.unread_shards: set[bytes] = set()
         self.recorded: dict[bytes, tuple[int, bytes]] = {}  #: commit id -> (seq, parent) per keyring
         self.walked: set[bytes] = set()  #: every commit id met on the branch
@@ -591,6 +592,7 @@ class _Verifier:
     ) -> Node | None:
         store = self.store
         if store.keyring.is_destroyed(dek_id):
+            self.redacted_tokens.add(token)
             return None  # redacted version
         if not store.keyring.has(dek_id):
             self.missing_key(dek_id, token, where)
@@ -646,6 +648,7 @@ class _Verifier:
     def check_node(self, node: Node, where: _Where) -> None:
         self.referenced.add(node.dek_id)
         if node.redacted:
+            self.redacted_tokens.add(node.token)
             return  # its key was destroyed on purpose (a tombstone says so): nothing to decrypt
         self.token_paths.setdefault(node.token, node.path)
         if node.is_dir or node.dek_id in self.versions:
@@ -715,6 +718,8 @@ class _Verifier:
                 continue
             if token in self.unopened_tokens or token.hex()[:2].encode() in self.unread_shards:
                 continue  # its version could not be read (reported): not known to be stray
+            if token in self.redacted_tokens:
+                continue  # the content of a redacted version: kept as ciphertext on purpose
             self.add(
                 "warning",
                 "stray-blob",

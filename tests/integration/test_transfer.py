@@ -568,7 +568,7 @@ def test_cli_import_and_export(env: Path, tmp_path: Path, capsys: pytest.Capture
     assert main(["import", str(src)]) == 4
     captured = capsys.readouterr()
     assert captured.out == ""
-    assert captured.err.startswith("memvault: Error: Nothing was imported: 1 entry cannot be imported (CON: ")
+    assert captured.err.startswith("memvault: Nothing was imported: 1 entry cannot be imported (CON: ")
 
     assert main(["import", str(src), "--skip-invalid", "--actor", "alice", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
@@ -599,9 +599,7 @@ def test_cli_import_and_export(env: Path, tmp_path: Path, capsys: pytest.Capture
     assert exported["files"] == ["/memories/notes.md"] and exported["kind"] == "tree"
     assert (out_dir / "notes.md").read_bytes() == b"hello\n"
     assert main(["export", str(out_dir)]) == 4
-    assert capsys.readouterr().err == (
-        "memvault: Error: The export target is not empty; give a new or empty directory.\n"
-    )
+    assert capsys.readouterr().err == ("memvault: The export target is not empty; give a new or empty directory.\n")
     assert main(["export", str(tmp_path / "e2")]) == 0
     assert capsys.readouterr().out.startswith("Exported 1 file(s) of commit ")
     assert (tmp_path / "e2" / "notes.md").read_bytes() == b"changed\n"

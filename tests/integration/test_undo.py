@@ -478,7 +478,7 @@ def test_cli_revert_restore_rollback(cli_store: memvault.MemoryStore, capsys: py
     captured = capsys.readouterr()
     assert captured.out == ""
     assert json.loads(captured.err) == {
-        "error": f"Error: Cannot revert commit {short['create_plan']} (#2): changed after it: {PLAN}. "
+        "error": f"Cannot revert commit {short['create_plan']} (#2): changed after it: {PLAN}. "
         "Revert the later commits first, or use restore.",
         "exit_status": 5,
         "kind": "CONFLICT",
@@ -494,8 +494,7 @@ def test_cli_revert_restore_rollback(cli_store: memvault.MemoryStore, capsys: py
     assert log(store, limit=1)[0].actor == "alice"
     assert main(["restore", "/memories/nope.md", "--rev", "HEAD"]) == 4
     assert (
-        capsys.readouterr().err
-        == f"memvault: Error: The path /memories/nope.md did not exist at revision {new[:10]} (#8).\n"
+        capsys.readouterr().err == f"memvault: The path /memories/nope.md did not exist at revision {new[:10]} (#8).\n"
     )
 
     assert main(["rollback", "#2", "--json"]) == 0

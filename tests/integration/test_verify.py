@@ -514,8 +514,8 @@ def test_cli_verify_progress_only_on_a_terminal(
     monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
     assert main(["verify"]) == 0
     out = capsys.readouterr()
-    assert out.err.endswith("\rverifying commits: 11/11\n")
-    assert out.err.startswith("\rverifying commits: 0/11")
+    assert out.err.endswith("\rverifying commits [##############################] 11/11\n")
+    assert out.err.startswith("\rverifying commits [..............................] 0/11")
     assert out.out.endswith(": OK\n")
 
 

@@ -66,6 +66,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _error(message: str, status: ExitStatus, as_json: bool) -> None:
+    # Library messages are written for the memory tool ("Error: ..."); the CLI says "memvault:".
+    message = message[len("Error: ") :] if message.startswith("Error: ") else message
     if as_json:
         print(json.dumps({"error": message, "exit_status": int(status), "kind": status.name}), file=sys.stderr)
     else:

@@ -12,6 +12,7 @@ import json
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -31,6 +32,7 @@ __all__ = [
     "print_json",
     "use_color",
     "color",
+    "progress_bar",
 ]
 
 ENV_STORE = "MEMVAULT_STORE"
@@ -88,3 +90,19 @@ _CODES = {"red": "31", "green": "32", "yellow": "33", "cyan": "36", "bold": "1",
 
 def color(text: str, name: str, enabled: bool) -> str:
     return f"\x1b[{_CODES[name]}m{text}\x1b[0m" if enabled else text
+
+
+def progress_bar(label: str) -> Callable[[int, int], None] | None:
+    """A ``progress(done, total)`` that draws a bar on stderr, or None when stderr is not a
+    terminal (so pipes and logs get no control characters)."""
+    if not sys.stderr.isatty():
+        return None
+
+    def show(done: int, total: int) -> None:
+        width = 30
+        filled = width * done // total if total else width
+        end = "\n" if done >= total else ""
+        sys.stderr.write(f"\r{label} [{'#' * filled}{'.' * (width - filled)}] {done}/{total}{end}")
+        sys.stderr.flush()
+
+    return show

@@ -78,7 +78,7 @@ def _cmd_matching(args: argparse.Namespace) -> int:
         text = sys.stdin.read()
         text = text[:-1] if text.endswith("\n") else text
     if not text:
-        raise InvalidInputError("Error: No text to match was given on standard input.")
+        raise InvalidInputError("No text to match was given on standard input.")
     with open_store(args) as store:
         result = redact_matching(store, text, actor=args.actor, reason=args.reason)
     return _report(result, args.json)

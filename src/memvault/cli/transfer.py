@@ -9,7 +9,7 @@ from typing import Any
 from ..errors import ExitStatus
 from . import UsageError
 from ._common import open_store as _open
-from ._common import print_json
+from ._common import print_json, progress_bar
 
 __all__ = ["register"]
 
@@ -31,6 +31,7 @@ def _cmd_import(args: argparse.Namespace) -> int:
             prefix=args.prefix,
             skip_invalid=args.skip_invalid,
             overwrite=args.overwrite,
+            progress=progress_bar("importing"),
         )
     if args.json:
         print_json(result.to_json())
@@ -64,7 +65,9 @@ def _cmd_export(args: argparse.Namespace) -> int:
                 "add --yes-write-plaintext to confirm"
             )
         with _open(args) as store:
-            result = export_plaintext_git(store, args.dir, i_understand_plaintext=True)
+            result = export_plaintext_git(
+                store, args.dir, i_understand_plaintext=True, progress=progress_bar("replaying commits")
+            )
         if args.json:
             print_json(result.to_json())
         else:
@@ -76,7 +79,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
     if args.yes_write_plaintext:
         raise UsageError("--yes-write-plaintext only goes with --plaintext-git")
     with _open(args) as store:
-        result = export_tree(store, args.dir, rev=args.rev or "HEAD")
+        result = export_tree(store, args.dir, rev=args.rev or "HEAD", progress=progress_bar("exporting"))
     if args.json:
         print_json(result.to_json())
     else:

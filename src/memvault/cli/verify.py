@@ -7,12 +7,10 @@ error was. A progress indicator goes to stderr, and only when stderr is a termin
 from __future__ import annotations
 
 import argparse
-import sys
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ExitStatus
-from ._common import color, credentials, print_json, store_path, use_color
+from ._common import color, credentials, print_json, progress_bar, store_path, use_color
 
 if TYPE_CHECKING:
     from ..verify import Problem, VerifyReport
@@ -40,24 +38,12 @@ def format_summary(report: VerifyReport) -> str:
     return f"{counts}: {errors} error{'' if errors == 1 else 's'}" + (f", {warned}" if warnings else "")
 
 
-def _progress() -> Callable[[int, int], None] | None:
-    if not sys.stderr.isatty():
-        return None
-
-    def show(done: int, total: int) -> None:
-        end = "\n" if done >= total else ""
-        sys.stderr.write(f"\rverifying commits: {done}/{total}{end}")
-        sys.stderr.flush()
-
-    return show
-
-
 def _cmd_verify(args: argparse.Namespace) -> int:
     from ..store import MemoryStore
     from ..verify import verify
 
     with MemoryStore.open(store_path(args), check_head=False, **credentials()) as store:
-        report = verify(store, progress=_progress())
+        report = verify(store, progress=progress_bar("verifying commits"))
     if args.json:
         print_json(report.to_json())
     else:

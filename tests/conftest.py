@@ -3,6 +3,8 @@ production default is m=64 MiB, t=3, p=4)."""
 
 from __future__ import annotations
 
+import os
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,6 +20,22 @@ PASSPHRASE = "correct horse battery staple"
 
 def make_store(path: Path, settings: StoreSettings | None = None) -> memvault.MemoryStore:
     return memvault.MemoryStore.create(path, passphrase=PASSPHRASE, kdf=FAST_KDF, settings=settings)
+
+
+def all_store_bytes(root: Path) -> list[tuple[str, bytes]]:
+    """Every file under root, plus every zlib stream (git loose objects) inflated: what someone
+    holding a copy of the store directory has, for canary scans."""
+    out = []
+    for dirpath, _dirs, files in os.walk(root):
+        for name in files:
+            p = Path(dirpath) / name
+            data = p.read_bytes()
+            out.append((str(p), data))
+            try:
+                out.append((str(p) + " (inflated)", zlib.decompress(data)))
+            except zlib.error:
+                pass
+    return out
 
 
 @pytest.fixture

@@ -12,7 +12,16 @@ from pathlib import Path
 
 from .errors import LockedError
 
-__all__ = ["FILE_MODE", "DIR_MODE", "atomic_write", "write_all", "fsync_dir", "StoreLock", "make_private_dir"]
+__all__ = [
+    "FILE_MODE",
+    "DIR_MODE",
+    "atomic_write",
+    "write_all",
+    "wipe_file",
+    "fsync_dir",
+    "StoreLock",
+    "make_private_dir",
+]
 
 #: Owner read/write only: memory stores hold regulated data, and container umasks are often 0.
 FILE_MODE = 0o600
@@ -34,6 +43,20 @@ def write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view) :]
+
+
+def wipe_file(path: Path) -> None:
+    """Overwrite a file with zeros (fsynced), then unlink it and fsync its directory, so key
+    material does not linger in freed blocks of filesystems that write in place (best effort:
+    copy-on-write filesystems, snapshots and SSD remapping may keep old blocks)."""
+    fd = os.open(path, os.O_WRONLY | os.O_NOFOLLOW)
+    try:
+        os.pwrite(fd, bytes(os.fstat(fd).st_size), 0)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.unlink(path)
+    fsync_dir(path.parent)
 
 
 def make_private_dir(path: Path) -> None:

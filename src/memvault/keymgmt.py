@@ -16,7 +16,7 @@ from typing import Any
 
 from . import crypto
 from .errors import InvalidInputError, PathNotFoundError, WrongKeyError
-from .fsutil import fsync_dir
+from .fsutil import wipe_file
 from .keys import Unlock, load_slots, new_slot, read_key_file, unlock_master_keys, write_slot
 from .settings import KdfParams
 from .store import MemoryStore
@@ -84,17 +84,7 @@ def remove_slot(store: MemoryStore, slot_id: str) -> None:
 
 
 def _wipe_slot(store: MemoryStore, slot_id: str) -> None:
-    """Overwrite a slot file with zeros, then unlink it, so the wrapped key does not linger in
-    the freed blocks of filesystems that write in place."""
-    path = _keys_dir(store) / f"{slot_id}.json"
-    fd = os.open(path, os.O_WRONLY | os.O_NOFOLLOW)
-    try:
-        os.pwrite(fd, bytes(os.fstat(fd).st_size), 0)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.unlink(path)
-    fsync_dir(_keys_dir(store))
+    wipe_file(_keys_dir(store) / f"{slot_id}.json")
 
 
 def change_passphrase(store: MemoryStore, new_passphrase: str, *, kdf: KdfParams | None = None) -> SlotInfo:

@@ -38,7 +38,7 @@ from pathlib import Path
 
 from . import crypto
 from .errors import IntegrityError
-from .fsutil import FILE_MODE, fsync_dir, write_all
+from .fsutil import FILE_MODE, fsync_dir, wipe_file, write_all
 
 __all__ = ["Keyring", "HighWater", "ZERO_ID"]
 
@@ -377,17 +377,7 @@ class Keyring:
         for name in os.listdir(self._path.parent):
             if not name.startswith(prefix):
                 continue
-            leftover = self._path.parent / name
-            try:
-                fd = os.open(leftover, os.O_WRONLY | os.O_NOFOLLOW)
-            except OSError:
-                continue
-            try:
-                os.pwrite(fd, bytes(os.fstat(fd).st_size), 0)
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            os.unlink(leftover)
+            wipe_file(self._path.parent / name)
 
     def replaced_on_disk(self) -> bool:
         """True if the keyring file is not the one last read (a redaction or rotation by another

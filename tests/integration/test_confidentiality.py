@@ -3,13 +3,14 @@ names, no actors and no commit text: canaries never appear in any byte under the
 
 from __future__ import annotations
 
-import os
 import zlib
 from pathlib import Path
 
 from dulwich.repo import Repo
 
 import memvault
+from conftest import all_store_bytes as _all_bytes
+from conftest import make_store
 from memvault import crypto
 
 CANARIES = {
@@ -22,28 +23,11 @@ CANARIES = {
 }
 
 
-def _all_bytes(root: Path) -> list[tuple[str, bytes]]:
-    """Every file under root, plus every zlib stream (git loose objects) inflated."""
-    out = []
-    for dirpath, _dirs, files in os.walk(root):
-        for name in files:
-            p = Path(dirpath) / name
-            data = p.read_bytes()
-            out.append((str(p), data))
-            try:
-                out.append((str(p) + " (inflated)", zlib.decompress(data)))
-            except zlib.error:
-                pass
-    return out
-
-
 def _variants(text: str) -> list[bytes]:
     return [text.encode("utf-8"), text.encode("utf-16-le"), text.encode("utf-16-be"), text.lower().encode()]
 
 
 def test_canaries_never_reach_disk(store_path: Path) -> None:
-    from conftest import make_store
-
     store = make_store(store_path)
     tool = memvault.MemoryTool(store, actor=CANARIES["actor"], session=CANARIES["session"])
     c = CANARIES

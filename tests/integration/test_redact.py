@@ -9,12 +9,10 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import subprocess
 import sys
 import textwrap
 import time
-import zlib
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +21,7 @@ from anthropic.lib.tools._beta_functions import ToolError
 
 import memvault
 from conftest import PASSPHRASE, make_store
+from conftest import all_store_bytes as _all_bytes
 from memvault import history
 from memvault.cli import main
 from memvault.cli._common import fmt_time
@@ -37,21 +36,6 @@ TESTS_DIR = Path(__file__).resolve().parents[1]
 
 
 # -- helpers ---------------------------------------------------------------------------------------
-
-
-def _all_bytes(root: Path) -> list[tuple[str, bytes]]:
-    """Every file under root, plus every zlib stream (git loose objects) inflated."""
-    out = []
-    for dirpath, _dirs, files in os.walk(root):
-        for name in files:
-            p = Path(dirpath) / name
-            data = p.read_bytes()
-            out.append((str(p), data))
-            try:
-                out.append((str(p) + " (inflated)", zlib.decompress(data)))
-            except zlib.error:
-                pass
-    return out
 
 
 def _found(root: Path, needle: bytes) -> list[str]:

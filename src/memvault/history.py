@@ -195,7 +195,7 @@ class BlameLine:
 # -- revisions -------------------------------------------------------------------------------------
 
 
-def parse_time(text: str) -> float:
+def parse_time(text: str, *, end: bool = False) -> float:
     """An ISO 8601 date or date-time as seconds since the epoch (UTC when no offset is given)."""
     try:
         when = datetime.fromisoformat(text.strip())
@@ -205,7 +205,15 @@ def parse_time(text: str) -> float:
         ) from None
     if when.tzinfo is None:
         when = when.replace(tzinfo=timezone.utc)
-    return when.timestamp()
+    stamp = when.timestamp()
+    # With ``end``, a time given to the second (or minute) means the end of that second (minute),
+    # so the time `log` prints for a commit (whole seconds) selects that commit as an upper
+    # bound (``@{...}``, ``--until``). A bare date means the start of the day, as in git.
+    clock = text.strip()[10:]
+    if end and clock and "." not in clock:
+        digits = re.sub(r"[+-]\d\d:?\d\d$|Z$", "", clock).strip(" T")
+        stamp += 59.999999 if digits.count(":") == 1 else 0.999999
+    return stamp
 
 
 def _walk(store: MemoryStore, start: bytes | None = None) -> Iterator[tuple[bytes, CommitMeta, bytes, bytes | None]]:
@@ -243,7 +251,7 @@ def resolve(store: MemoryStore, spec: str) -> bytes:
         raise InvalidInputError(f"Error: There is no commit #{seq}.")
     m = re.fullmatch(r"@\{(.+)\}", text)
     if m:
-        when = parse_time(m.group(1))
+        when = parse_time(m.group(1), end=True)
         for commit_id, meta, _tree, _parent in _walk(store):
             if meta.time <= when:
                 return commit_id
@@ -350,7 +358,7 @@ def iter_log(
         if until is not None and meta.time > until:
             continue
         if since is not None and meta.time < since:
-            break  # times only grow along the chain
+            continue  # not "break": a clock set back makes times along the chain non-monotonic
         if actor is not None and meta.actor != actor:
             continue
         if session is not None and meta.session != session:

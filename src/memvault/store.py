@@ -494,7 +494,7 @@ class MemoryStore:
                 if info.get("time")
                 else ""
             )
-            raise RedactedError(f"This version was redacted{by}{when}; its content and name are gone.")
+            raise RedactedError(f"This version was redacted{by}{when}; its content is gone.")
         cached = self._content_cache.get(node.blob_id)
         if cached is not None:
             self._content_cache.move_to_end(node.blob_id)

@@ -19,6 +19,7 @@ TIERS = {
     "errors": 0,
     "settings": 1,
     "paths": 2,
+    "scrub": 2,
     "crypto": 2,
     "fsutil": 2,
     "keys": 3,

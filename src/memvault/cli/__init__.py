@@ -61,6 +61,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except FileExistsError:
         _error("The file already exists.", ExitStatus.REFUSED, as_json)
         return ExitStatus.REFUSED
+    except OSError as err:  # e.g. a missing directory for a file the command writes
+        _error(f"{err.strerror or 'I/O error'}.", ExitStatus.ERROR, as_json)
+        return ExitStatus.ERROR
     except BrokenPipeError:
         return ExitStatus.SUCCESS
 

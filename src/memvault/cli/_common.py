@@ -33,6 +33,7 @@ __all__ = [
     "use_color",
     "color",
     "progress_bar",
+    "terminal_safe",
 ]
 
 ENV_STORE = "MEMVAULT_STORE"
@@ -106,3 +107,26 @@ def progress_bar(label: str) -> Callable[[int, int], None] | None:
         sys.stderr.flush()
 
     return show
+
+
+def terminal_safe(text: str, stream: TextIO | None = None) -> str:
+    """``text`` with control and format characters (escape sequences, bidi overrides, ...)
+    shown as visible escapes, when ``stream`` (stdout) is a terminal; unchanged otherwise.
+
+    Memory content is written by the model: printed raw on a reviewer's terminal, an escape
+    sequence could hide lines, rewrite the screen or set the clipboard. Pipes get the bytes as
+    they are (``cat > file`` stays exact); tabs and newlines are kept.
+    """
+    if not (stream or sys.stdout).isatty():
+        return text
+    import unicodedata
+
+    out = []
+    for c in text:
+        if c in "\n\t" or (c.isprintable() and unicodedata.category(c) != "Cf"):
+            out.append(c)
+        elif ord(c) < 0x100:
+            out.append(f"\\x{ord(c):02x}")
+        else:
+            out.append(f"\\u{ord(c):04x}")
+    return "".join(out)

@@ -34,7 +34,7 @@ from ..history import (
     tree_at,
 )
 from ..paths import parse_path
-from ._common import color, fmt_time, open_store, print_json, use_color
+from ._common import color, fmt_time, open_store, print_json, terminal_safe, use_color
 
 if TYPE_CHECKING:
     from ..store import MemoryStore
@@ -69,13 +69,13 @@ def _cli(func: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namesp
     return run
 
 
-def parse_when(text: str, now: float | None = None) -> float:
+def parse_when(text: str, now: float | None = None, *, end: bool = False) -> float:
     """``--since``/``--until``: an ISO 8601 date or time, or ``N{s,m,h,d,w}`` meaning that long ago."""
     m = _RELATIVE.fullmatch(text.strip())
     if m:
         return (time.time() if now is None else now) - int(m.group(1)) * _UNITS[m.group(2)]
     try:
-        return parse_time(text)
+        return parse_time(text, end=end)
     except InvalidInputError:
         raise InvalidInputError(
             f"{text!r} is not a time; use ISO 8601 (2026-11-01, 2026-11-01T14:30:00Z) "
@@ -167,6 +167,9 @@ def _write(text: str) -> None:
 
 
 def _emit_bytes(data: bytes) -> None:
+    if sys.stdout.isatty():  # a person reads it: no raw escape sequences from memory content
+        sys.stdout.write(terminal_safe(data.decode("utf-8", errors="replace")))
+        return
     sys.stdout.flush()
     buffer = getattr(sys.stdout, "buffer", None)
     if buffer is None:  # a text-only stream (rare): best effort
@@ -198,6 +201,10 @@ def format_log_line(e: CommitInfo, on: bool = False) -> str:
     line = f"{short}  #{e.seq:<4} {fmt_time(e.time)}  {e.actor:<10} {e.command:<11} {paths}"
     if e.findings:
         line += "  " + color("[" + ", ".join(f"{k}:{v}" for k, v in sorted(e.findings.items())) + "]", "red", on)
+    redacted = [c.redacted for c in e.changes if c.redacted is not None]
+    if redacted:
+        by = sorted({str(r.get("actor")) for r in redacted if r.get("actor")})
+        line += "  " + color(f"[{len(redacted)} redacted{' by ' + ', '.join(by) if by else ''}]", "red", on)
     return line.rstrip()
 
 
@@ -205,7 +212,7 @@ def _cmd_log(args: argparse.Namespace) -> int:
     if args.follow and not args.path:
         raise InvalidInputError("--follow needs a PATH (memvault log --follow -- PATH).")
     since = parse_when(args.since) if args.since is not None else None
-    until = parse_when(args.until) if args.until is not None else None
+    until = parse_when(args.until, end=True) if args.until is not None else None
     on = use_color() and not args.json
     with open_store(args) as store:
         entries = iter_log(
@@ -240,7 +247,7 @@ def _cmd_log(args: argparse.Namespace) -> int:
                 block.extend(_stat_lines(_stat(info, diffs), on))
             text = "\n".join(block) + "\n"
             if args.patch:
-                text += _color_patch(format_diff(diffs), on)
+                text += _color_patch(terminal_safe(format_diff(diffs)), on)
             if (args.patch or args.stat) and not first:
                 text = "\n" + text
             first = False
@@ -301,7 +308,7 @@ def _cmd_show(args: argparse.Namespace) -> int:
         text = "\n".join(_show_header(info, on)) + "\n"
         if stat:
             text += "\n" + "\n".join(_stat_lines(stat, on)) + "\n"
-        patch = format_diff(diffs)
+        patch = terminal_safe(format_diff(diffs))
         if patch:
             text += "\n" + _color_patch(patch, on)
         _write(text)
@@ -341,7 +348,7 @@ def _cmd_diff(args: argparse.Namespace) -> int:
                 }
             )
         else:
-            _write(_color_patch(format_diff(diffs), use_color()))
+            _write(_color_patch(terminal_safe(format_diff(diffs)), use_color()))
     return ExitStatus.SUCCESS
 
 
@@ -352,7 +359,8 @@ def format_blame(lines: Sequence[BlameLine], on: bool = False) -> list[str]:
     width = len(str(len(lines)))
     actor_width = max((len(b.actor) for b in lines), default=0)
     return [
-        f"{color(b.commit_id[:SHORT], 'yellow', on)}  #{b.seq:<4} {b.actor:<{actor_width}}  {b.line:>{width}}) {b.text}"
+        f"{color(b.commit_id[:SHORT], 'yellow', on)}  #{b.seq:<4} {b.actor:<{actor_width}}  {b.line:>{width}}) "
+        f"{terminal_safe(b.text)}"
         for b in lines
     ]
 

@@ -11,7 +11,7 @@ import os
 import sys
 from typing import Any
 
-from ..errors import ExitStatus, KeyUnavailableError
+from ..errors import ExitStatus, InvalidInputError, KeyUnavailableError
 from ._common import open_store, print_json
 
 __all__ = ["register"]
@@ -32,9 +32,11 @@ def _new_passphrase() -> str:
 
 
 def _cmd_passwd(args: argparse.Namespace) -> int:
-    from ..keymgmt import change_passphrase
+    from ..keymgmt import change_passphrase, list_slots
 
     with open_store(args) as store:
+        if not any(s.in_use and s.kind == "passphrase" for s in list_slots(store)):
+            raise InvalidInputError("The store was not opened with a passphrase; use `memvault key add` instead.")
         slot = change_passphrase(store, _new_passphrase())
     if args.json:
         print_json({"slot": slot.to_json()})

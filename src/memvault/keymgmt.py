@@ -10,6 +10,7 @@ before keeps access to what existed then — see SECURITY.md.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -123,6 +124,7 @@ def rotate(
     key_file: str | os.PathLike[str] | None = None,
     drop_other_slots: bool = False,
     kdf: KdfParams | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> RotationResult:
     """Rotate the master key for future writes, and re-wrap every existing data key under it.
 
@@ -155,6 +157,6 @@ def rotate(
             _wipe_slot(store, slot_id)
         store.adopt_master_key(epoch, master[epoch])
         store.unlocked_slot = slot.slot_id
-        rewrapped = store.keyring.rewrap(epoch)
+        rewrapped = store.keyring.rewrap(epoch, progress)
     info = SlotInfo(slot.slot_id.hex(), slot.kind, None if slot.kdf is None else slot.kdf.model_dump(), True)
     return RotationResult(epoch, rewrapped, info, removed)

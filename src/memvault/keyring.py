@@ -306,11 +306,12 @@ class Keyring:
         self._rewrite(drop, b"".join(tombstones))
         return destroyed
 
-    def rewrap(self, epoch: int) -> int:
+    def rewrap(self, epoch: int, progress: Callable[[int, int], None] | None = None) -> int:
         """Re-wrap every data key under the wrap key of ``epoch`` (master-key rotation); return
         how many. The old wrapped records are overwritten in the old file. Caller holds the lock."""
         wrap_key = self._wrap_keys[epoch]
         count = 0
+        total = len(self._sealed)
 
         def rewrap_record(rtype: int, record: bytes) -> bytes:
             nonlocal count
@@ -321,6 +322,8 @@ class Keyring:
                 return record
             dek = self.dek(dek_id)
             count += 1
+            if progress is not None:
+                progress(count, total)
             body = _DEK_HEAD.pack(dek_id, epoch) + crypto.seal(wrap_key, dek, self._dek_aad(dek_id, epoch))
             return _RECORD.pack(_DEK, len(body)) + body
 

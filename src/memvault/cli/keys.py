@@ -12,7 +12,7 @@ import sys
 from typing import Any
 
 from ..errors import ExitStatus, InvalidInputError, KeyUnavailableError
-from ._common import open_store, print_json
+from ._common import open_store, print_json, progress_bar
 
 __all__ = ["register"]
 
@@ -92,7 +92,9 @@ def _cmd_rotate(args: argparse.Namespace) -> int:
 
     creds = credentials()
     with MemoryStore.open(store_path(args), **creds) as store:
-        result = rotate(store, drop_other_slots=args.drop_other_slots, **creds)
+        result = rotate(
+            store, drop_other_slots=args.drop_other_slots, progress=progress_bar("re-wrapping data keys"), **creds
+        )
     if args.json:
         print_json(result.to_json())
     else:

@@ -12,21 +12,23 @@ Every path goes through :func:`memvault.paths.parse_path` before any storage cal
 from __future__ import annotations
 
 import base64
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from .errors import (
     EditError,
+    InternalError,
     InvalidInputError,
     InvalidPathError,
     LimitExceededError,
     PathExistsError,
     PathNotFoundError,
+    SensitiveDataError,
 )
 from .paths import MemoryPath, display, parse_path
 from .store import MemoryStore, Transaction
 
-__all__ = ["COMMANDS", "ToolResult", "run_command", "format_size", "MAX_LINES"]
+__all__ = ["COMMANDS", "ToolResult", "run_command", "scrub_hook", "format_size", "MAX_LINES"]
 
 COMMANDS = ("view", "create", "str_replace", "insert", "delete", "rename")
 #: The documented line limit of a file view.
@@ -271,11 +273,72 @@ def _encode(store: MemoryStore, path: MemoryPath, text: str) -> bytes:
     return data
 
 
+# -- the sensitive-data scrubber on every write ----------------------------------------------------
+
+
+def _scrub(store: MemoryStore, text: str, findings: dict[str, int]) -> str:
+    """The text as it may be stored: findings redacted, or SensitiveDataError for a kind whose
+    policy is ``reject``. Fails closed: a scrubber error writes nothing."""
+    try:
+        result = store.scrubber.apply(text)
+    except Exception:
+        raise InternalError("The sensitive-data scrubber failed; nothing was written.") from None
+    if result.rejected:
+        kinds = ", ".join(sorted(set(result.rejected)))
+        raise SensitiveDataError(
+            f"Error: The text contains sensitive data ({kinds}) that must not be stored in memory. "
+            "Nothing was written; remove it and try again."
+        )
+    for kind, n in result.counts.items():
+        findings[kind] = findings.get(kind, 0) + n
+    return result.text
+
+
+def _scrub_path(store: MemoryStore, path: MemoryPath) -> None:
+    """A path is never redacted (the name would change): any finding not allowed refuses it."""
+    try:
+        scrubber = store.scrubber
+        kinds = sorted({f.kind for f in scrubber.scan(path.text) if scrubber.policy(f.kind) != "allow"})
+    except Exception:
+        raise InternalError("The sensitive-data scrubber failed; nothing was written.") from None
+    if kinds:
+        raise SensitiveDataError(
+            f"Error: The path contains sensitive data ({', '.join(kinds)}); memory file names must not "
+            "hold it. Choose another name. Nothing was written."
+        )
+
+
+def scrub_hook(store: MemoryStore, findings: dict[str, int]) -> Callable[[str, str], str]:
+    """The scrubber as a ``hook(field, value) -> value`` for other write paths (imports): paths
+    are refused when they hold sensitive data, texts are redacted (counts added to ``findings``)."""
+
+    def hook(field: str, value: str) -> str:
+        if field == "path":
+            _scrub_path(store, parse_path(value, store.settings))
+            return value
+        return _scrub(store, value, findings)
+
+    return hook
+
+
+def _with_note(message: str, findings: dict[str, int]) -> str:
+    """Tell Claude what was redacted (kinds and counts, never values), so it does not put it back."""
+    if not findings:
+        return message
+    parts = ", ".join(f"{n} {kind}" for kind, n in sorted(findings.items()))
+    return (
+        f"{message}\n\nNote: sensitive data was removed before storing ({parts}); the file shows "
+        "[REDACTED:<kind>] in its place. Do not try to restore it."
+    )
+
+
 def _create(store: MemoryStore, args: dict[str, Any], actor: str, session: str) -> ToolResult:
     path = _path(store, args["path"])
     if path.is_root:
         raise PathExistsError("Error: /memories is a directory; give a file path below it")
-    data = _encode(store, path, args["file_text"])
+    _scrub_path(store, path)
+    findings: dict[str, int] = {}
+    data = _encode(store, path, _scrub(store, args["file_text"], findings))
 
     def apply(txn: Transaction) -> str:
         node = txn.get(path)
@@ -285,9 +348,9 @@ def _create(store: MemoryStore, args: dict[str, Any], actor: str, session: str) 
             if not store.settings.overwrite_on_create:
                 raise PathExistsError(f"Error: File {path.text} already exists")
         txn.write_file(path, data)
-        return f"File created successfully at: {path.text}"
+        return _with_note(f"File created successfully at: {path.text}", findings)
 
-    return store.transact(apply, command="create", paths=(path.text,), actor=actor, session=session)
+    return store.transact(apply, command="create", paths=(path.text,), actor=actor, session=session, findings=findings)
 
 
 def _line_numbers(content: str, needle: str) -> list[int]:
@@ -320,16 +383,22 @@ def _str_replace(store: MemoryStore, args: dict[str, Any], actor: str, session: 
                 "Please ensure it is unique"
             )
         pos = content.find(old_str)
-        new_content = content[:pos] + new_str + content[pos + len(old_str) :]
+        # The whole file as it will be is scrubbed, so a secret split across the edit is caught.
+        new_content = _scrub(store, content[:pos] + new_str + content[pos + len(old_str) :], findings)
         txn.write_file(path, _encode(store, path, new_content))
         changed = content.count("\n", 0, pos)
         new_lines = _lines(new_content)
         first = max(0, changed - 2)
         last = min(len(new_lines), changed + new_str.count("\n") + 3)
         snippet = _numbered(new_lines[first:last], first + 1)
-        return f"The memory file has been edited. Snippet of {path.text} with line numbers:\n{snippet}"
+        return _with_note(
+            f"The memory file has been edited. Snippet of {path.text} with line numbers:\n{snippet}", findings
+        )
 
-    return store.transact(apply, command="str_replace", paths=(path.text,), actor=actor, session=session)
+    findings: dict[str, int] = {}
+    return store.transact(
+        apply, command="str_replace", paths=(path.text,), actor=actor, session=session, findings=findings
+    )
 
 
 def _insert(store: MemoryStore, args: dict[str, Any], actor: str, session: str) -> ToolResult:
@@ -347,10 +416,12 @@ def _insert(store: MemoryStore, args: dict[str, Any], actor: str, session: str) 
         # One trailing LF ends the inserted text's last line; any further LFs are blank lines
         # the model asked for (the SDK strips them all).
         lines[line:line] = (text[:-1] if text.endswith("\n") else text).split("\n")
-        txn.write_file(path, _encode(store, path, "\n".join(lines) + "\n"))
-        return f"The file {path.text} has been edited."
+        new_content = _scrub(store, "\n".join(lines) + "\n", findings)
+        txn.write_file(path, _encode(store, path, new_content))
+        return _with_note(f"The file {path.text} has been edited.", findings)
 
-    return store.transact(apply, command="insert", paths=(path.text,), actor=actor, session=session)
+    findings: dict[str, int] = {}
+    return store.transact(apply, command="insert", paths=(path.text,), actor=actor, session=session, findings=findings)
 
 
 def _delete(store: MemoryStore, args: dict[str, Any], actor: str, session: str) -> ToolResult:
@@ -374,6 +445,7 @@ def _rename(store: MemoryStore, args: dict[str, Any], actor: str, session: str) 
         raise InvalidPathError("Error: Cannot rename the /memories directory itself")
     if new.is_root:
         raise PathExistsError("Error: The destination /memories already exists")
+    _scrub_path(store, new)
 
     def apply(txn: Transaction) -> str:
         if txn.get(old) is None:

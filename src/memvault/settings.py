@@ -6,11 +6,35 @@ are what the memory tool enforces before anything is written.
 
 from __future__ import annotations
 
-from typing import Literal
+import re
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializationInfo,
+    SerializerFunctionWrapHandler,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
-__all__ = ["StoreSettings", "KdfParams", "DEFAULT_KDF", "MIN_KDF", "MAX_KDF_MEMORY_KIB", "MAX_KDF_ITERATIONS"]
+__all__ = [
+    "StoreSettings",
+    "KdfParams",
+    "DEFAULT_KDF",
+    "MIN_KDF",
+    "MAX_KDF_MEMORY_KIB",
+    "MAX_KDF_ITERATIONS",
+    "ScrubSettings",
+    "CustomRule",
+    "ScrubPolicy",
+    "SCRUB_CREDENTIAL_KINDS",
+    "SCRUB_PII_KINDS",
+    "SCRUB_KINDS",
+    "MAX_CUSTOM_PATTERN_CHARS",
+]
 
 #: Argon2id floor accepted in a key slot (OWASP: m >= 19 MiB with t >= 2).
 MIN_KDF_MEMORY_KIB = 19 * 1024
@@ -45,6 +69,118 @@ DEFAULT_KDF = KdfParams()
 MIN_KDF = KdfParams(memory_kib=MIN_KDF_MEMORY_KIB, iterations=MIN_KDF_ITERATIONS, lanes=1)
 
 
+# -- scrubber ------------------------------------------------------------------------------------
+
+#: Kinds of credential the scrubber knows (:mod:`memvault.scrub` re-exports these tuples).
+SCRUB_CREDENTIAL_KINDS: tuple[str, ...] = (
+    "anthropic_api_key",
+    "openai_api_key",
+    "aws_access_key_id",
+    "aws_secret_access_key",
+    "google_api_key",
+    "azure_connection_string",
+    "github_token",
+    "gitlab_token",
+    "slack_token",
+    "slack_webhook",
+    "stripe_key",
+    "twilio_account_sid",
+    "twilio_auth_token",
+    "sendgrid_api_key",
+    "npm_token",
+    "pypi_token",
+    "jwt",
+    "private_key",
+    "basic_auth",
+    "password_assignment",
+    "bearer_token",
+    "generic_secret",
+)
+#: Kinds of personal data (``ip`` is its own kind so it can be set to ``allow`` alone).
+SCRUB_PII_KINDS: tuple[str, ...] = ("email", "phone", "credit_card", "ssn", "iban", "ip", "dob")
+SCRUB_KINDS: tuple[str, ...] = SCRUB_CREDENTIAL_KINDS + SCRUB_PII_KINDS
+
+#: What happens to a finding: replaced by ``[REDACTED:<kind>]``, the whole write refused, or kept.
+ScrubPolicy = Literal["redact", "reject", "allow"]
+
+#: Longest custom rule pattern accepted. Python's ``re`` has no timeout: a pattern with nested
+#: quantifiers (``(a+)+``) can backtrack exponentially, so custom patterns are bounded in size and
+#: the obvious nested-quantifier shapes are refused; the rest is the operator's responsibility.
+MAX_CUSTOM_PATTERN_CHARS = 1000
+_KIND_RE = re.compile(r"[a-z][a-z0-9_]{0,39}")
+#: A group that ends in a quantifier and is itself quantified: ``(x+)+``, ``(x*)*``, ``(x+){2,}``.
+_NESTED_QUANTIFIER_RE = re.compile(r"[+*}]\)[+*{]")
+
+
+class CustomRule(BaseModel):
+    """An operator-defined scrub rule: a regex, optionally checked by a validator.
+
+    The finding is the named group ``value`` if the pattern has one, else group 1 if it has
+    groups, else the whole match.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: str = Field(min_length=1, max_length=40)
+    pattern: str = Field(min_length=1, max_length=MAX_CUSTOM_PATTERN_CHARS)
+    validator: Literal["luhn", "iban", "entropy"] | None = None
+
+    @field_validator("kind")
+    @classmethod
+    def _safe_kind(cls, value: str) -> str:
+        if not _KIND_RE.fullmatch(value):
+            raise ValueError("kind must be a lower-case identifier ([a-z][a-z0-9_]*, at most 40 characters)")
+        return value
+
+    @field_validator("pattern")
+    @classmethod
+    def _compiles(cls, value: str) -> str:
+        try:
+            compiled = re.compile(value)
+        except re.error as exc:
+            raise ValueError(f"pattern does not compile: {exc.msg}") from None
+        if compiled.search("") is not None:
+            raise ValueError("pattern matches the empty string")
+        if _NESTED_QUANTIFIER_RE.search(value):
+            raise ValueError("pattern has a quantified group ending in a quantifier (catastrophic backtracking risk)")
+        return value
+
+
+def _default_policy() -> dict[str, ScrubPolicy]:
+    return dict.fromkeys(SCRUB_KINDS, "redact")
+
+
+class ScrubSettings(BaseModel):
+    """Policy of the sensitive-data scrubber that runs before every write."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    #: ``False`` turns the scrubber off entirely (nothing is scanned, nothing redacted).
+    enabled: bool = True
+    #: Per kind: ``redact`` (default for every kind), ``reject`` or ``allow`` (the rule is off).
+    #: Kinds not listed are ``redact``; after validation every known and custom kind is listed.
+    policy: dict[str, ScrubPolicy] = Field(default_factory=_default_policy)
+    #: Exact values that are never reported (for example a public test key).
+    allowlist: list[str] = Field(default_factory=list, max_length=10_000)
+    #: Extra rules; their kinds may be new names or built-in kinds.
+    custom_rules: list[CustomRule] = Field(default_factory=list, max_length=200)
+
+    @model_validator(mode="after")
+    def _complete_policy(self) -> ScrubSettings:
+        known = set(SCRUB_KINDS) | {rule.kind for rule in self.custom_rules}
+        unknown = sorted(set(self.policy) - known)
+        if unknown:
+            raise ValueError(f"policy names unknown kinds: {', '.join(unknown)}")
+        full: dict[str, ScrubPolicy] = {kind: "redact" for kind in SCRUB_KINDS}
+        full.update({rule.kind: "redact" for rule in self.custom_rules})
+        full.update(self.policy)
+        object.__setattr__(self, "policy", full)
+        return self
+
+
+_DEFAULT_SCRUB = ScrubSettings()
+
+
 class StoreSettings(BaseModel):
     """Behaviour and limits of a store. Defaults follow Anthropic's managed memory stores."""
 
@@ -67,3 +203,14 @@ class StoreSettings(BaseModel):
     #: ``full``: objects, keyring and ref are fsynced before a command returns.
     #: ``none``: nothing is fsynced (fast; a power loss may lose recent commands).
     durability: Literal["full", "none"] = "full"
+    #: Sensitive-data scrubber applied to every write (see :mod:`memvault.scrub`).
+    scrub: ScrubSettings = Field(default_factory=lambda: ScrubSettings())
+
+    @model_serializer(mode="wrap")
+    def _omit_default_scrub(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo) -> Any:
+        # Stores created before the scrubber authenticate their settings as dumped then; a
+        # default scrub section is left out so their configuration stays byte-identical.
+        data = handler(self)
+        if isinstance(data, dict) and self.scrub == _DEFAULT_SCRUB:
+            data.pop("scrub", None)
+        return data

@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from . import crypto, records
 from .errors import (
@@ -47,6 +47,9 @@ from .keys import Subkeys, Unlock, b64decode, b64encode, load_slots, new_slot, r
 from .paths import ROOT, MemoryPath, fold_key
 from .records import CommitMeta, Node
 from .settings import KdfParams, StoreSettings
+
+if TYPE_CHECKING:
+    from .scrub import Scrubber
 
 __all__ = ["MemoryStore", "Transaction", "StoreState", "STORE_FILE"]
 
@@ -333,6 +336,7 @@ class MemoryStore:
         self._state: StoreState | None = None
         #: The branch value that maps to ``_state`` (differs while a recorded commit is unpublished).
         self._served_ref: bytes | None = None
+        self._scrubber: Scrubber | None = None
         self._tree_cache: OrderedDict[bytes, dict[bytes, tuple[int, bytes]]] = OrderedDict()
         self._content_cache: OrderedDict[bytes, bytes] = OrderedDict()
         self._content_cache_size = 0
@@ -467,6 +471,15 @@ class MemoryStore:
         return f"MemoryStore(store_id={self.store_id.hex()!r})"
 
     # -- identity and content -------------------------------------------------------------------
+
+    @property
+    def scrubber(self) -> Scrubber:
+        """The sensitive-data scrubber configured by ``settings.scrub`` (built once)."""
+        if self._scrubber is None:
+            from .scrub import Scrubber
+
+            self._scrubber = Scrubber(self.settings.scrub)
+        return self._scrubber
 
     def token(self, path: str) -> bytes:
         """Opaque identity of a path: HMAC(K_name, path)."""

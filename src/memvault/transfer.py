@@ -36,11 +36,13 @@ from .errors import (
     LimitExceededError,
     MemvaultError,
     PathExistsError,
+    SensitiveDataError,
 )
 from .fsutil import DIR_MODE, FILE_MODE, write_all
 from .gitstore import MODE_BLOB, MODE_TREE, GitStore
 from .history import resolve
 from .paths import ROOT, MemoryPath, display, parse_path
+from .protocol import scrub_hook
 from .records import Node
 from .store import MemoryStore, StoreState, Transaction
 
@@ -205,7 +207,7 @@ class _Importer:
             vpath = parse_path(raw, self.settings)
             if self.scrub is not None:
                 vpath = parse_path(self.scrub("path", vpath.text), self.settings)
-        except InvalidPathError as err:
+        except (InvalidPathError, SensitiveDataError) as err:
             reason = str(err).removeprefix("Error: ")
             if kind == "directory":
                 reason += " (the directory and everything in it were not imported)"
@@ -279,7 +281,11 @@ class _Importer:
                 )
                 return
             if self.scrub is not None:
-                data = self.scrub("file_text", text).encode("utf-8")
+                try:
+                    data = self.scrub("file_text", text).encode("utf-8")
+                except SensitiveDataError as err:
+                    self.scan.problems.append(SkippedEntry(source, str(err).removeprefix("Error: ")))
+                    return
                 if len(data) > limit:
                     self.scan.problems.append(SkippedEntry(source, f"it is larger than the limit of {limit} bytes"))
                     return
@@ -357,6 +363,9 @@ def import_dir(
     """
     prefix_path = parse_path(prefix, store.settings)
     root_fd, layout = _source_root(Path(source))
+    findings: dict[str, int] = {}
+    if scrub is None:  # the store's own scrubber, as for the memory tool
+        scrub = scrub_hook(store, findings)
     importer = _Importer(store, prefix_path, scrub)
     with _opened(root_fd):
         importer.walk(root_fd, ())
@@ -389,7 +398,7 @@ def import_dir(
             if progress is not None:
                 progress(done, len(files))
 
-    store.transact(apply, command="import", paths=(prefix_path.text,), actor=actor, session=session)
+    store.transact(apply, command="import", paths=(prefix_path.text,), actor=actor, session=session, findings=findings)
     commit_id, seq = _commit_after(store, parent[0])
     return ImportResult(
         commit_id=commit_id.decode(),

@@ -1,0 +1,995 @@
+"""The sensitive-data scrubber: find credentials and personal data in text before it is stored.
+
+A :class:`Scrubber` holds compiled rules (built once) and a policy
+(:class:`~memvault.settings.ScrubSettings`). :meth:`Scrubber.scan` returns :class:`Finding` s:
+a kind and code-point offsets, never the value. :meth:`Scrubber.redact` replaces every finding by
+``[REDACTED:<kind>]``; :meth:`Scrubber.apply` also reports counts per kind and the kinds whose
+policy is ``reject``.
+
+How a rule decides
+    Most credentials have a fixed prefix (``sk-ant-api03-``, ``AKIA``, ``ghp_``, ``xoxb-``...) and
+    are matched by shape, then checked against placeholders (``xxxx``, ``<YOUR_API_KEY>``,
+    ``...``, a handful of distinct characters, AWS's published example keys). Shapes without a
+    prefix need context: an AWS secret key or Twilio auth token is only reported near its
+    provider's name or its key id, a bearer token after ``Bearer``, a password after a
+    password-like name. Checksums are verified where a format has one: Luhn (cards), ISO 7064
+    mod 97 (IBAN), CRC32 of classic GitHub tokens (a token whose checksum is right is reported
+    even if it looks like a placeholder), and a JWT's header must decode to JSON with ``alg``.
+
+Decisions worth knowing
+    * ``ip``: only globally routable addresses are reported; loopback, private (RFC 1918),
+      link-local, documentation and reserved ranges are not personal data. A dotted quad right
+      after ``v``, ``version`` or ``build`` is a version number, not an address.
+    * ``email``: reserved example domains (``example.com``, ``.test``, ``.invalid``, ``.local``,
+      ``.internal``), ``git@host:`` remotes and ``name@2x.png`` asset names are not reported.
+    * ``phone``: reported when it has a ``+`` country code, the North American shape
+      ``(NXX) NXX-XXXX``/``NXX-NXX-XXXX``, a European trunk ``0`` with separators, or any
+      10-15 digit run right after a phone word (``tel``, ``phone``, ``mobile``...). Dates, times,
+      versions and ``ABC-1234-5678`` style ids are excluded by shape.
+    * A policy of ``allow`` turns the kind's rule off: it is not scanned at all, so ``scan``
+      never reports it. ``reject`` kinds are reported and redacted like ``redact`` ones (so a
+      caller that ignores the rejection still stores nothing sensitive); :meth:`Scrubber.apply`
+      lists them in :attr:`ScrubResult.rejected` and the caller must refuse the write.
+    * Overlapping candidates are merged into one finding spanning their union, named by the most
+      specific rule (provider formats beat ``bearer_token`` beat ``password_assignment`` beat
+      ``generic_secret`` beat personal data), so redaction never leaves part of a match behind.
+
+Speed
+    Every rule has trigger strings; a rule whose triggers do not occur in the text (or in its
+    lower-case copy) is skipped without running its regex. Numeric personal data shares one
+    candidate scan. Typical notes scan at well over 20 MB/s.
+
+Custom rules run Python regexes without a timeout: see
+:data:`~memvault.settings.MAX_CUSTOM_PATTERN_CHARS` for the limits applied to them.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import ipaddress
+import json
+import math
+import re
+import string
+import zlib
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Final
+
+from memvault.settings import (
+    SCRUB_CREDENTIAL_KINDS,
+    SCRUB_KINDS,
+    SCRUB_PII_KINDS,
+    CustomRule,
+    ScrubSettings,
+    StoreSettings,
+)
+
+__all__ = ["Scrubber", "Finding", "ScrubResult", "KINDS", "CREDENTIAL_KINDS", "PII_KINDS", "redaction_marker"]
+
+KINDS: Final[tuple[str, ...]] = SCRUB_KINDS
+CREDENTIAL_KINDS: Final[tuple[str, ...]] = SCRUB_CREDENTIAL_KINDS
+PII_KINDS: Final[tuple[str, ...]] = SCRUB_PII_KINDS
+
+
+def redaction_marker(kind: str) -> str:
+    """The text that replaces a finding of ``kind``."""
+    return f"[REDACTED:{kind}]"
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """One sensitive span: ``text[start:end]`` is of ``kind``. Holds no value, so repr is safe."""
+
+    kind: str
+    start: int
+    end: int
+
+
+@dataclass(frozen=True, slots=True)
+class ScrubResult:
+    """Outcome of :meth:`Scrubber.apply`: the redacted text and what was found (never values)."""
+
+    text: str
+    counts: dict[str, int] = field(default_factory=dict)
+    rejected: list[str] = field(default_factory=list)
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.counts) or bool(self.rejected)
+
+
+# -- validators ----------------------------------------------------------------------------------
+
+
+def shannon_entropy(value: str) -> float:
+    """Bits per character of ``value`` (0.0 for an empty string)."""
+    if not value:
+        return 0.0
+    n = len(value)
+    return -sum(c / n * math.log2(c / n) for c in Counter(value).values())
+
+
+def luhn_valid(digits: str) -> bool:
+    """The Luhn (mod 10) check over a string of ASCII digits."""
+    if not digits.isdigit() or not digits.isascii():
+        return False
+    total = 0
+    for i, ch in enumerate(reversed(digits)):
+        d = ord(ch) - 48
+        if i % 2:
+            d *= 2
+            if d > 9:
+                d -= 9
+        total += d
+    return total % 10 == 0
+
+
+#: Length of an IBAN per country (SWIFT IBAN registry).
+_IBAN_LENGTHS: Final[dict[str, int]] = {
+    "AD": 24, "AE": 23, "AL": 28, "AT": 20, "AZ": 28, "BA": 20, "BE": 16, "BG": 22, "BH": 22, "BR": 29,
+    "BY": 28, "CH": 21, "CR": 22, "CY": 28, "CZ": 24, "DE": 22, "DK": 18, "DO": 28, "EE": 20, "EG": 29,
+    "ES": 24, "FI": 18, "FO": 18, "FR": 27, "GB": 22, "GE": 22, "GI": 23, "GL": 18, "GR": 27, "GT": 28,
+    "HR": 21, "HU": 28, "IE": 22, "IL": 23, "IQ": 23, "IS": 26, "IT": 27, "JO": 30, "KW": 30, "KZ": 20,
+    "LB": 28, "LC": 32, "LI": 21, "LT": 20, "LU": 20, "LV": 21, "MC": 27, "MD": 24, "ME": 22, "MK": 19,
+    "MR": 27, "MT": 31, "MU": 30, "NL": 18, "NO": 15, "PK": 24, "PL": 28, "PS": 29, "PT": 25, "QA": 29,
+    "RO": 24, "RS": 22, "SA": 24, "SC": 31, "SE": 24, "SI": 19, "SK": 24, "SM": 27, "ST": 25, "SV": 28,
+    "TL": 23, "TN": 24, "TR": 26, "UA": 29, "VA": 22, "VG": 24, "XK": 20,
+}  # fmt: skip
+
+
+def iban_valid(value: str) -> bool:
+    """Country length and ISO 7064 mod-97 check of an IBAN (spaces ignored)."""
+    compact = value.replace(" ", "").upper()
+    if not compact.isascii() or not compact.isalnum() or len(compact) < 15:
+        return False
+    if _IBAN_LENGTHS.get(compact[:2]) != len(compact) or not compact[2:4].isdigit():
+        return False
+    rearranged = compact[4:] + compact[:4]
+    number = "".join(str(int(ch, 36)) for ch in rearranged)
+    return int(number) % 97 == 1
+
+
+_B62: Final[str] = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+
+
+def github_checksum_valid(token: str) -> bool:
+    """Whether a classic GitHub token (``ghp_`` + 30 random + 6 base62 CRC32) has its checksum."""
+    if len(token) != 40 or token[3] != "_":
+        return False
+    body, check = token[4:34], token[34:]
+    n = zlib.crc32(body.encode("ascii", "replace"))
+    out = ""
+    while n:
+        n, r = divmod(n, 62)
+        out = _B62[r] + out
+    return out.rjust(6, "0") == check
+
+
+def jwt_valid(value: str) -> bool:
+    """Three dot-separated base64url parts whose header decodes to a JSON object with ``alg``."""
+    parts = value.split(".")
+    if len(parts) != 3:
+        return False
+    head = parts[0]
+    try:
+        raw = base64.urlsafe_b64decode(head + "=" * (-len(head) % 4))
+        obj = json.loads(raw)
+    except (ValueError, binascii.Error):
+        return False
+    return isinstance(obj, dict) and "alg" in obj
+
+
+# -- placeholders --------------------------------------------------------------------------------
+
+_PLACEHOLDER_WORDS: Final[tuple[str, ...]] = (
+    "xxxx", "****", "...", "\u2026", "<", ">", "your", "example", "placeholder", "redacted", "changeme",
+    "change_me", "change-me", "dummy", "replace", "insert", "fixme", "${", "{{", "%(", "$(", "getenv",
+    "environ", "process.env", "env[", "env(", "env.", "secrets.", "vault:", "sample", "notreal", "not_real",
+    "here", "[", "...", "0123456789", "123456789", "abcdefgh", "qwerty12", "########", "••",
+)  # fmt: skip
+#: Whole values that mean "no value": checked case-insensitively after stripping quotes.
+_PLACEHOLDER_RE: Final = re.compile("|".join(re.escape(w) for w in _PLACEHOLDER_WORDS))
+_NON_VALUES: Final[frozenset[str]] = frozenset(
+    {
+        "", "none", "null", "nil", "true", "false", "empty", "required", "optional", "string", "str", "bytes",
+        "hidden", "masked", "redacted", "n/a", "na", "tbd", "todo", "unset", "undefined", "yes", "no", "on", "off",
+        "env", "password", "passwd", "pass", "secret", "token", "apikey", "api_key", "key", "value", "test",
+        "mysecret", "mypassword", "secretpassword", "supersecret", "foo", "bar", "foobar", "admin", "root",
+        "default", "random", "generated", "auto", "prompt", "ask", "stdin", "-", "--", "?", "see", "set",
+    }
+)  # fmt: skip
+_AWS_EXAMPLES: Final[frozenset[str]] = frozenset(
+    {"AKIAIOSFODNN7EXAMPLE", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "AKIAI44QH8DHBEXAMPLE",
+     "je7MtGbClwBF/2Zp9Utk/h3yCo8nvbEXAMPLEKEY"}
+)  # fmt: skip
+
+
+def is_placeholder(value: str) -> bool:
+    """A documented placeholder, a masked value, a variable reference or an obviously fake value."""
+    v = value.strip().strip("'\"`")
+    low = v.lower()
+    if low in _NON_VALUES or v in _AWS_EXAMPLES or v.startswith(("$", "%", "@", "&", "*")):
+        return True
+    if _PLACEHOLDER_RE.search(low):
+        return True
+    return len(v) >= 6 and len(set(low)) <= 3
+
+
+def _char_classes(value: str) -> int:
+    return (
+        any(c.islower() for c in value)
+        + any(c.isupper() for c in value)
+        + any(c.isdigit() for c in value)
+        + any(not c.isalnum() for c in value)
+    )
+
+
+def _random_looking(value: str, *, min_len: int = 16, min_entropy: float = 3.0) -> bool:
+    """Long enough, several character classes, high entropy: a generated secret, not a word."""
+    return len(value) >= min_len and _char_classes(value) >= 2 and shannon_entropy(value) >= min_entropy
+
+
+# -- rules ---------------------------------------------------------------------------------------
+
+#: A candidate: (start, end, kind, priority).
+_Cand = tuple[int, int, str, int]
+_Detector = Callable[[str, str], Iterable[_Cand]]
+
+
+@dataclass(frozen=True, slots=True)
+class _Rule:
+    kind: str
+    #: Any of these in the text (case-sensitive) or, if ``lower``, in its lower-case copy.
+    triggers: tuple[str, ...]
+    detect: _Detector
+    lower: bool = False
+
+
+_T: Final = r"A-Za-z0-9_\-"  # token characters
+# Priorities: higher wins the name of a merged finding.
+_P_BLOCK, _P_SPECIFIC, _P_STRUCT, _P_CONTEXT, _P_ASSIGN, _P_GENERIC, _P_CUSTOM = 100, 90, 80, 70, 50, 40, 60
+_P_PII: Final[dict[str, int]] = {
+    "email": 35,
+    "credit_card": 34,
+    "iban": 34,
+    "ssn": 33,
+    "dob": 32,
+    "ip": 31,
+    "phone": 30,
+}
+
+
+def _simple(
+    kind: str, pattern: str, priority: int = _P_SPECIFIC, check: Callable[[str], bool] | None = None, group: int = 0
+) -> _Detector:
+    rx = re.compile(pattern)
+
+    def detect(text: str, _lower: str) -> Iterable[_Cand]:
+        for m in rx.finditer(text):
+            value = m.group(group)
+            if not value or (check is not None and not check(value)):
+                continue
+            yield m.start(group), m.end(group), kind, priority
+
+    return detect
+
+
+def _token_check(prefix_len: int, *, min_entropy: float = 3.0) -> Callable[[str], bool]:
+    def check(value: str) -> bool:
+        body = value[prefix_len:]
+        return not is_placeholder(body) and shannon_entropy(body) >= min_entropy
+
+    return check
+
+
+def _openai_check(value: str) -> bool:
+    body = value[3:]
+    if body.startswith("ant-"):
+        return False
+    for p in ("proj-", "svcacct-", "admin-", "None-"):
+        if body.startswith(p):
+            body = body[len(p) :]
+            break
+    return (
+        any(c.isdigit() for c in body)
+        and any(c.isalpha() for c in body)
+        and not is_placeholder(body)
+        and shannon_entropy(body) >= 3.5
+    )
+
+
+def _github_check(value: str) -> bool:
+    if value.startswith("github_pat_"):
+        return _token_check(11)(value)
+    if github_checksum_valid(value):
+        return True
+    return _token_check(4, min_entropy=3.5)(value)
+
+
+def _aws_id_check(value: str) -> bool:
+    return value not in _AWS_EXAMPLES and not value.endswith("EXAMPLE") and len(set(value[4:])) > 4
+
+
+_AWS_SECRET_RE: Final = re.compile(r"(?<![A-Za-z0-9/+=])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])")
+_AWS_CONTEXT_RE: Final = re.compile(r"aws|secret_?access|secretaccesskey|(?:akia|asia)[a-z0-9]{16}")
+
+
+def _aws_secret(text: str, lower: str) -> Iterable[_Cand]:
+    for m in _AWS_SECRET_RE.finditer(text):
+        value = m.group()
+        if value in _AWS_EXAMPLES or "EXAMPLE" in value or _char_classes(value) < 3:
+            continue
+        if not any(c.isupper() for c in value) or not any(c.islower() for c in value):
+            continue
+        if _AWS_CONTEXT_RE.search(lower, max(0, m.start() - 160), m.start()) is None:
+            continue
+        if not is_placeholder(value) and shannon_entropy(value) >= 4.0:
+            yield m.start(), m.end(), "aws_secret_access_key", _P_CONTEXT
+
+
+_TWILIO_TOKEN_RE: Final = re.compile(r"(?<![A-Za-z0-9])[0-9a-f]{32}(?![A-Za-z0-9])")
+_TWILIO_CONTEXT_RE: Final = re.compile(r"twilio|auth_?token|authtoken|(?<![a-z0-9])ac[0-9a-f]{32}")
+
+
+def _twilio_token(text: str, lower: str) -> Iterable[_Cand]:
+    for m in _TWILIO_TOKEN_RE.finditer(text):
+        if text[max(0, m.start() - 2) : m.start()] == "AC":
+            continue
+        if _TWILIO_CONTEXT_RE.search(lower, max(0, m.start() - 160), m.start()) is None:
+            continue
+        if not is_placeholder(m.group()) and shannon_entropy(m.group()) >= 3.0:
+            yield m.start(), m.end(), "twilio_auth_token", _P_CONTEXT
+
+
+_PEM_BEGIN_RE: Final = re.compile(r"-----BEGIN[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----")
+_PEM_END_RE: Final = re.compile(r"-----END[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----")
+_PEM_BODY_LINE_RE: Final = re.compile(r"[ \t]*(?:[A-Za-z0-9+/=]+|[A-Za-z-]+:.*|\\n|)[ \t]*\r?(?:\n|\\n|$)")
+
+
+def _private_key(text: str, _lower: str) -> Iterable[_Cand]:
+    pos = 0
+    end: re.Match[str] | None = None
+    no_end_after = len(text) + 1  # no END marker at or after this offset (cached: keeps it linear)
+    while True:
+        m = _PEM_BEGIN_RE.search(text, pos)
+        if m is None:
+            return
+        if m.end() < no_end_after and (end is None or end.start() < m.end()):
+            end = _PEM_END_RE.search(text, m.end())
+            if end is None:
+                no_end_after = m.end()
+        nxt = _PEM_BEGIN_RE.search(text, m.end())
+        if end is not None and end.start() >= m.end() and (nxt is None or end.start() < nxt.start()):
+            stop = end.end()
+        else:  # truncated block: take the body lines that follow (fail safe)
+            stop = m.end()
+            while stop < len(text):
+                line = _PEM_BODY_LINE_RE.match(text, stop)
+                if line is None or line.end() == stop:
+                    break
+                stop = line.end()
+            stop = max(m.end(), len(text[:stop].rstrip()))
+        yield m.start(), stop, "private_key", _P_BLOCK
+        pos = stop
+
+
+_JWT_RE: Final = re.compile(rf"(?<![{_T}.])eyJ[{_T}]{{8,}}\.[{_T}]{{2,}}\.[{_T}]*(?![{_T}.])")
+
+
+def _jwt(text: str, _lower: str) -> Iterable[_Cand]:
+    for m in _JWT_RE.finditer(text):
+        value = m.group()
+        if jwt_valid(value) and not is_placeholder(value.split(".", 1)[1]):
+            yield m.start(), m.end(), "jwt", _P_STRUCT
+
+
+_URL_AUTH_RE: Final = re.compile(
+    r"(?<![A-Za-z0-9+.\-])[A-Za-z][A-Za-z0-9+.\-]{1,20}://([^\s:@/?#\[\]\"'<>`]{1,128}):([^\s@/\"'<>`]{1,256})@"
+    r"(?=[A-Za-z0-9\[])"
+)
+_BASIC_HEADER_RE: Final = re.compile(r"(?i:\bbasic)\s+([A-Za-z0-9+/]{8,}={0,2})(?![A-Za-z0-9+/=])")
+_CURL_USER_RE: Final = re.compile(r"(?:\s-u|--user)[ =]?['\"]?([^\s:'\"$]{1,64}):([^\s'\"]{1,128})")
+
+
+def _basic_auth(text: str, lower: str) -> Iterable[_Cand]:
+    if "://" in text:
+        for m in _URL_AUTH_RE.finditer(text):
+            pw = m.group(2)
+            if not is_placeholder(pw) and not is_placeholder(m.group(1) + pw) and pw.lower() not in ("pass", "pwd"):
+                yield m.start(2), m.end(2), "basic_auth", _P_STRUCT
+    if "basic" in lower:
+        for m in _BASIC_HEADER_RE.finditer(text):
+            value = m.group(1)
+            if not is_placeholder(value) and _char_classes(value) >= 2:
+                yield m.start(1), m.end(1), "basic_auth", _P_STRUCT
+    if "-u" in text or "--user" in text:
+        for m in _CURL_USER_RE.finditer(text):
+            pw = m.group(2)
+            if not is_placeholder(pw) and len(pw) >= 4:
+                yield m.start(2), m.end(2), "basic_auth", _P_STRUCT
+
+
+_BEARER_RE: Final = re.compile(
+    r"(?i:\bbearer|authorization:\s*token|\bx-api-key:|\bapi-key:|\bx-auth-token:)[ \t]+"
+    r"([A-Za-z0-9\-._~+/]{16,}=*)(?![A-Za-z0-9\-._~+/=])"
+)
+
+
+def _bearer(text: str, _lower: str) -> Iterable[_Cand]:
+    for m in _BEARER_RE.finditer(text):
+        value = m.group(1)
+        if not is_placeholder(value) and _char_classes(value) >= 2 and shannon_entropy(value) >= 3.0:
+            yield m.start(1), m.end(1), "bearer_token", _P_STRUCT - 5
+
+
+_AZURE_RE: Final = re.compile(
+    r"(?i:AccountKey|SharedAccessKey|SharedAccessSignature|sig)=([A-Za-z0-9+/%]{20,}(?:={1,2}|%3D){0,2})"
+)
+
+
+def _azure(text: str, _lower: str) -> Iterable[_Cand]:
+    for m in _AZURE_RE.finditer(text):
+        if not is_placeholder(m.group(1)) and shannon_entropy(m.group(1)) >= 3.5:
+            yield m.start(1), m.end(1), "azure_connection_string", _P_SPECIFIC
+
+
+_NPM_AUTH_RE: Final = re.compile(r"_auth(?:Token)?\s*=\s*['\"]?([^\s'\"]{8,})")
+
+
+def _npm_auth(text: str, _lower: str) -> Iterable[_Cand]:
+    for m in _NPM_AUTH_RE.finditer(text):
+        if not is_placeholder(m.group(1)):
+            yield m.start(1), m.end(1), "npm_token", _P_SPECIFIC
+
+
+# Assignments. The name must *end* with a password-like word, so ``password_file`` or
+# ``api_key_env`` are not assignments of a password.
+_PW_NAME: Final = (
+    r"(password|passwd|passphrase|pass|pwd|secret|secrets|api[_\-.]?key|apikey|access[_\-.]?token|"
+    r"auth[_\-.]?token|refresh[_\-.]?token|id[_\-.]?token|token|client[_\-.]?secret|secret[_\-.]?key|"
+    r"private[_\-.]?key|access[_\-.]?key|app[_\-.]?key|master[_\-.]?key|signing[_\-.]?key|"
+    r"encryption[_\-.]?key|session[_\-.]?key|hmac[_\-.]?key|webhook[_\-.]?secret|credentials?|cred|"
+    r"license[_\-.]?key|pin)"
+)
+#: Assignments are found from anchor words (``str.find`` on the lower-case text is much faster
+#: than a regex over every position); the tail regex then matches at the anchor and the name is
+#: the identifier that ends there.
+_ANCHORS: Final = ("pass", "pwd", "secret", "key", "token", "cred", "pin")
+_ASSIGN_TAIL_RE: Final = re.compile(
+    r"(?i:password|passwd|passphrase|pass|pwd|secrets?|key|token|credentials?|cred|pin)(?![A-Za-z0-9_\-])[\"'`]?"
+    r"(?:[ \t]*(?::=|=>|=|:|\bis\b:?)[ \t]*|[ \t]*,[ \t]*(?=[\"']))"
+    r"(?:\"((?:[^\"\\\n]|\\.){1,512})\"|'([^'\n]{1,512})'|`([^`\n]{1,512})`|([^\s\"'`,;)}\]][^\s\"'`,;)}]{0,511}))"
+)
+_ANCHOR_RE_I: Final = re.compile("|".join(_ANCHORS), re.IGNORECASE)
+_NAME_CHARS: Final = frozenset(string.ascii_letters + string.digits + "_.-")
+_NAME_END_RE: Final = re.compile(r"(?:^|(?<=[_.\-])|(?<=[a-z0-9])(?=[A-Z]))(?i:" + _PW_NAME + r")$")
+_CLI_PW_RE: Final = re.compile(
+    r"(?<![A-Za-z0-9-])--?(?:password|passwd|pass|token|api-key|secret|client-secret)[ =]['\"]?([^\s'\"]{1,256})"
+)
+_PASSWORD_WORDS: Final = ("pass", "pwd", "pin")
+_CODE_REF_RE: Final = re.compile(r"[A-Za-z_][\w]*(?:\.[A-Za-z_]\w*)+(?:\(.*)?|[A-Za-z_]\w*\(.*|[a-z]+(?:_[a-z]+)+")
+_ENV_NAME_RE: Final = re.compile(r"[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+")
+_PATHLIKE_RE: Final = re.compile(r"(?:/|\./|~/|[A-Za-z]:\\)[\w./\\-]*|[\w.-]+\.(?:txt|pem|key|json|ya?ml|env|cfg|ini)")
+
+
+def _assignment_value_ok(name: str, value: str, quoted: bool) -> str | None:
+    """The kind to report for ``name = value``, or None if the value is not a secret."""
+    low_name = name.lower()
+    if is_placeholder(value) or len(value) < 4:
+        return None
+    if _PATHLIKE_RE.fullmatch(value) or value.isdigit() and len(value) < 6 and "pin" not in low_name:
+        return None
+    if not quoted and (_CODE_REF_RE.fullmatch(value) or _ENV_NAME_RE.fullmatch(value)):
+        return None
+    if quoted and _ENV_NAME_RE.fullmatch(value):
+        return None
+    if value.endswith((":", "(")) or value.startswith(("http://", "https://")) and "@" not in value:
+        return None
+    is_password = any(w in low_name for w in _PASSWORD_WORDS) or low_name.endswith(("secret", "secrets", "cred"))
+    if is_password:
+        if " " in value and not quoted:
+            return None
+        return "password_assignment"
+    if low_name.endswith(("token", "api_key", "apikey", "api-key", "api.key")):
+        if _random_looking(value, min_len=8, min_entropy=2.5) and " " not in value:
+            return "password_assignment"
+        return None
+    if _random_looking(value, min_len=12, min_entropy=3.0) and " " not in value:
+        return "generic_secret"
+    return None
+
+
+def _anchor_positions(text: str, lower: str) -> Iterable[int]:
+    if len(lower) != len(text):  # a few characters change length when lowered
+        yield from (m.start() for m in _ANCHOR_RE_I.finditer(text))
+        return
+    for word in _ANCHORS:
+        pos = lower.find(word)
+        while pos >= 0:
+            yield pos
+            pos = lower.find(word, pos + 1)
+
+
+def _assignments(text: str, lower: str) -> Iterable[_Cand]:
+    seen: set[int] = set()
+    for ks in _anchor_positions(text, lower):
+        m = _ASSIGN_TAIL_RE.match(text, ks)
+        if m is None:
+            continue
+        ns = ks
+        while ns > 0 and ks - ns < 64 and text[ns - 1] in _NAME_CHARS:
+            ns -= 1
+        name_m = _NAME_END_RE.search(text[ns : _name_end(text, ks)])
+        if name_m is None:
+            continue
+        name = name_m.group(0)
+        gi = next(i for i in (1, 2, 3, 4) if m.group(i) is not None)
+        start, end = m.start(gi), m.end(gi)
+        if start in seen:
+            continue
+        seen.add(start)
+        value = text[start:end]
+        if gi == 4:  # unquoted: stop at trailing punctuation
+            cut = len(value.rstrip(".,:;!?"))
+            end, value = start + cut, value[:cut]
+            if " is" in lower[ks:start] and not (any(c.isdigit() for c in value) and any(c.isalpha() for c in value)):
+                continue  # prose: "the password is Tr0ub4dor&3" needs a value that looks made up
+        kind = _assignment_value_ok(name, value, gi != 4)
+        if kind is not None:
+            yield start, end, kind, _P_ASSIGN if kind == "password_assignment" else _P_GENERIC
+    if "--p" in lower or "-p" in lower or "--t" in lower or "--s" in lower or "--a" in lower or "--c" in lower:
+        for m in _CLI_PW_RE.finditer(text):
+            value = m.group(1)
+            if not is_placeholder(value) and len(value) >= 4 and not value.startswith("-"):
+                yield m.start(1), m.end(1), "password_assignment", _P_ASSIGN
+
+
+def _name_end(text: str, ks: int) -> int:
+    end = ks
+    while end < len(text) and (text[end].isalnum() or text[end] in "_-"):
+        end += 1
+    return end
+
+
+# -- personal data -------------------------------------------------------------------------------
+
+_EMAIL_RE: Final = re.compile(
+    r"(?<![A-Za-z0-9._%+\-])[A-Za-z0-9][A-Za-z0-9._%+\-]{0,63}@"
+    r"((?:[A-Za-z0-9](?:[A-Za-z0-9\-]{0,61}[A-Za-z0-9])?\.)+([A-Za-z]{2,24}))(?![A-Za-z0-9\-])"
+)
+_EMAIL_SKIP_DOMAINS: Final = ("example.com", "example.org", "example.net")
+_EMAIL_SKIP_TLDS: Final = frozenset(
+    {"test", "example", "invalid", "localhost", "local", "internal", "lan", "localdomain", "png", "jpg", "jpeg",
+     "gif", "svg", "webp", "js", "ts", "tsx", "py", "rb", "go", "rs", "css", "html", "json", "yaml", "yml", "lock"}
+)  # fmt: skip
+
+
+def _email(text: str, _lower: str) -> Iterable[_Cand]:
+    for m in _EMAIL_RE.finditer(text):
+        domain = m.group(1).lower()
+        if m.group(2).lower() in _EMAIL_SKIP_TLDS or domain.endswith(_EMAIL_SKIP_DOMAINS):
+            continue
+        if re.match(r"\d+x\.", domain):  # logo@2x.png
+            continue
+        if text.startswith(":", m.end()) and m.group().startswith("git@"):  # git@github.com:org/repo
+            continue
+        yield m.start(), m.end(), "email", _P_PII["email"]
+
+
+_NUM_RE: Final = re.compile(r"[+(\d](?<![\w.\-/:+#(][+(\d])[\d \-.()/]{5,24}\d(?![\w\-/]|\.\d|:\d)")
+_PHONE_CONTEXT_RE: Final = re.compile(
+    r"(?i:phone|tel\b|tel\.|mobile|cell|call|fax|whatsapp|sms|handy|telefon|téléphone|\bph\b|contact|reach)"
+)
+_NEG_CONTEXT_RE: Final = re.compile(
+    r"(?i:order|invoice|ticket|tracking|shipment|case|rma|ref|id\b|#|no\.|number|build|version|pid|port|po\b)"
+)
+_CARD_CONTEXT_RE: Final = re.compile(r"(?i:card|visa|mastercard|amex|credit|debit|cc\b|pan\b|payment|charge)")
+_NANP_RE: Final = re.compile(r"(?:\+?1[ \-.]?)?(?:\(([2-9]\d\d)\)[ \-.]?|([2-9]\d\d)([ \-.]))[2-9]\d\d[ \-.]\d{4}")
+_INTL_RE: Final = re.compile(r"\+\d{1,3}(?:[ \-.]?\(\d{1,4}\))?(?:[ \-.]?\d{1,5}){1,6}")
+_TRUNK_RE: Final = re.compile(r"\(?0\d{1,4}\)?(?:[ \-/.]\d{2,8}){1,5}")
+_SSN_RE: Final = re.compile(r"(\d{3})([ \-]?)(\d{2})\2(\d{4})")
+_DATE_LIKE_RE: Final = re.compile(r"\d{4}[\-/.]\d{1,2}[\-/.]\d{1,2}|\d{1,2}[\-/.]\d{1,2}[\-/.]\d{2,4}")
+_CARD_GROUPS: Final = frozenset(
+    {(4, 4, 4, 4), (4, 4, 4, 4, 3), (4, 6, 5), (4, 6, 4), (4, 4, 4, 1), (4, 4, 4, 2), (4, 4, 4, 3)}
+)
+
+
+def _iin_plausible(d: str) -> bool:
+    n = len(d)
+    two, four = int(d[:2]), int(d[:4])
+    if d[0] == "4":
+        return n in (13, 16, 19)
+    if 51 <= two <= 55 or 2221 <= four <= 2720:
+        return n == 16
+    if two in (34, 37):
+        return n == 15
+    if two in (36, 38, 30):
+        return n in (14, 16)
+    if d.startswith(("6011", "65")) or 644 <= int(d[:3]) <= 649 or two == 62:
+        return 16 <= n <= 19
+    if two == 35:
+        return 16 <= n <= 19
+    return two in (50, 56, 57, 58, 63, 67) and 12 <= n <= 19
+
+
+def _numbers(text: str, _lower: str) -> Iterable[_Cand]:
+    for m in _NUM_RE.finditer(text):
+        raw = m.group()
+        start = m.start()
+        # trim unbalanced parentheses at either end
+        while raw.endswith(")") and raw.count(")") > raw.count("("):
+            raw = raw[:-1]
+        while raw.startswith("(") and raw.count("(") > raw.count(")"):
+            raw, start = raw[1:], start + 1
+        raw = raw.rstrip(" -./(")
+        if not raw:
+            continue
+        yield from _classify_number(text, start, raw)
+
+
+def _classify_number(text: str, start: int, raw: str) -> Iterable[_Cand]:
+    end = start + len(raw)
+    digits = "".join(c for c in raw if c.isdigit())
+    before = text[max(0, start - 40) : start]
+    line_before = before.rsplit("\n", 1)[-1]
+    near = line_before[-20:]
+    # SSN
+    sm = _SSN_RE.fullmatch(raw)
+    if sm and (sm.group(2) == "-" or re.search(r"(?i)ssn|social security", line_before)):
+        area, group, serial = sm.group(1), sm.group(3), sm.group(4)
+        if area not in ("000", "666") and area[0] != "9" and group != "00" and serial != "0000":
+            yield start, end, "ssn", _P_PII["ssn"]
+            return
+    # card
+    if 13 <= len(digits) <= 19 and luhn_valid(digits) and _iin_plausible(digits):
+        groups = tuple(len(g) for g in re.split(r"[ \-]", raw))
+        plain = raw.isdigit()
+        if (plain or groups in _CARD_GROUPS) and not (
+            _NEG_CONTEXT_RE.search(near) and not _CARD_CONTEXT_RE.search(line_before)
+        ):
+            yield start, end, "credit_card", _P_PII["credit_card"]
+            return
+    # dates, times, versions, decimals are not phone numbers
+    if _DATE_LIKE_RE.search(raw) or re.fullmatch(r"[\d.]+", raw) and raw.count(".") != 2:
+        return
+    if re.search(r"\d\.\d+\.\d+\.\d", raw):  # dotted quad or version
+        return
+    context = _PHONE_CONTEXT_RE.search(line_before[-30:]) is not None
+    if _NEG_CONTEXT_RE.search(near) and not context and not raw.startswith("+"):
+        return
+    for rx in (_NANP_RE, _INTL_RE, _TRUNK_RE):
+        pm = rx.fullmatch(raw)
+        if pm is None:
+            continue
+        if rx is _NANP_RE and pm.group(3) is not None and pm.group(3) == "." and not context and raw.count(".") != 2:
+            continue
+        if rx is _TRUNK_RE and not (10 <= len(digits) <= 11) and not context:
+            continue
+        if rx is _INTL_RE and not 8 <= len(digits) <= 15:
+            continue
+        yield start, end, "phone", _P_PII["phone"]
+        return
+    if context and 7 <= len(digits) <= 15 and re.fullmatch(r"\+?[\d ()\-.]+", raw):
+        yield start, end, "phone", _P_PII["phone"]
+
+
+_IPV4_RE: Final = re.compile(r"\d(?<![\w.\-]\d)\d{0,2}\.\d{1,3}\.\d{1,3}\.\d{1,3}(?![\w\-]|\.\d)")
+_IPV6_RE: Final = re.compile(r"(?<![\w:.])[23][0-9a-fA-F]{3}:[0-9a-fA-F:]{2,36}[0-9a-fA-F](?![\w:])")
+_VERSION_BEFORE_RE: Final = re.compile(r"(?i)\b(?:v|version|ver|build|release|rev|firmware|oid|sdk)\b[^\n]{0,24}$")
+
+
+def _ip(text: str, lower: str) -> Iterable[_Cand]:
+    for m in _IPV4_RE.finditer(text):
+        if _VERSION_BEFORE_RE.search(text, max(0, m.start() - 40), m.start()):
+            continue
+        try:
+            addr = ipaddress.IPv4Address(m.group())
+        except ValueError:
+            continue
+        if addr.is_global:
+            yield m.start(), m.end(), "ip", _P_PII["ip"]
+    if "::" in text or text.count(":") >= 7:
+        for m in _IPV6_RE.finditer(text):
+            try:
+                addr6 = ipaddress.IPv6Address(m.group())
+            except ValueError:
+                continue
+            if addr6.is_global:
+                yield m.start(), m.end(), "ip", _P_PII["ip"]
+
+
+_IBAN_RE: Final = re.compile(
+    r"[A-Z](?<![A-Za-z0-9][A-Z])[A-Z]\d{2}(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,3})?(?![A-Za-z0-9])"
+)
+
+
+def _iban(text: str, _lower: str) -> Iterable[_Cand]:
+    for m in _IBAN_RE.finditer(text):
+        value = m.group()
+        # the optional trailing group may have eaten a following word; retry without it
+        for cand in (value, value.rsplit(" ", 1)[0]):
+            if iban_valid(cand):
+                yield m.start(), m.start() + len(cand), "iban", _P_PII["iban"]
+                break
+
+
+_MONTHS: Final = (
+    r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sept?(?:ember)?|"
+    r"oct(?:ober)?|nov(?:ember)?|dec(?:ember)?|januar|februar|märz|mai|juni|juli|oktober|dezember)\.?"
+)
+_DATE: Final = (
+    r"(?:\d{4}[\-/.]\d{1,2}[\-/.]\d{1,2}|\d{1,2}[\-/.]\d{1,2}[\-/.](?:\d{4}|\d{2})|"
+    r"\d{1,2}(?:st|nd|rd|th)?\.?\s+" + _MONTHS + r",?\s+\d{4}|" + _MONTHS + r"\s+\d{1,2}(?:st|nd|rd|th)?,?\s+\d{4})"
+)
+_DOB_RE: Final = re.compile(
+    r"(?i)(?<![a-z])(?:d\.?o\.?b\.?|date[ _\-]?of[ _\-]?birth|birth[ _\-]?date|birthday|born|geburtsdatum|"
+    r"geboren|fecha de nacimiento|date de naissance|née?|data di nascita|geb\.)(?![a-z])"
+    r"[^\n\d]{0,40}?(?<!\d)(" + _DATE + r")(?![\d])"
+)
+
+
+def _dob(text: str, _lower: str) -> Iterable[_Cand]:
+    for m in _DOB_RE.finditer(text):
+        yield m.start(1), m.end(1), "dob", _P_PII["dob"]
+
+
+_ANTHROPIC = rf"(?<![{_T}])sk-ant-(?:api|admin|oat|ort|sid)\d\d-[{_T}]{{20,}}"
+_RULES: Final[tuple[_Rule, ...]] = (
+    _Rule("private_key", ("PRIVATE KEY",), _private_key),
+    _Rule("anthropic_api_key", ("sk-ant-",), _simple("anthropic_api_key", _ANTHROPIC, check=_token_check(13))),
+    _Rule(
+        "openai_api_key",
+        ("sk-",),
+        _simple("openai_api_key", rf"(?<![{_T}])sk-[{_T}]{{20,}}(?![{_T}])", check=_openai_check),
+    ),
+    _Rule(
+        "aws_access_key_id",
+        ("AKIA", "ASIA", "ABIA", "ACCA"),
+        _simple(
+            "aws_access_key_id", r"(?<![A-Z0-9])(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}(?![A-Z0-9])", check=_aws_id_check
+        ),
+    ),
+    _Rule("aws_secret_access_key", ("aws", "secret_access", "secretaccess", "akia", "asia"), _aws_secret, lower=True),
+    _Rule(
+        "google_api_key",
+        ("AIza",),
+        _simple("google_api_key", rf"(?<![{_T}])AIza[{_T}]{{35}}(?![{_T}])", check=_token_check(4)),
+    ),
+    _Rule("azure_connection_string", ("accountkey=", "sharedaccess", "sig="), _azure, lower=True),
+    _Rule(
+        "github_token",
+        ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
+        _simple(
+            "github_token",
+            r"(?<![A-Za-z0-9_])(?:gh[pousr]_[A-Za-z0-9]{36,251}|github_pat_[A-Za-z0-9_]{50,})(?![A-Za-z0-9_])",
+            check=_github_check,
+        ),
+    ),
+    _Rule(
+        "gitlab_token",
+        ("glpat-", "glrt-", "gldt-", "glptt-", "glft-", "glsoat-", "glcbt-", "gloas-"),
+        _simple(
+            "gitlab_token",
+            rf"(?<![{_T}])gl(?:pat|rt|dt|ptt|ft|soat|cbt|oas)-[{_T}]{{20,}}(?![{_T}])",
+            check=lambda v: _token_check(v.index("-") + 1)(v),
+        ),
+    ),
+    _Rule(
+        "slack_token",
+        ("xox", "xapp-"),
+        _simple(
+            "slack_token",
+            r"(?<![A-Za-z0-9])(?:xox[abposre]|xapp)-[A-Za-z0-9\-]{10,250}(?![A-Za-z0-9\-])",
+            check=lambda v: _token_check(5)(v) and any(c.isdigit() for c in v),
+        ),
+    ),
+    _Rule(
+        "slack_webhook",
+        ("hooks.slack.com",),
+        _simple(
+            "slack_webhook",
+            r"https?://hooks\.slack\.com/(?:services|workflows|triggers)/T[A-Z0-9]{6,}/[A-Z0-9]{6,}/[A-Za-z0-9]{12,}",
+            priority=_P_SPECIFIC + 2,
+            check=lambda v: not is_placeholder(v.rsplit("/", 1)[1]),
+        ),
+    ),
+    _Rule(
+        "stripe_key",
+        ("_live_", "_test_", "whsec_"),
+        _simple(
+            "stripe_key",
+            r"(?<![A-Za-z0-9_])(?:(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{10,}|whsec_[A-Za-z0-9]{24,})(?![A-Za-z0-9_])",
+            check=lambda v: _token_check(v.index("_", 3) + 1 if not v.startswith("whsec") else 6)(v),
+        ),
+    ),
+    _Rule(
+        "twilio_account_sid",
+        ("AC",),
+        _simple(
+            "twilio_account_sid",
+            r"(?<![A-Za-z0-9])AC[0-9a-f]{32}(?![A-Za-z0-9])",
+            check=lambda v: not is_placeholder(v[2:]) and shannon_entropy(v[2:]) >= 3.0,
+        ),
+    ),
+    _Rule("twilio_auth_token", ("twilio", "auth_token", "authtoken", "ac"), _twilio_token, lower=True),
+    _Rule(
+        "sendgrid_api_key",
+        ("SG.",),
+        _simple(
+            "sendgrid_api_key",
+            rf"(?<![{_T}.])SG\.[{_T}]{{16,32}}\.[{_T}]{{30,64}}(?![{_T}])",
+            check=_token_check(3),
+        ),
+    ),
+    _Rule(
+        "npm_token",
+        ("npm_",),
+        _simple("npm_token", r"(?<![A-Za-z0-9_])npm_[A-Za-z0-9]{36}(?![A-Za-z0-9_])", check=_token_check(4)),
+    ),
+    _Rule("npm_token", ("_auth",), _npm_auth),
+    _Rule(
+        "pypi_token",
+        ("pypi-",),
+        _simple("pypi_token", rf"(?<![{_T}])pypi-AgE[{_T}]{{50,}}", check=_token_check(5)),
+    ),
+    _Rule("jwt", ("eyJ",), _jwt),
+    _Rule("basic_auth", ("://", "basic", "-u", "--user"), _basic_auth, lower=True),
+    _Rule("bearer_token", ("bearer", "authorization", "api-key", "auth-token"), _bearer, lower=True),
+    _Rule(
+        "password_assignment",
+        ("pass", "pwd", "secret", "key", "token", "cred", "pin"),
+        _assignments,
+        lower=True,
+    ),
+    _Rule("email", ("@",), _email),
+    _Rule("ip", (".", ":"), _ip),
+    _Rule("iban", ("",), _iban),
+    _Rule(
+        "dob",
+        ("dob", "d.o.b", "birth", "born", "geburt", "geboren", "nacimiento", "naissance", "né", "nascita", "geb."),
+        _dob,
+        lower=True,
+    ),
+)
+_CREDENTIAL_SET: Final = frozenset(CREDENTIAL_KINDS)
+#: Kinds produced by the shared numeric scan.
+_NUMERIC_KINDS: Final = frozenset({"phone", "credit_card", "ssn"})
+#: Kinds some rule may report besides its own (the assignment rule also reports generic_secret).
+_RULE_EXTRA_KINDS: Final[dict[str, tuple[str, ...]]] = {"password_assignment": ("generic_secret",)}
+
+
+# -- scrubber ------------------------------------------------------------------------------------
+
+
+def _custom_detector(rule: CustomRule) -> _Detector:
+    rx = re.compile(rule.pattern)
+    group: int | str = "value" if "value" in rx.groupindex else (1 if rx.groups else 0)
+    kind, validator = rule.kind, rule.validator
+
+    def detect(text: str, _lower: str) -> Iterable[_Cand]:
+        for m in rx.finditer(text):
+            start, end = m.span(group)
+            if start < 0 or start == end:
+                continue
+            value = text[start:end]
+            if validator == "luhn":
+                digits = "".join(c for c in value if c.isdigit())
+                if not (12 <= len(digits) <= 19 and luhn_valid(digits)):
+                    continue
+            elif validator == "iban" and not iban_valid(value):
+                continue
+            elif validator == "entropy" and not _random_looking(value, min_len=12, min_entropy=3.0):
+                continue
+            yield start, end, kind, _P_CUSTOM
+
+    return detect
+
+
+class Scrubber:
+    """Finds and redacts sensitive data according to a :class:`ScrubSettings` policy."""
+
+    __slots__ = ("_settings", "_rules", "_numeric", "_allow", "_policy", "_active")
+
+    def __init__(self, settings: ScrubSettings | StoreSettings | None = None) -> None:
+        if isinstance(settings, StoreSettings):
+            settings = settings.scrub
+        elif settings is None:
+            settings = ScrubSettings()
+        elif not isinstance(settings, ScrubSettings):
+            raise TypeError("settings must be ScrubSettings, StoreSettings or None")
+        self._settings = settings
+        self._policy: dict[str, str] = dict(settings.policy)
+        active = {kind for kind, action in self._policy.items() if action != "allow"}
+        rules = [r for r in _RULES if r.kind in active or any(k in active for k in _RULE_EXTRA_KINDS.get(r.kind, ()))]
+        rules += [_Rule(c.kind, ("",), _custom_detector(c)) for c in settings.custom_rules if c.kind in active]
+        self._rules: tuple[_Rule, ...] = tuple(rules)
+        self._numeric = bool(active & _NUMERIC_KINDS)
+        self._allow: frozenset[str] = frozenset(settings.allowlist) | _AWS_EXAMPLES
+        self._active: frozenset[str] = frozenset(active)
+
+    @property
+    def settings(self) -> ScrubSettings:
+        return self._settings
+
+    def policy(self, kind: str) -> str:
+        """The action for ``kind`` (``redact`` for a kind the settings do not name)."""
+        return self._policy.get(kind, "redact")
+
+    def scan(self, text: str) -> list[Finding]:
+        """Sorted, non-overlapping findings in ``text`` (empty if the scrubber is disabled)."""
+        if not isinstance(text, str):
+            raise TypeError("text must be a str")
+        if not self._settings.enabled or not text:
+            return []
+        lower = text.lower()
+        cands: list[_Cand] = []
+        for rule in self._rules:
+            hay = lower if rule.lower else text
+            if not any(t in hay for t in rule.triggers):
+                continue
+            cands.extend(rule.detect(text, lower))
+        if self._numeric:
+            cands.extend(_numbers(text, lower))
+        # A value recognised as a credential in one place (by its context) is redacted everywhere.
+        seen: set[str] = set()
+        for start, end, kind, prio in list(cands):
+            value = text[start:end]
+            if kind in _CREDENTIAL_SET and end - start >= 8 and value not in seen:
+                seen.add(value)
+                pos = text.find(value)
+                while pos >= 0:
+                    if pos != start:
+                        cands.append((pos, pos + len(value), kind, prio))
+                    pos = text.find(value, pos + 1)
+        return self._resolve(text, cands)
+
+    def _resolve(self, text: str, cands: list[_Cand]) -> list[Finding]:
+        active, allow = self._active, self._allow
+        kept = [c for c in cands if c[1] > c[0] and c[2] in active and text[c[0] : c[1]] not in allow]
+        kept.sort()
+        out: list[Finding] = []
+        i = 0
+        while i < len(kept):
+            start, end, kind, prio = kept[i]
+            best = (prio, end - start, kind)
+            j = i + 1
+            while j < len(kept) and kept[j][0] < end:
+                s2, e2, k2, p2 = kept[j]
+                end = max(end, e2)
+                best = max(best, (p2, e2 - s2, k2))
+                j += 1
+            out.append(Finding(best[2], start, end))
+            i = j
+        return out
+
+    def redact(self, text: str) -> str:
+        """``text`` with every finding replaced by ``[REDACTED:<kind>]``."""
+        return self._redact(text, self.scan(text))
+
+    @staticmethod
+    def _redact(text: str, findings: list[Finding]) -> str:
+        if not findings:
+            return text
+        parts: list[str] = []
+        pos = 0
+        for f in findings:
+            parts.append(text[pos : f.start])
+            parts.append(redaction_marker(f.kind))
+            pos = f.end
+        parts.append(text[pos:])
+        return "".join(parts)
+
+    def apply(self, text: str) -> ScrubResult:
+        """Redact ``text`` and report counts per redacted kind and the kinds the policy rejects."""
+        findings = self.scan(text)
+        counts: dict[str, int] = {}
+        rejected: set[str] = set()
+        for f in findings:
+            if self.policy(f.kind) == "reject":
+                rejected.add(f.kind)
+            else:
+                counts[f.kind] = counts.get(f.kind, 0) + 1
+        return ScrubResult(self._redact(text, findings), counts, sorted(rejected))

@@ -56,7 +56,6 @@ def _cmd_export(args: argparse.Namespace) -> int:
     from ..transfer import export_plaintext_git, export_tree
 
     if args.plaintext_git:
-        print(PLAINTEXT_WARNING.format(dir=args.dir), file=sys.stderr)
         if args.rev is not None:
             raise UsageError("--rev cannot be combined with --plaintext-git (the whole history is exported)")
         if not args.yes_write_plaintext:
@@ -64,6 +63,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
                 "--plaintext-git writes the decrypted content of every version to disk; "
                 "add --yes-write-plaintext to confirm"
             )
+        print(PLAINTEXT_WARNING.format(dir=args.dir), file=sys.stderr)
         with _open(args) as store:
             result = export_plaintext_git(
                 store, args.dir, i_understand_plaintext=True, progress=progress_bar("replaying commits")

@@ -42,7 +42,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 HELDOUT = ROOT / "tests" / "scrub" / "heldout_corpus.jsonl"
-PUBLIC = ROOT.parent / "shared" / "scrub" / "public_examples.jsonl"
+PUBLIC = ROOT / "tests" / "scrub" / "public_examples.jsonl"
 
 CREDENTIAL_KINDS = [
     "anthropic_api_key",

@@ -24,7 +24,7 @@ from memvault.scrub import Scrubber
 ROOT = Path(__file__).resolve().parent.parent
 CORPORA = {
     "dev": ROOT / "tests" / "scrub" / "dev_corpus.jsonl",
-    "public": ROOT.parent / "shared" / "scrub" / "public_examples.jsonl",
+    "public": ROOT / "tests" / "scrub" / "public_examples.jsonl",
     "heldout": ROOT / "tests" / "scrub" / "heldout_corpus.jsonl",
 }
 

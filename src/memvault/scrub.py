@@ -40,8 +40,13 @@ Speed
     candidate scan. Patterns start with a literal where they can (a look-behind is placed after
     the prefix it guards), so ``re`` skips ahead to the prefix instead of trying every position;
     case-insensitive patterns and e-mail/URL credentials are matched only where ``str.find``
-    locates their anchor (see :func:`_match_at`). ``benchmarks/bench_scrub_speed.py`` measures it:
-    about 3-4 MB/s on typical notes, far below the 20 MB/s goal of issue 4.
+    locates their anchor (see :func:`_match_at`). Costly scans are skipped by exact necessary
+    conditions tested first: a literal-first gate regex (IPv4, IPv6), a byte signature of the
+    text (IBAN, AWS secret), cheap substrings (Twilio context). The number and IPv4 patterns run
+    only where their look-behind can pass, found in a byte signature (:func:`_sig_matches`).
+    Every other occurrence of the credential values found is located with one Aho-Corasick pass
+    (``pyahocorasick``) once there are several values. ``benchmarks/bench_scrub_speed.py``
+    measures it: about 3-5 MB/s on typical notes, still far below the 20 MB/s goal of issue 4.
 
 Custom rules run Python regexes without a timeout: see
 :data:`~memvault.settings.MAX_CUSTOM_PATTERN_CHARS` for the limits applied to them.
@@ -60,7 +65,7 @@ import zlib
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Any, Final
 
 from memvault.settings import (
     SCRUB_CREDENTIAL_KINDS,
@@ -70,6 +75,17 @@ from memvault.settings import (
     ScrubSettings,
     StoreSettings,
 )
+
+#: Aho-Corasick automaton (``pyahocorasick``): finds every occurrence of many values in one pass.
+_aho: Any
+try:
+    import ahocorasick as _aho_module  # type: ignore[import-untyped,import-not-found,unused-ignore]
+
+    _aho = _aho_module
+except ImportError:  # pragma: no cover - a dependency; str.find below gives the same answer
+    _aho = None
+#: With at least this many distinct values, one automaton pass beats one ``str.find`` pass per value.
+_AHO_MIN_VALUES: Final = 8
 
 __all__ = ["Scrubber", "Finding", "ScrubResult", "KINDS", "CREDENTIAL_KINDS", "PII_KINDS", "redaction_marker"]
 
@@ -113,7 +129,7 @@ def shannon_entropy(value: str) -> float:
     if not value:
         return 0.0
     n = len(value)
-    return -sum(c / n * math.log2(c / n) for c in Counter(value).values())
+    return -sum([c / n * math.log2(c / n) for c in Counter(value).values()])
 
 
 def luhn_valid(digits: str) -> bool:
@@ -222,7 +238,19 @@ def is_placeholder(value: str) -> bool:
     return len(v) >= 6 and len(set(low)) <= 3
 
 
+_ASCII_LOWER: Final = frozenset(string.ascii_lowercase)
+_ASCII_UPPER: Final = frozenset(string.ascii_uppercase)
+_ASCII_DIGITS: Final = frozenset(string.digits)
+
+
 def _char_classes(value: str) -> int:
+    if value.isascii():  # same answer as below, from set tests that run in C
+        return (
+            (not _ASCII_LOWER.isdisjoint(value))
+            + (not _ASCII_UPPER.isdisjoint(value))
+            + (not _ASCII_DIGITS.isdisjoint(value))
+            + (bool(value) and not value.isalnum())
+        )
     return (
         any(c.islower() for c in value)
         + any(c.isupper() for c in value)
@@ -387,7 +415,16 @@ _AWS_SECRET_RE: Final = re.compile(r"[A-Za-z0-9/+](?<![A-Za-z0-9/+=].)[A-Za-z0-9
 _AWS_CONTEXT_RE: Final = re.compile(r"aws|secret_?access|secretaccesskey|(?:akia|asia)[a-z0-9]{16}")
 
 
+#: Byte signature for the AWS secret gate: ``a`` for an ASCII ``[A-Za-z0-9/+]``, ``.`` otherwise.
+_AWS_SIG: Final = bytes(
+    ord("a") if chr(b).isascii() and (chr(b).isalnum() or chr(b) in "/+") else 46 for b in range(256)
+)
+_AWS_RUN: Final = b"a" * 40
+
+
 def _aws_secret(text: str, lower: str) -> Iterable[_Cand]:
+    if _AWS_RUN not in text.encode("utf-8", "surrogatepass").translate(_AWS_SIG):  # no 40-character run
+        return
     if _AWS_CONTEXT_RE.search(lower) is None:  # no context anywhere: no key can qualify
         return
     for m in _AWS_SECRET_RE.finditer(text):
@@ -406,7 +443,13 @@ _TWILIO_TOKEN_RE: Final = re.compile(r"[0-9a-f](?<![A-Za-z0-9].)[0-9a-f]{31}(?![
 _TWILIO_CONTEXT_RE: Final = re.compile(r"twilio|auth_?token|authtoken|ac(?<![a-z0-9]ac)[0-9a-f]{32}")
 
 
+_TWILIO_AC_RE: Final = re.compile(r"ac[0-9a-f]{32}")
+
+
 def _twilio_token(text: str, lower: str) -> Iterable[_Cand]:
+    # every context match contains "twilio", "auth" or an ``ac`` + 32 hex run: test those first
+    if "twilio" not in lower and "auth" not in lower and _TWILIO_AC_RE.search(lower) is None:
+        return
     if _TWILIO_CONTEXT_RE.search(lower) is None:  # no context anywhere: no token can qualify
         return
     for m in _TWILIO_TOKEN_RE.finditer(text):
@@ -547,10 +590,10 @@ _ASSIGN_TAIL_RE: Final = re.compile(
     r"(?:\"((?:[^\"\\\n]|\\.){1,512})\"|'([^'\n]{1,512})'|`([^`\n]{1,512})`|([^\s\"'`,;)}\]][^\s\"'`,;)}]{0,511}))"
 )
 _ANCHOR_RE_I: Final = re.compile("|".join(_ANCHORS), re.IGNORECASE)
-_NAME_CHARS: Final = frozenset(string.ascii_letters + string.digits + "_.-")
+_NAME_CHARS_STR: Final = string.ascii_letters + string.digits + "_.-"
 _NAME_END_RE: Final = re.compile(r"(?:^|(?<=[_.\-])|(?<=[a-z0-9])(?=[A-Z]))(?i:" + _PW_NAME + r")$")
 _CLI_PW_RE: Final = re.compile(
-    r"(?<![A-Za-z0-9-])--?(?:password|passwd|pass|token|api-key|secret|client-secret)[ =]['\"]?([^\s'\"]{1,256})"
+    r"-(?<![A-Za-z0-9-].)-?(?:password|passwd|pass|token|api-key|secret|client-secret)[ =]['\"]?([^\s'\"]{1,256})"
 )
 _PASSWORD_WORDS: Final = ("pass", "pwd", "pin")
 _CODE_REF_RE: Final = re.compile(r"[A-Za-z_][\w]*(?:\.[A-Za-z_]\w*)+(?:\(.*)?|[A-Za-z_]\w*\(.*|[a-z]+(?:_[a-z]+)+")
@@ -597,19 +640,22 @@ def _anchor_positions(text: str, lower: str) -> Iterable[int]:
 
 
 def _assignments(text: str, lower: str) -> Iterable[_Cand]:
+    # The rule runs ungated: when ``lower`` is aligned, no anchor word means no match at all (the
+    # option names of ``_CLI_PW_RE`` contain one too); otherwise apply the trigger test here.
+    if len(lower) != len(text) and not any(w in lower for w in _ANCHORS):
+        return
     seen: set[int] = set()
     for ks in _anchor_positions(text, lower):
         m = _ASSIGN_TAIL_RE.match(text, ks)
         if m is None:
             continue
-        ns = ks
-        while ns > 0 and ks - ns < 64 and text[ns - 1] in _NAME_CHARS:
-            ns -= 1
+        window = text[max(0, ks - 64) : ks]
+        ns = ks - (len(window) - len(window.rstrip(_NAME_CHARS_STR)))  # name characters ending at ks
         name_m = _NAME_END_RE.search(text[ns : _name_end(text, ks)])
         if name_m is None:
             continue
         name = name_m.group(0)
-        gi = next(i for i in (1, 2, 3, 4) if m.group(i) is not None)
+        gi = m.lastindex or 4  # exactly one of the alternative groups 1-4 took part
         start, end = m.start(gi), m.end(gi)
         if start in seen:
             continue
@@ -623,18 +669,21 @@ def _assignments(text: str, lower: str) -> Iterable[_Cand]:
         kind = _assignment_value_ok(name, value, gi != 4)
         if kind is not None:
             yield start, end, kind, _P_ASSIGN if kind == "password_assignment" else _P_GENERIC
-    if "--p" in lower or "-p" in lower or "--t" in lower or "--s" in lower or "--a" in lower or "--c" in lower:
+    if _CLI_GATE_RE.search(lower) is not None:  # "-p", "--t", "--s", "--a" or "--c"
         for m in _CLI_PW_RE.finditer(text):
             value = m.group(1)
             if not is_placeholder(value) and len(value) >= 4 and not value.startswith("-"):
                 yield m.start(1), m.end(1), "password_assignment", _P_ASSIGN
 
 
+#: ``\w`` is ``str.isalnum()`` or ``_``, so this is the run of ``isalnum()``, ``_`` and ``-``.
+_NAME_FWD_RE: Final = re.compile(r"[\w\-]*")
+_CLI_GATE_RE: Final = re.compile(r"-p|--[tsac]")
+
+
 def _name_end(text: str, ks: int) -> int:
-    end = ks
-    while end < len(text) and (text[end].isalnum() or text[end] in "_-"):
-        end += 1
-    return end
+    m = _NAME_FWD_RE.match(text, ks)
+    return m.end() if m is not None else ks
 
 
 # -- personal data -------------------------------------------------------------------------------
@@ -653,12 +702,15 @@ _EMAIL_SKIP_TLDS: Final = frozenset(
 _LOCAL_BACK_RE: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._%+\-]{0,63}\Z")
 
 
+_ASSET_SCALE_RE: Final = re.compile(r"\d+x\.")
+
+
 def _email(text: str, _lower: str) -> Iterable[_Cand]:
     for m in _finditer_before(_EMAIL_RE, _LOCAL_BACK_RE, text, "@", 64):
         domain = m.group(1).lower()
         if m.group(2).lower() in _EMAIL_SKIP_TLDS or domain.endswith(_EMAIL_SKIP_DOMAINS):
             continue
-        if re.match(r"\d+x\.", domain):  # logo@2x.png
+        if _ASSET_SCALE_RE.match(domain):  # logo@2x.png
             continue
         if text.startswith(":", m.end()) and m.group().startswith("git@"):  # git@github.com:org/repo
             continue
@@ -701,8 +753,47 @@ def _iin_plausible(d: str) -> bool:
     return two in (50, 56, 57, 58, 63, 67) and 12 <= n <= 19
 
 
+#: Byte signature of an ASCII text for ``_NUM_RE``: ``S`` for a character a match can start with
+#: (``[+(\d]``), ``W`` for one its look-behind rejects (``[\w.\-/:+#(]``, ASCII ``\w``), space otherwise.
+_NUM_SIG: Final = bytes(
+    ord("S")
+    if chr(b) in "+(0123456789"
+    else ord("W")
+    if chr(b).isascii() and (chr(b).isalnum() or chr(b) in "_.-/:#")
+    else 32
+    for b in range(256)
+)
+
+
+def _num_matches(text: str) -> Iterator[re.Match[str]]:
+    return _sig_matches(_NUM_RE, _NUM_SIG, text)
+
+
+def _sig_matches(rx: re.Pattern[str], table: bytes, text: str) -> Iterator[re.Match[str]]:
+    """``rx.finditer(text)`` for a pattern that starts with one character and a look-behind on the
+    one before it, given a signature ``table``: ``S`` for an ASCII character a match can start
+    with, ``W`` for one the look-behind rejects, a space for the rest. The regex runs only where a
+    match can start: an ``S`` at the start or after a space (a non-ASCII character, ``?`` after
+    encoding, counts as a space), and at every non-ASCII character (it may be a digit of another
+    script)."""
+    raw = text.encode("ascii", "replace")  # one byte per character
+    sig = raw.translate(table)
+    starts = [0] if sig[:1] == b"S" else []
+    p = sig.find(b" S")
+    while p >= 0:
+        starts.append(p + 1)
+        p = sig.find(b" S", p + 2)
+    if not text.isascii():
+        p = raw.find(b"?")
+        while p >= 0:
+            starts.append(p)
+            p = raw.find(b"?", p + 1)
+        starts = sorted(set(starts))
+    return _match_at(rx, text, starts)
+
+
 def _numbers(text: str, _lower: str) -> Iterable[_Cand]:
-    for m in _NUM_RE.finditer(text):
+    for m in _num_matches(text):
         raw = m.group()
         start = m.start()
         # trim unbalanced parentheses at either end
@@ -716,22 +807,31 @@ def _numbers(text: str, _lower: str) -> Iterable[_Cand]:
         yield from _classify_number(text, start, raw)
 
 
+_SSN_WORD_RE: Final = re.compile(r"(?i)ssn|social security")
+_GROUP_SEP_RE: Final = re.compile(r"[ \-]")
+_DIGITS_DOTS_RE: Final = re.compile(r"[\d.]+")
+_DOTTED_QUAD_RE: Final = re.compile(r"\d\.\d+\.\d+\.\d")
+_PHONE_CHARS_RE: Final = re.compile(r"\+?[\d ()\-.]+")
+#: ``_NUM_RE`` matches hold ``\d`` characters (all ``str.isdigit``) and these separators only.
+_DROP_SEPARATORS: Final = str.maketrans("", "", " -.()/+")
+
+
 def _classify_number(text: str, start: int, raw: str) -> Iterable[_Cand]:
     end = start + len(raw)
-    digits = "".join(c for c in raw if c.isdigit())
+    digits = raw.translate(_DROP_SEPARATORS)  # raw holds only \d characters and these separators
     before = text[max(0, start - 40) : start]
     line_before = before.rsplit("\n", 1)[-1]
     near = line_before[-20:]
     # SSN
     sm = _SSN_RE.fullmatch(raw)
-    if sm and (sm.group(2) == "-" or re.search(r"(?i)ssn|social security", line_before)):
+    if sm and (sm.group(2) == "-" or _SSN_WORD_RE.search(line_before)):
         area, group, serial = sm.group(1), sm.group(3), sm.group(4)
         if area not in ("000", "666") and area[0] != "9" and group != "00" and serial != "0000":
             yield start, end, "ssn", _P_PII["ssn"]
             return
     # card
     if 13 <= len(digits) <= 19 and luhn_valid(digits) and _iin_plausible(digits):
-        groups = tuple(len(g) for g in re.split(r"[ \-]", raw))
+        groups = tuple(len(g) for g in _GROUP_SEP_RE.split(raw))
         plain = raw.isdigit()
         if (plain or groups in _CARD_GROUPS) and not (
             _NEG_CONTEXT_RE.search(near) and not _CARD_CONTEXT_RE.search(line_before)
@@ -739,9 +839,9 @@ def _classify_number(text: str, start: int, raw: str) -> Iterable[_Cand]:
             yield start, end, "credit_card", _P_PII["credit_card"]
             return
     # dates, times, versions, decimals are not phone numbers
-    if _DATE_LIKE_RE.search(raw) or re.fullmatch(r"[\d.]+", raw) and raw.count(".") != 2:
+    if _DATE_LIKE_RE.search(raw) or _DIGITS_DOTS_RE.fullmatch(raw) and raw.count(".") != 2:
         return
-    if re.search(r"\d\.\d+\.\d+\.\d", raw):  # dotted quad or version
+    if _DOTTED_QUAD_RE.search(raw):  # dotted quad or version
         return
     context = _PHONE_CONTEXT_RE.search(line_before[-30:]) is not None
     if _NEG_CONTEXT_RE.search(near) and not context and not raw.startswith("+"):
@@ -758,7 +858,7 @@ def _classify_number(text: str, start: int, raw: str) -> Iterable[_Cand]:
             continue
         yield start, end, "phone", _P_PII["phone"]
         return
-    if context and 7 <= len(digits) <= 15 and re.fullmatch(r"\+?[\d ()\-.]+", raw):
+    if context and 7 <= len(digits) <= 15 and _PHONE_CHARS_RE.fullmatch(raw):
         yield start, end, "phone", _P_PII["phone"]
 
 
@@ -767,8 +867,26 @@ _IPV6_RE: Final = re.compile(r"[23](?<![\w:.].)[0-9a-fA-F]{3}:[0-9a-fA-F:]{2,36}
 _VERSION_BEFORE_RE: Final = re.compile(r"(?i)\b(?:v|version|ver|build|release|rev|firmware|oid|sdk)\b[^\n]{0,24}$")
 
 
+#: Every ``_IPV4_RE`` match contains this (a literal-first pattern, so ``re`` skips ahead fast).
+_IPV4_GATE_RE: Final = re.compile(r"\.\d{1,3}\.\d{1,3}\.")
+#: Every ``_IPV6_RE`` match starts with ``[23]``, three hex digits and a colon: found from the colon.
+_IPV6_GATE_RE: Final = re.compile(r":(?<=[23][0-9a-fA-F]{3}:)")
+
+
+#: Signature table for ``_IPV4_RE`` (see :func:`_sig_matches`): it starts with ``\d`` after no ``[\w.\-]``.
+_IPV4_SIG: Final = bytes(
+    ord("S")
+    if chr(b).isdigit() and b < 128
+    else ord("W")
+    if chr(b).isascii() and (chr(b).isalnum() or chr(b) in "_.-")
+    else 32
+    for b in range(256)
+)
+
+
 def _ip(text: str, lower: str) -> Iterable[_Cand]:
-    for m in _IPV4_RE.finditer(text):
+    ipv4 = _sig_matches(_IPV4_RE, _IPV4_SIG, text) if _IPV4_GATE_RE.search(text) is not None else ()
+    for m in ipv4:
         if _VERSION_BEFORE_RE.search(text, max(0, m.start() - 40), m.start()):
             continue
         try:
@@ -777,7 +895,7 @@ def _ip(text: str, lower: str) -> Iterable[_Cand]:
             continue
         if addr.is_global:
             yield m.start(), m.end(), "ip", _P_PII["ip"]
-    if "::" in text or text.count(":") >= 7:
+    if ("::" in text or text.count(":") >= 7) and _IPV6_GATE_RE.search(text) is not None:
         for m in _IPV6_RE.finditer(text):
             try:
                 addr6 = ipaddress.IPv6Address(m.group())
@@ -792,7 +910,20 @@ _IBAN_RE: Final = re.compile(
 )
 
 
+#: Byte signature of a text for the IBAN gate: ``A`` for an upper-case ASCII letter, ``0`` for an
+#: ASCII digit or any byte of a non-ASCII character (``\\d`` also matches other scripts' digits),
+#: the space kept, ``.`` for everything else.
+_IBAN_SIG: Final = bytes(
+    ord("A") if 65 <= b <= 90 else ord("0") if 48 <= b <= 57 or b >= 128 else 32 if b == 32 else ord(".")
+    for b in range(256)
+)
+#: Every ``_IBAN_RE`` match shows this in the signature (literal first, so ``re`` skips ahead fast).
+_IBAN_GATE_RE: Final = re.compile(rb"AA00 ?[A0]{4} ?[A0]{4}")
+
+
 def _iban(text: str, _lower: str) -> Iterable[_Cand]:
+    if _IBAN_GATE_RE.search(text.encode("utf-8", "surrogatepass").translate(_IBAN_SIG)) is None:
+        return
     for m in _IBAN_RE.finditer(text):
         value = m.group()
         # the optional trailing group may have eaten a following word; retry without it
@@ -929,12 +1060,7 @@ _RULES: Final[tuple[_Rule, ...]] = (
     _Rule("jwt", ("eyJ",), _jwt),
     _Rule("basic_auth", ("://", "basic", "-u", "--user"), _basic_auth, lower=True),
     _Rule("bearer_token", ("bearer", "authorization", "api-key", "auth-token"), _bearer, lower=True),
-    _Rule(
-        "password_assignment",
-        ("pass", "pwd", "secret", "key", "token", "cred", "pin"),
-        _assignments,
-        lower=True,
-    ),
+    _Rule("password_assignment", ("",), _assignments, lower=True),
     _Rule("email", ("@",), _email),
     _Rule("ip", (".", ":"), _ip),
     _Rule("iban", ("",), _iban),
@@ -979,10 +1105,47 @@ def _custom_detector(rule: CustomRule) -> _Detector:
     return detect
 
 
+_Gate = tuple["str | re.Pattern[str]", ...]
+
+
+def _gate(triggers: tuple[str, ...]) -> _Gate | None:
+    """How to test whether any of ``triggers`` occurs: None (always), else tests of which one must
+    hit. Triggers that contain another are dropped (implied by it); those sharing a first character
+    become one regex when ``re`` can skip ahead fast (their common prefix is two characters or a
+    rare one; faster than one ``in`` per trigger), else each is tested with ``in``."""
+    if "" in triggers:
+        return None
+    kept = [t for t in dict.fromkeys(triggers) if not any(o != t and o in t for o in triggers)]
+    groups: dict[str, list[str]] = {}
+    for t in kept:
+        groups.setdefault(t[0], []).append(t)
+    tests: list[str | re.Pattern[str]] = []
+    for g in groups.values():
+        prefix = g[0] if len(g) == 1 else _common_prefix(g)
+        if len(g) > 1 and (len(prefix) >= 2 or prefix[0] in _RARE_FIRST):
+            tests.append(re.compile("|".join(re.escape(t) for t in sorted(g, key=len, reverse=True))))
+        else:
+            tests.extend(g)
+    # short triggers first: the likeliest to occur, and the test stops at the first hit
+    return tuple(sorted(tests, key=lambda t: len(t) if isinstance(t, str) else 99))
+
+
+#: Characters rare enough in notes that ``re`` skipping to each occurrence beats several ``in`` tests.
+_RARE_FIRST: Final = frozenset(string.ascii_uppercase + "gjkqvxyz")
+
+
+def _common_prefix(words: list[str]) -> str:
+    first, last = min(words), max(words)
+    n = 0
+    while n < min(len(first), len(last)) and first[n] == last[n]:
+        n += 1
+    return first[:n]
+
+
 class Scrubber:
     """Finds and redacts sensitive data according to a :class:`ScrubSettings` policy."""
 
-    __slots__ = ("_settings", "_rules", "_numeric", "_allow", "_policy", "_active")
+    __slots__ = ("_settings", "_rules", "_gates", "_numeric", "_allow", "_policy", "_active")
 
     def __init__(self, settings: ScrubSettings | StoreSettings | None = None) -> None:
         if isinstance(settings, StoreSettings):
@@ -997,6 +1160,9 @@ class Scrubber:
         rules = [r for r in _RULES if r.kind in active or any(k in active for k in _RULE_EXTRA_KINDS.get(r.kind, ()))]
         rules += [_Rule(c.kind, ("",), _custom_detector(c)) for c in settings.custom_rules if c.kind in active]
         self._rules: tuple[_Rule, ...] = tuple(rules)
+        self._gates: tuple[tuple[bool, _Gate | None, _Detector], ...] = tuple(
+            (r.lower, _gate(r.triggers), r.detect) for r in rules
+        )
         self._numeric = bool(active & _NUMERIC_KINDS)
         self._allow: frozenset[str] = frozenset(settings.allowlist) | _AWS_EXAMPLES
         self._active: frozenset[str] = frozenset(active)
@@ -1017,20 +1183,36 @@ class Scrubber:
             return []
         lower = text.lower()
         cands: list[_Cand] = []
-        for rule in self._rules:
-            hay = lower if rule.lower else text
-            for trigger in rule.triggers:  # a plain loop: cheaper than any() over a generator
-                if trigger in hay:
-                    cands.extend(rule.detect(text, lower))
+        for use_lower, gate, detect in self._gates:
+            if gate is None:
+                cands.extend(detect(text, lower))
+                continue
+            hay = lower if use_lower else text
+            for test in gate:  # a plain loop: cheaper than any() over a generator
+                if (test in hay) if type(test) is str else (test.search(hay) is not None):  # type: ignore[union-attr]
+                    cands.extend(detect(text, lower))
                     break
         if self._numeric:
             cands.extend(_numbers(text, lower))
-        # A value recognised as a credential in one place (by its context) is redacted everywhere.
-        seen: set[str] = set()
-        for start, end, kind, prio in list(cands):
-            value = text[start:end]
-            if kind in _CREDENTIAL_SET and end - start >= 8 and value not in seen:
-                seen.add(value)
+        # A value recognised as a credential in one place (by its context) is redacted everywhere:
+        # every occurrence (overlapping ones too) takes the kind of the value's first candidate.
+        first: dict[str, tuple[int, str, int]] = {}
+        for start, end, kind, prio in cands:
+            if kind in _CREDENTIAL_SET and end - start >= 8:
+                value = text[start:end]
+                if value not in first:
+                    first[value] = (start, kind, prio)
+        if _aho is not None and len(first) >= _AHO_MIN_VALUES:
+            automaton = _aho.Automaton()
+            for value, (start, kind, prio) in first.items():
+                automaton.add_word(value, (len(value), start, kind, prio))
+            automaton.make_automaton()
+            for last, (n, start, kind, prio) in automaton.iter(text):
+                pos = last - n + 1
+                if pos != start:
+                    cands.append((pos, last + 1, kind, prio))
+        else:
+            for value, (start, kind, prio) in first.items():
                 pos = text.find(value)
                 while pos >= 0:
                     if pos != start:

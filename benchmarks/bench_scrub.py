@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.metadata
+import importlib.util
 import json
 import platform
 import shlex
@@ -44,31 +45,19 @@ ROOT = Path(__file__).resolve().parent.parent
 HELDOUT = ROOT / "tests" / "scrub" / "heldout_corpus.jsonl"
 PUBLIC = ROOT / "tests" / "scrub" / "public_examples.jsonl"
 
-CREDENTIAL_KINDS = [
-    "anthropic_api_key",
-    "openai_api_key",
-    "aws_access_key_id",
-    "aws_secret_access_key",
-    "google_api_key",
-    "azure_connection_string",
-    "github_token",
-    "gitlab_token",
-    "slack_token",
-    "slack_webhook",
-    "stripe_key",
-    "twilio_account_sid",
-    "twilio_auth_token",
-    "sendgrid_api_key",
-    "npm_token",
-    "pypi_token",
-    "jwt",
-    "private_key",
-    "basic_auth",
-    "password_assignment",
-    "bearer_token",
-    "generic_secret",
-]
-PERSONAL_KINDS = ["email", "phone", "credit_card", "ssn", "iban", "ip", "dob"]
+
+def _generator_kinds() -> tuple[list[str], list[str]]:
+    """The kind taxonomy of the held-out corpus generator (written from the issue, not memvault)."""
+    spec = importlib.util.spec_from_file_location(
+        "make_heldout_corpus", ROOT / "tests" / "scrub" / "make_heldout_corpus.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return list(module.CREDENTIAL_KINDS), list(module.PERSONAL_KINDS)
+
+
+CREDENTIAL_KINDS, PERSONAL_KINDS = _generator_kinds()
 
 
 def load(path: Path) -> list[dict]:

@@ -896,7 +896,7 @@ class MemoryStore:
         commit = GitStore.commit(tree_id, state.commit_id, _commit_message(sealed, tag))
         objects.append(commit)
         self.git.write(objects)  # type: ignore[arg-type]
-        self.keyring.refresh()
+        # The keyring was read by _sync under this same lock: the chain is current.
         dek_records.append(self.keyring.commit_record(meta.seq, commit.id, state.commit_id))
         self.keyring.append(b"".join(dek_records), durable=self._durable)
         failure: BaseException | None = None

@@ -32,6 +32,7 @@ __all__ = [
     "WrongKeyError",
     "KeyUnavailableError",
     "InternalError",
+    "StorageError",
 ]
 
 
@@ -118,9 +119,16 @@ class ConflictError(MemvaultError):
 
 
 class LockedError(MemvaultError):
-    """The store's write lock could not be taken in time."""
+    """The store's write lock could not be taken in time (another writer held it throughout).
+
+    ``waited`` is how long the caller waited, in seconds; nothing was written.
+    """
 
     exit_status = ExitStatus.LOCKED
+
+    def __init__(self, message: str, *, waited: float = 0.0) -> None:
+        super().__init__(message)
+        self.waited = waited
 
 
 class IntegrityError(MemvaultError):
@@ -167,3 +175,30 @@ class InternalError(MemvaultError):
 
     def __init__(self, message: str = "Internal memory store error.") -> None:
         super().__init__(message)
+
+
+class StorageError(InternalError):
+    """The filesystem refused a write (no space, read-only, permission, I/O error).
+
+    The message names the operating system's reason (``strerror``), never a host path or
+    content. ``outcome_unknown`` is False when the store is known to be exactly as before the
+    command; True in the rare case where undoing a half-done write failed too, so the command
+    may still take effect (the message then says so).
+    """
+
+    def __init__(self, message: str, *, outcome_unknown: bool = False) -> None:
+        super().__init__(message)
+        self.outcome_unknown = outcome_unknown
+
+    @classmethod
+    def from_os_error(
+        cls, err: OSError, *, what: str = "The memory store", outcome_unknown: bool = False
+    ) -> StorageError:
+        reason = err.strerror or "I/O error"
+        if outcome_unknown:
+            return cls(
+                f"{what} could not be written ({reason}); the command may or may not have been saved. "
+                "View the file before retrying.",
+                outcome_unknown=True,
+            )
+        return cls(f"{what} could not be written ({reason}).")

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from .errors import LockedError
+from .errors import LockedError, StorageError
 
 __all__ = [
     "FILE_MODE",
@@ -18,15 +18,23 @@ __all__ = [
     "atomic_write",
     "write_all",
     "wipe_file",
+    "wipe_leftovers",
+    "private_file",
+    "private_dir",
     "fsync_dir",
     "StoreLock",
     "make_private_dir",
+    "restrict_modes",
+    "DEFAULT_LOCK_TIMEOUT",
 ]
 
 #: Owner read/write only: memory stores hold regulated data, and container umasks are often 0.
 FILE_MODE = 0o600
 #: Owner only, for the same reason.
 DIR_MODE = 0o700
+#: Seconds a writer waits for the store lock before :class:`~memvault.errors.LockedError`
+#: (``MemoryStore.open(..., lock_timeout=...)`` overrides it per store object).
+DEFAULT_LOCK_TIMEOUT = 30.0
 
 
 def fsync_dir(path: Path) -> None:
@@ -48,21 +56,78 @@ def write_all(fd: int, data: bytes) -> None:
 def wipe_file(path: Path) -> None:
     """Overwrite a file with zeros (fsynced), then unlink it and fsync its directory, so key
     material does not linger in freed blocks of filesystems that write in place (best effort:
-    copy-on-write filesystems, snapshots and SSD remapping may keep old blocks)."""
-    fd = os.open(path, os.O_WRONLY | os.O_NOFOLLOW)
+    copy-on-write filesystems, snapshots and SSD remapping may keep old blocks).
+
+    The file is first renamed to ``.<name>.wipe`` (fsynced), so a crash or an I/O error midway
+    never leaves a zeroed or half-zeroed file under its real name (a key slot that would no
+    longer parse): the real name is either the intact file or gone. A leftover ``.wipe`` file is
+    finished by :func:`wipe_leftovers`.
+    """
+    doomed = path.with_name(f".{path.name}.wipe") if not path.name.endswith(".wipe") else path
+    if doomed != path:
+        os.replace(path, doomed)
+        fsync_dir(path.parent)
+    fd = os.open(doomed, os.O_WRONLY | os.O_NOFOLLOW)
     try:
         os.pwrite(fd, bytes(os.fstat(fd).st_size), 0)
         os.fsync(fd)
     finally:
         os.close(fd)
-    os.unlink(path)
+    os.unlink(doomed)
     fsync_dir(path.parent)
+
+
+def wipe_leftovers(directory: Path, markers: tuple[str, ...]) -> int:
+    """Wipe hidden files in ``directory`` left by an interrupted atomic write or wipe (names
+    starting with ``.`` that contain one of ``markers`` or end in ``.wipe``); return how many.
+    Caller holds the store lock, so no live writer owns them."""
+    count = 0
+    try:
+        names = os.listdir(directory)
+    except FileNotFoundError:
+        return 0
+    for name in names:
+        if name.startswith(".") and (name.endswith(".wipe") or any(m in name for m in markers)):
+            try:
+                wipe_file(directory / name)
+            except FileNotFoundError:
+                continue
+            count += 1
+    return count
 
 
 def make_private_dir(path: Path) -> None:
     """Create ``path`` (not its parents) with mode 0700 regardless of umask."""
     os.mkdir(path, DIR_MODE)
     os.chmod(path, DIR_MODE)
+
+
+def restrict_modes(root: Path) -> None:
+    """Take group and other permissions off everything under ``root`` (directories become 0700,
+    files keep at most their owner bits), whatever the umask was when they were created."""
+    for dirpath, dirnames, filenames in os.walk(root):
+        os.chmod(dirpath, DIR_MODE)
+        for name in filenames:
+            p = os.path.join(dirpath, name)
+            st = os.lstat(p)
+            if (st.st_mode & 0o077) and not os.path.islink(p):
+                os.chmod(p, st.st_mode & 0o700)
+        dirnames[:] = [d for d in dirnames if not os.path.islink(os.path.join(dirpath, d))]
+
+
+def private_file(path: Path, mode: int = FILE_MODE) -> None:
+    """Drop group/other bits of one file created by code that honours the umask (``mode`` is
+    the most it may keep)."""
+    st = os.lstat(path)
+    if st.st_mode & 0o077:
+        os.chmod(path, st.st_mode & mode)
+
+
+def private_dir(path: Path) -> None:
+    """Make one directory created by code that honours the umask 0700."""
+    st = os.lstat(path)
+    if st.st_mode & 0o777 != DIR_MODE:
+        os.chmod(path, DIR_MODE)
 
 
 def atomic_write(path: Path, data: bytes, *, durable: bool = True) -> None:
@@ -91,23 +156,39 @@ class StoreLock:
     """The store-wide writer lock: ``flock`` on a lock file, plus a thread lock.
 
     ``flock`` is released by the kernel when a process dies, so a crashed writer never leaves a
-    stale lock behind. Separate ``open()`` calls get separate lock descriptions, so threads of
+    stale lock behind, and a live holder is never overridden: there is no age or PID heuristic
+    that could steal it. Separate ``open()`` calls get separate lock descriptions, so threads of
     one process exclude each other too; the thread lock keeps them from spinning.
+
+    Waiting is bounded by ``timeout`` seconds in all (thread lock and ``flock`` together); then
+    :class:`~memvault.errors.LockedError` says how long the caller waited. A lock file that
+    cannot be opened (read-only store, no space) is a :class:`~memvault.errors.StorageError`.
     """
 
-    def __init__(self, path: Path, timeout: float = 30.0) -> None:
+    def __init__(self, path: Path, timeout: float = DEFAULT_LOCK_TIMEOUT) -> None:
         self._path = path
-        self._timeout = timeout
+        self.timeout = timeout
         self._thread_lock = threading.Lock()
+
+    def _locked(self, start: float) -> LockedError:
+        waited = time.monotonic() - start
+        return LockedError(
+            f"The memory store is locked by another writer (waited {waited:.1f} s); retry shortly.",
+            waited=waited,
+        )
 
     @contextmanager
     def hold(self) -> Iterator[None]:
-        if not self._thread_lock.acquire(timeout=self._timeout):
-            raise LockedError("The memory store is locked by another writer; retry shortly.")
+        start = time.monotonic()
+        if not self._thread_lock.acquire(timeout=max(self.timeout, 0.0)):
+            raise self._locked(start)
         try:
-            fd = os.open(self._path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, FILE_MODE)
             try:
-                self._acquire(fd)
+                fd = os.open(self._path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, FILE_MODE)
+            except OSError as err:
+                raise StorageError.from_os_error(err) from None
+            try:
+                self._acquire(fd, start)
                 try:
                     yield
                 finally:
@@ -117,15 +198,16 @@ class StoreLock:
         finally:
             self._thread_lock.release()
 
-    def _acquire(self, fd: int) -> None:
-        deadline = time.monotonic() + self._timeout
+    def _acquire(self, fd: int, start: float) -> None:
+        deadline = start + self.timeout
         delay = 0.0005
         while True:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 return
             except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    raise LockedError("The memory store is locked by another writer; retry shortly.") from None
-                time.sleep(delay)
+                now = time.monotonic()
+                if now >= deadline:
+                    raise self._locked(start) from None
+                time.sleep(min(delay, deadline - now))
                 delay = min(delay * 2, 0.02)

@@ -243,21 +243,42 @@ class Keyring:
     def append(self, records: bytes, *, durable: bool) -> int:
         """Append encoded records in one write (caller holds the store lock); return old size.
 
-        Any torn tail left by a crashed writer is cut off first.
+        Any torn tail left by a crashed writer is cut off first. If the write or its sync fails
+        (no space, I/O error), the file is cut back to where it was, so no record of a failed
+        append survives, and the error is re-raised; if even that cut fails, the in-memory view
+        is re-read from the file, so :attr:`high_water` says what the file really holds.
         """
         self.refresh()
         start = self._offset
         fd = os.open(self._path, os.O_WRONLY | os.O_NOFOLLOW)
         try:
-            os.ftruncate(fd, start)
-            os.lseek(fd, start, os.SEEK_SET)
-            write_all(fd, records)
-            if durable:
-                os.fdatasync(fd)
+            try:
+                os.ftruncate(fd, start)
+                os.lseek(fd, start, os.SEEK_SET)
+                write_all(fd, records)
+                if durable:
+                    os.fdatasync(fd)
+            except BaseException:
+                self._undo_append(fd, start, durable=durable)
+                raise
         finally:
             os.close(fd)
         self.refresh()
         return start
+
+    def _undo_append(self, fd: int, start: int, *, durable: bool) -> None:
+        """After a failed append: cut the file back to ``start``, then re-read it from scratch."""
+        try:
+            os.ftruncate(fd, start)
+            if durable:
+                os.fdatasync(fd)
+        except OSError:
+            pass  # whatever stayed is a torn tail or complete records: the re-read below tells
+        self._reset()
+        try:
+            self.refresh()
+        except (OSError, IntegrityError):
+            self._reset()  # read again from the start on next use
 
     # -- redaction ------------------------------------------------------------------------------
 

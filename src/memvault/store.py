@@ -8,7 +8,16 @@ Guarantees (details in ``docs/format.md`` and ``SECURITY.md``):
   (fdatasync) -> branch compare-and-swap (fsynced). A crash at any point leaves the store at the
   old or the new commit; a writer that finds a recorded-but-unpublished commit publishes it.
 - Writers are serialised by a ``flock`` on ``<store>/lock`` (released by the kernel if a writer
-  dies) and always re-read the branch under the lock, so no update is lost.
+  dies, never taken from a live holder) and always re-read the branch under the lock, so no
+  update is lost. A writer waits at most ``lock_timeout`` seconds (``open``/``create``
+  parameter, default 30) and then gets :class:`~memvault.errors.LockedError` saying how long it
+  waited; nothing is written.
+- A filesystem error (no space, read-only store, I/O error) at any write step is a
+  :class:`~memvault.errors.StorageError` (its message names the OS reason only); the store is
+  left at the old commit, or, if undoing the half-done step failed too, the error says that the
+  command may still take effect.
+- Files memvault or dulwich create in the store are made owner-only (files 0600 or 0400,
+  directories 0700) whatever the umask.
 - The decrypted head state (paths, kinds, sizes) is cached and refreshed only when the branch
   moves; a command's cost depends on the shards it touches, not on the number of files.
 """
@@ -37,10 +46,21 @@ from .errors import (
     PathExistsError,
     RedactedError,
     RollbackDetectedError,
+    StorageError,
     StoreExistsError,
     StoreNotFoundError,
 )
-from .fsutil import DIR_MODE, StoreLock, atomic_write, make_private_dir
+from .fsutil import (
+    DEFAULT_LOCK_TIMEOUT,
+    DIR_MODE,
+    StoreLock,
+    atomic_write,
+    make_private_dir,
+    private_dir,
+    private_file,
+    restrict_modes,
+    wipe_leftovers,
+)
 from .gitstore import MODE_BLOB, MODE_TREE, GitStore
 from .keyring import ZERO_ID, HighWater, Keyring
 from .keys import Subkeys, Unlock, b64decode, b64encode, load_slots, new_slot, read_key_file, unlock_master_keys
@@ -332,6 +352,7 @@ class MemoryStore:
             tombstone_key=self._keys.meta,
         )
         self._lock = StoreLock(root / "lock")
+        self._swept = False
         self._state_lock = threading.RLock()
         self._state: StoreState | None = None
         #: The branch value that maps to ``_state`` (differs while a recorded commit is unpublished).
@@ -362,11 +383,23 @@ class MemoryStore:
         key_file: str | os.PathLike[str] | None = None,
         settings: StoreSettings | None = None,
         kdf: KdfParams | None = None,
+        lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
     ) -> MemoryStore:
-        """Create a new store in directory ``path`` (created if missing; must be empty)."""
+        """Create a new store in directory ``path`` (created if missing; must be empty).
+
+        ``lock_timeout``: seconds a write waits for the store's writer lock (see :meth:`open`).
+        """
         unlock = cls._unlock(passphrase, key_file)
+        try:
+            store = cls._create(Path(path), unlock, settings, kdf)
+        except OSError as err:
+            raise StorageError.from_os_error(err, what="The memory store") from None
+        store.lock_timeout = lock_timeout
+        return store
+
+    @classmethod
+    def _create(cls, root: Path, unlock: Unlock, settings: StoreSettings | None, kdf: KdfParams | None) -> MemoryStore:
         settings = settings or StoreSettings()
-        root = Path(path)
         if root.is_symlink():
             raise StoreExistsError("Refusing to create a memory store at a symbolic link.")
         if root.exists():
@@ -393,6 +426,9 @@ class MemoryStore:
         store.unlocked_slot = first_slot.slot_id
         store.git = GitStore.init(root / "repo", durable=durable)
         store._write_initial_commit()
+        # dulwich honours the umask; memory stores hold regulated data (and umask 0 is common in
+        # containers): nothing in the store may be readable by group or others.
+        restrict_modes(root / "repo")
         # The marker file goes last: a crash before it leaves no half-made store that opens.
         config = {
             "format": _STORE_FORMAT,
@@ -412,12 +448,18 @@ class MemoryStore:
         passphrase: str | None = None,
         key_file: str | os.PathLike[str] | None = None,
         check_head: bool = True,
+        lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
     ) -> MemoryStore:
         """Open an existing store; a wrong key raises :class:`~memvault.errors.WrongKeyError`.
 
         ``check_head=False`` only unlocks the keys and skips loading (and checking) the head, for
         tools that must inspect a damaged store, such as ``verify``; every later state access
         still checks.
+
+        ``lock_timeout``: how many seconds a write (a mutating command, a key or redaction change)
+        waits for the store's writer lock while another thread or process holds it, before it
+        fails with :class:`~memvault.errors.LockedError` (whose message says how long it waited).
+        Readers never wait. Also settable later as :attr:`lock_timeout`.
         """
         unlock = cls._unlock(passphrase, key_file)
         root = Path(path)
@@ -446,10 +488,43 @@ class MemoryStore:
         store.unlocked_slot = slot.slot_id
         crypto.mac_verify(store._keys.config, store._config_message(config), settings_mac)
         store.git = GitStore(root / "repo", durable=settings.durability == "full")
+        store.lock_timeout = lock_timeout
         if check_head:
             with store._state_lock:
                 store._sync(writer=False)
         return store
+
+    @property
+    def lock_timeout(self) -> float:
+        """Seconds a write waits for the writer lock before :class:`~memvault.errors.LockedError`."""
+        return self._lock.timeout
+
+    @lock_timeout.setter
+    def lock_timeout(self, seconds: float) -> None:
+        if not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or not seconds >= 0:
+            raise ValueError("lock_timeout must be a number of seconds >= 0")
+        self._lock.timeout = float(seconds)
+
+    @contextmanager
+    def _writer(self) -> Iterator[None]:
+        """Hold the writer lock; finish leftovers of interrupted writers once per store object;
+        turn a filesystem error of the body into :class:`~memvault.errors.StorageError`."""
+        with self._lock.hold():
+            try:
+                if not self._swept:
+                    self._sweep_leftovers()
+                    self._swept = True
+                yield
+            except OSError as err:
+                raise StorageError.from_os_error(err) from None
+
+    def _sweep_leftovers(self) -> None:
+        """Wipe temporary files of atomic writes, key-slot removals and keyring rewrites that a
+        crashed or failed writer left behind (they may hold wrapped key material). Caller holds
+        the writer lock. Torn loose objects (``objects/xx/*.lock``) are never read and are left:
+        finding them would cost a scan of every object directory."""
+        wipe_leftovers(self.root / "keys", (".json.tmp-",))
+        wipe_leftovers(self.root, (f"{STORE_FILE}.tmp-", ".keyring.rewrite-"))
 
     def _config_message(self, config: dict[str, object]) -> bytes:
         body = json.dumps(
@@ -583,6 +658,7 @@ class MemoryStore:
                     self._load_commit(hw.commit_id)  # authenticate before serving or publishing
                     head = hw.commit_id
                     if writer and self.git.compare_and_swap(ref, head):
+                        self._restrict_ref()
                         ref = head
                 elif self._durable:
                     raise RollbackDetectedError(
@@ -644,7 +720,7 @@ class MemoryStore:
 
         Refuses (ConflictError) if the head still uses one of them: remove those files first.
         """
-        with self._lock.hold(), self._state_lock:
+        with self._writer(), self._state_lock:
             state = self._sync(writer=True)
             live = [n.path for n in state.nodes.values() if n.dek_id in dek_ids]
             if live:
@@ -652,7 +728,7 @@ class MemoryStore:
             try:
                 count = self.keyring.destroy(dek_ids, info, durable=True)
             except OSError as err:
-                raise InternalError(f"The keyring could not be rewritten ({err.strerror or 'I/O error'}).") from None
+                raise StorageError.from_os_error(err, what="The keyring") from None
             self.forget_cached_plaintext()
             return count
 
@@ -670,8 +746,11 @@ class MemoryStore:
 
     @contextmanager
     def writing(self) -> Iterator[None]:
-        """Hold the store's writer lock (for operator changes outside commits, e.g. key slots)."""
-        with self._lock.hold():
+        """Hold the store's writer lock (for operator changes outside commits, e.g. key slots).
+
+        A filesystem error inside the block becomes :class:`~memvault.errors.StorageError`.
+        """
+        with self._writer():
             yield
 
     def forget_cached_plaintext(self) -> None:
@@ -818,7 +897,7 @@ class MemoryStore:
         ``fn`` raising leaves everything unchanged. The store lock is held throughout, so ``fn``
         always sees the latest head (no lost updates).
         """
-        with self._lock.hold(), self._state_lock:
+        with self._writer(), self._state_lock:
             state = self._sync(writer=True)
             txn = Transaction(self, state)
             result = fn(txn)
@@ -826,12 +905,7 @@ class MemoryStore:
                 seq=state.seq + 1, time=_now(), actor=actor, session=session, command=command,
                 paths=paths, findings=dict(findings or {}),
             )  # fmt: skip
-            try:
-                self._commit(state, txn, meta)
-            except MemvaultError:
-                raise
-            except OSError as err:
-                raise InternalError(f"The memory store could not be written ({err.strerror or 'I/O error'}).") from None
+            self._commit(state, txn, meta)
             return result
 
     def _commit(self, state: StoreState, txn: Transaction, meta: CommitMeta) -> None:
@@ -895,22 +969,47 @@ class MemoryStore:
         tag = records.commit_tag(self._keys.chain, self.store_id, meta.seq, state.commit_id, tree_id, sealed)
         commit = GitStore.commit(tree_id, state.commit_id, _commit_message(sealed, tag))
         objects.append(commit)
-        self.git.write(objects)  # type: ignore[arg-type]
+        # Step 1: objects. A failure here leaves only unreferenced objects: the old state.
+        try:
+            self.git.write(objects)  # type: ignore[arg-type]
+            self._restrict_objects(objects)
+        except Exception as err:
+            self._discard_object_locks(objects)
+            raise _storage_error(err) from None
+        # Step 2: the keyring records the commit (the point of no return once it is durable).
         # The keyring was read by _sync under this same lock: the chain is current.
         dek_records.append(self.keyring.commit_record(meta.seq, commit.id, state.commit_id))
-        self.keyring.append(b"".join(dek_records), durable=self._durable)
+        try:
+            self.keyring.append(b"".join(dek_records), durable=self._durable)
+        except OSError as err:
+            # The append cut its records off again; if that failed and the commit is still
+            # recorded, withdraw it with an ABORT record.
+            if not self._abort(meta.seq, commit.id):
+                raise StorageError.from_os_error(err, outcome_unknown=True) from None
+            raise StorageError.from_os_error(err) from None
+        # Step 3: publish by moving the branch.
         failure: BaseException | None = None
         try:
             swapped = self.git.compare_and_swap(state.commit_id, commit.id)
         except BaseException as err:  # noqa: BLE001 - decided below by re-reading the branch
             failure = err
-            swapped = self.git.head() == commit.id
+            try:
+                swapped = self.git.head() == commit.id
+            except (OSError, MemvaultError):
+                # Cannot tell whether the branch moved: an ABORT now could contradict a moved
+                # branch, so leave the recorded commit for the next writer to publish.
+                raise _storage_error(err, outcome_unknown=True) from None
         if not swapped:
+            self._remove_ref_lock()
             # Recorded but not published: say so in the keyring, so nobody publishes it later.
-            self.keyring.append(self.keyring.abort_record(meta.seq, commit.id), durable=self._durable)
+            if not self._abort(meta.seq, commit.id):
+                raise _storage_error(failure or OSError(5, "I/O error"), outcome_unknown=True) from None
             if failure is not None:
-                raise failure
+                if isinstance(failure, MemvaultError) or not isinstance(failure, Exception):
+                    raise failure
+                raise _storage_error(failure) from None
             raise ConflictError("Error: The memory store changed concurrently; retry the command.")
+        self._restrict_ref()
         # Published. Fold the changes into the cached state.
         try:
             for path in sorted(new_nodes, key=lambda p: -p.count("/")):
@@ -932,10 +1031,62 @@ class MemoryStore:
                     self._cache_content(cached.blob_id, data)
             state.commit_id, state.seq, state.tree_id = commit.id, meta.seq, tree_id
         except Exception:
-            self._state = None  # rebuilt from the branch on next use
-            raise
-        if failure is not None and not isinstance(failure, OSError):
+            # The commit stands (the branch moved): report success, rebuild the cache lazily.
+            self._state = None
+        if failure is not None and not isinstance(failure, Exception):
             raise failure  # e.g. KeyboardInterrupt after the branch moved: the commit stands
+
+    def _abort(self, seq: int, commit_id: bytes) -> bool:
+        """Withdraw the recorded commit ``commit_id`` with an ``ABORT`` record if the keyring
+        still names it; False if that could not be written (the next writer would then publish
+        it)."""
+        try:
+            self.keyring.refresh()
+            hw = self.keyring.high_water
+            if hw is None or hw.commit_id != commit_id:
+                return hw is not None  # not (or no longer) recorded: nothing to withdraw
+            self.keyring.append(self.keyring.abort_record(seq, commit_id), durable=self._durable)
+        except (OSError, MemvaultError):
+            hw = self.keyring.high_water
+            return hw is not None and hw.commit_id != commit_id
+        return True
+
+    def _objects_dir(self) -> Path:
+        return self.root / "repo" / "objects"
+
+    def _restrict_objects(self, objects: list[object]) -> None:
+        """Owner-only modes for loose objects and fan-out directories dulwich just created."""
+        base = self._objects_dir()
+        for d in {obj.id[:2].decode() for obj in objects}:  # type: ignore[attr-defined]
+            private_dir(base / d)
+        for obj in objects:
+            oid = obj.id.decode()  # type: ignore[attr-defined]
+            private_file(base / oid[:2] / oid[2:], 0o400)
+
+    def _discard_object_locks(self, objects: list[object]) -> None:
+        """Remove ``objects/xx/<id>.lock`` files a failed object write left behind (the caller
+        holds the writer lock, so they are this writer's)."""
+        base = self._objects_dir()
+        for obj in objects:
+            oid = obj.id.decode()  # type: ignore[attr-defined]
+            try:
+                os.unlink(base / oid[:2] / f"{oid[2:]}.lock")
+            except OSError:
+                pass
+
+    def _remove_ref_lock(self) -> None:
+        try:
+            os.unlink(self.root / "repo" / "refs" / "heads" / "main.lock")
+        except OSError:
+            pass
+
+    def _restrict_ref(self) -> None:
+        """Owner-only mode for the branch file just renamed into place (best effort: the commit
+        already stands, and the store directory is 0700)."""
+        try:
+            private_file(self.root / "repo" / "refs" / "heads" / "main")
+        except OSError:
+            pass
 
     def _apply_tree(
         self,
@@ -1011,6 +1162,12 @@ class MemoryStore:
             txn.write_file(vpath, raw, binary=binary)
 
         self.transact(apply, command="put", paths=(vpath.text,), actor=actor, session=session)
+
+
+def _storage_error(err: BaseException, *, outcome_unknown: bool = False) -> StorageError:
+    if isinstance(err, OSError):
+        return StorageError.from_os_error(err, outcome_unknown=outcome_unknown)
+    return StorageError.from_os_error(OSError(5, "I/O error"), outcome_unknown=outcome_unknown)
 
 
 def _freshness_problem(head: bytes, seq: int, hw: HighWater) -> IntegrityError | None:

@@ -3,13 +3,27 @@
 A bare repository with one branch, ``refs/heads/main``. Objects are written loose (fsynced in
 ``full`` durability, together with their directories) before the branch moves; the branch moves
 by compare-and-swap. Every tree read back is checked against the one shape memvault writes, so a
-hostile repository (``..`` names, symlinks, gitlinks) is refused rather than interpreted.
+hostile repository (``..`` names, symlinks, gitlinks) is refused rather than interpreted:
+
+- a tree is parsed here from its raw bytes, strictly: only modes ``100644`` and ``40000`` as git
+  writes them, names ``[0-9a-z]{1,64}``, entries in git's order without duplicates; the error
+  names the kind of entry found (never the entry's bytes);
+- a commit must be byte for byte the commit :meth:`GitStore.commit` writes for its tree, parent
+  and message (constant identity and time, no other header, at most one parent);
+- :meth:`GitStore.layout_problem` checks a whole tree against the layout of docs/format.md 5.3;
+- a repository that redirects git to objects or a directory outside it (``objects/info/
+  alternates``, ``commondir``, a ``.git`` file) or uses another object format is not opened;
+- reads are bounded: loose objects inflate to at most :data:`MAX_OBJECT_BYTES`, the branch
+  file is read up to 4 KiB and only if it is a regular file.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
+import stat
+import zlib
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
@@ -21,7 +35,7 @@ from dulwich.repo import Repo
 from .errors import IntegrityError
 from .fsutil import fsync_dir
 
-__all__ = ["GitStore", "BRANCH", "MODE_BLOB", "MODE_TREE", "IDENTITY"]
+__all__ = ["GitStore", "BRANCH", "MODE_BLOB", "MODE_TREE", "IDENTITY", "MAX_OBJECT_BYTES", "LAYOUT_ROLES"]
 
 BRANCH = Ref(b"refs/heads/main")
 MODE_BLOB = 0o100644
@@ -30,6 +44,82 @@ MODE_TREE = 0o040000
 IDENTITY = b"memvault <memvault@invalid>"
 _NAME_OK = re.compile(rb"\A[0-9a-z]{1,64}\Z")
 _HEX40 = re.compile(rb"\A[0-9a-f]{40}\Z")
+#: Largest object memvault reads (inflated). A content blob is at most about 75 MiB (the
+#: largest ``max_file_bytes``, padded); anything larger is refused before it is inflated.
+MAX_OBJECT_BYTES = 256 * 1024 * 1024
+_MAX_REF_BYTES = 4096
+_MODE_TEXT = {b"100644": MODE_BLOB, b"40000": MODE_TREE}
+_HEX1 = re.compile(rb"\A[0-9a-f]\Z")
+_HEX62 = re.compile(rb"\A[0-9a-f]{62}\Z")
+#: The tree layout of docs/format.md 5.3 by role: (name pattern, mode, child role or None).
+#: ``root`` holds only ``c`` and/or ``i``; every other tree is non-empty.
+LAYOUT_ROLES: dict[str, tuple[re.Pattern[bytes], int, str | None]] = {
+    "i": (_HEX1, MODE_TREE, "i1"),  # i/<h0>
+    "i1": (_HEX1, MODE_BLOB, None),  # i/<h0>/<h1>: index shard blobs
+    "c": (_HEX1, MODE_TREE, "c1"),  # c/<h0>
+    "c1": (_HEX1, MODE_TREE, "c2"),  # c/<h0>/<h1>
+    "c2": (_HEX62, MODE_BLOB, None),  # c/<h0>/<h1>/<h[2:]>: content blobs
+}
+#: Cache of tree ids whose whole subtree passed :meth:`GitStore.layout_problem` (per role).
+_LAYOUT_CACHE_ENTRIES = 65536
+
+
+def _tree_sort_key(name: bytes, mode: int) -> bytes:
+    return name + b"/" if mode == MODE_TREE else name
+
+
+def _mode_problem(text: bytes) -> str:
+    if text == b"120000":
+        return "a symbolic link (mode 120000)"
+    if text == b"160000":
+        return "a gitlink, i.e. a submodule (mode 160000)"
+    if text in (b"040000", b"0100644"):
+        return "a zero-padded mode"
+    if 1 <= len(text) <= 7 and text.isdigit():
+        return f"mode {text.decode()}, which memvault never writes"
+    return "a malformed mode"
+
+
+def _name_problem(name: bytes) -> str:
+    if name in (b".", b".."):
+        return "an entry named '.' or '..'"
+    if name.rstrip(b". ").lower() in (b".git", b"git~1"):
+        return "an entry named '.git'"
+    if b"/" in name or b"\\" in name:
+        return "a name containing a path separator"
+    if not name:
+        return "an entry with an empty name"
+    return "a name memvault never writes"
+
+
+def parse_tree_strict(raw: bytes) -> tuple[dict[bytes, tuple[int, bytes]], str | None]:
+    """Entries of a raw (SHA-1) tree and, if it holds anything memvault never writes, what
+    (``None`` when it is clean). The description names a kind of entry, never its bytes."""
+    out: dict[bytes, tuple[int, bytes]] = {}
+    pos, last = 0, b""
+    while pos < len(raw):
+        space = raw.find(b" ", pos, pos + 8)
+        if space < 0:
+            return out, "a malformed entry"
+        mode_text = raw[pos:space]
+        nul = raw.find(b"\0", space + 1, space + 2 + 1024)
+        if nul < 0 or nul + 21 > len(raw):
+            return out, "a malformed entry"
+        name, sha = raw[space + 1 : nul], raw[nul + 1 : nul + 21]
+        pos = nul + 21
+        mode = _MODE_TEXT.get(mode_text)
+        if not _NAME_OK.match(name):
+            return out, _name_problem(name)
+        if mode is None:
+            return out, _mode_problem(mode_text)
+        if name in out:
+            return out, "duplicate entries"
+        key = _tree_sort_key(name, mode)
+        if out and key <= last:
+            return out, "entries out of git's order"
+        last = key
+        out[name] = (mode, sha.hex().encode())
+    return out, None
 
 
 class GitStore:
@@ -38,13 +128,24 @@ class GitStore:
     def __init__(self, path: Path, *, durable: bool) -> None:
         self.path = path
         self._durable = durable
+        for redirect in (".git", "commondir", "objects/info/alternates", "objects/info/http-alternates"):
+            if os.path.lexists(path / redirect):
+                raise IntegrityError(
+                    "The store's git repository refers to objects or a directory outside it "
+                    f"({redirect}); memvault does not open such a repository."
+                )
         try:
             self._repo = Repo(str(path))
         except Exception:
             raise IntegrityError("The store's git repository cannot be opened.") from None
+        if getattr(self._repo, "object_format", None) is not None and self._repo.object_format.name != "sha1":
+            self._repo.close()
+            raise IntegrityError("The store's git repository does not use the SHA-1 object format.")
         self._repo.object_store.fsync_object_files = durable
+        self._repo.object_store.loose_object_size_limit = MAX_OBJECT_BYTES
         self._objects_dir = path / "objects"
         self._ref_file = path / "refs" / "heads" / "main"
+        self._layout_ok: dict[tuple[bytes, str], None] = {}
 
     @classmethod
     def init(cls, path: Path, *, durable: bool) -> GitStore:
@@ -69,13 +170,18 @@ class GitStore:
     def head(self) -> bytes | None:
         """The branch's commit id (40 hex bytes), or None before the first commit."""
         try:
-            data = self._ref_file.read_bytes().strip()
+            data = _read_small_file(self._ref_file, _MAX_REF_BYTES).strip()
         except FileNotFoundError:
             # `git pack-refs` (run by `git gc`) moves the branch into packed-refs.
-            packed = self._repo.refs.get_packed_refs().get(BRANCH)
+            try:
+                packed = self._repo.refs.get_packed_refs().get(BRANCH)
+            except Exception:  # a damaged packed-refs file
+                raise IntegrityError("The store's branch is damaged.") from None
             if packed is None:
                 return None
             data = bytes(packed)
+        except OSError:  # a FIFO, a device, a directory or an oversized file
+            raise IntegrityError("The store's branch is damaged.") from None
         if not _HEX40.match(data):
             raise IntegrityError("The store's branch is damaged.")
         return data
@@ -147,16 +253,20 @@ class GitStore:
             fsync_dir(self._objects_dir)
 
     def _get(self, obj_id: bytes) -> ShaFile:
+        if not _HEX40.match(obj_id):
+            raise IntegrityError()
         try:
             return self._repo.object_store[ObjectID(obj_id)]
         except KeyError:
             raise IntegrityError("An object of the store is missing.") from None
         except (ChecksumMismatch, ObjectFormatException, ValueError, OSError):
             raise IntegrityError() from None
-        except Exception:
+        except Exception:  # dulwich raises assorted errors on hostile objects (zlib.error, ...)
             raise IntegrityError() from None
 
     def contains(self, obj_id: bytes) -> bool:
+        if not _HEX40.match(obj_id):
+            return False
         return ObjectID(obj_id) in self._repo.object_store
 
     def read_blob(self, obj_id: bytes) -> bytes:
@@ -165,26 +275,123 @@ class GitStore:
             raise IntegrityError()
         return obj.as_raw_string()
 
-    def read_tree(self, obj_id: bytes) -> dict[bytes, tuple[int, bytes]]:
-        """Entries of a tree, refusing any name or mode memvault never writes."""
-        obj = self._get(obj_id)
+    def _raw_tree(self, obj_id: bytes) -> bytes:
+        """The raw bytes of a tree object whose content matches its id (loose or packed)."""
+        raw = self._read_loose(obj_id, b"tree")
+        if raw is not None:
+            return raw
+        obj = self._get(obj_id)  # packed (after git gc): dulwich checks the id
         if not isinstance(obj, Tree):
             raise IntegrityError()
+        return obj.as_raw_string()
+
+    def _read_loose(self, obj_id: bytes, kind: bytes) -> bytes | None:
+        """Inflate the loose object ``obj_id`` (bounded) and check its id; None if not loose.
+
+        Read here rather than through dulwich so that a tree dulwich would refuse to parse
+        (a NUL or slash in a name, a misplaced entry) can still be told from a damaged object.
+        """
+        if not _HEX40.match(obj_id):
+            raise IntegrityError()
+        path = self._objects_dir / obj_id[:2].decode() / obj_id[2:].decode()
         try:
-            obj.check()
-        except Exception:
+            compressed = _read_small_file(path, MAX_OBJECT_BYTES)
+        except FileNotFoundError:
+            return None
+        except OSError:
             raise IntegrityError() from None
-        out: dict[bytes, tuple[int, bytes]] = {}
-        for entry in obj.iteritems():
-            name, mode, sha = entry.path, entry.mode, entry.sha
-            if not _NAME_OK.match(name) or mode not in (MODE_BLOB, MODE_TREE) or name in out:
-                raise IntegrityError()
-            out[name] = (mode, sha)
-        return out
+        try:
+            inflater = zlib.decompressobj()
+            data = inflater.decompress(compressed, MAX_OBJECT_BYTES + 64)
+            if inflater.unconsumed_tail or not inflater.eof:
+                raise IntegrityError()  # larger than the bound, truncated or trailing garbage
+        except zlib.error:
+            raise IntegrityError() from None
+        if hashlib.sha1(data, usedforsecurity=False).hexdigest().encode() != obj_id:
+            raise IntegrityError()  # damaged: the content does not match its id
+        header, sep, body = data.partition(b"\0")
+        if not sep or header != kind + b" " + str(len(body)).encode():
+            raise IntegrityError()
+        return body
+
+    def read_tree(self, obj_id: bytes) -> dict[bytes, tuple[int, bytes]]:
+        """Entries of a tree, refusing any name, mode or order memvault never writes."""
+        entries, problem = parse_tree_strict(self._raw_tree(obj_id))
+        if problem is not None:
+            raise IntegrityError(f"The store's git repository holds a tree memvault did not write: {problem}.")
+        return entries
+
+    def tree_problem(self, obj_id: bytes) -> str | None:
+        """What a tree that is intact (matches its id) holds that memvault never writes, or None
+        (clean, or not readable as a tree: :meth:`read_tree` raises for those)."""
+        try:
+            return parse_tree_strict(self._raw_tree(obj_id))[1]
+        except IntegrityError:
+            return None
+
+    def layout_problem(self, tree_id: bytes, role: str = "root") -> str | None:
+        """Check a whole tree against the layout of docs/format.md 5.3 (:data:`LAYOUT_ROLES`).
+
+        Returns a description of the first problem, or None. Raises :class:`IntegrityError` if
+        a tree in it cannot be read. Subtrees that passed are remembered by id, so checking the
+        next commit's tree reads only the trees that changed.
+        """
+        key = (tree_id, role)
+        if key in self._layout_ok:
+            return None
+        entries = self.read_tree(tree_id)
+        if role == "root":
+            for name, (mode, _id) in entries.items():
+                if name not in (b"c", b"i") or mode != MODE_TREE:
+                    return "an entry other than the 'c' and 'i' subtrees at the top level"
+            children = [(obj_id, name.decode()) for name, (_mode, obj_id) in entries.items()]
+        else:
+            pattern, mode_required, child = LAYOUT_ROLES[role]
+            if not entries:
+                return "an empty subtree"
+            for name, (mode, _id) in entries.items():
+                if not pattern.match(name) or mode != mode_required:
+                    return "an entry out of place in memvault's layout"
+            children = [(obj_id, child) for _mode, obj_id in entries.values()] if child is not None else []
+        for obj_id, child_role in children:
+            problem = self.layout_problem(obj_id, child_role)
+            if problem is not None:
+                return problem
+        if len(self._layout_ok) >= _LAYOUT_CACHE_ENTRIES:
+            self._layout_ok.clear()
+        self._layout_ok[key] = None
+        return None
 
     def read_commit(self, obj_id: bytes) -> tuple[bytes, list[bytes], bytes]:
-        """``(tree_id, parents, message)`` of a commit."""
+        """``(tree_id, parents, message)`` of a commit written by :meth:`commit` (byte for byte)."""
         obj = self._get(obj_id)
         if not isinstance(obj, Commit):
             raise IntegrityError()
-        return obj.tree, list(obj.parents), obj.message
+        tree, parents, message = obj.tree, list(obj.parents), obj.message
+        if (
+            not isinstance(message, bytes)
+            or not isinstance(tree, bytes)
+            or not _HEX40.match(tree)
+            or len(parents) > 1
+            or not all(isinstance(p, bytes) and _HEX40.match(p) for p in parents)
+            or self.commit(tree, parents[0] if parents else None, message).id != obj.id
+        ):
+            raise IntegrityError("A commit of the store is not in the format memvault writes.")
+        return tree, parents, message
+
+
+def _read_small_file(path: Path, limit: int) -> bytes:
+    """Read a regular file of at most ``limit`` bytes (FileNotFoundError if absent; a FIFO, a
+    device or a bigger file is OSError). Symbolic links are followed."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > limit:
+            raise OSError("not a regular file of bounded size")
+        with os.fdopen(os.dup(fd), "rb") as f:
+            data = f.read(limit + 1)
+    finally:
+        os.close(fd)
+    if len(data) > limit:
+        raise OSError("file grew past its bound")
+    return data

@@ -18,6 +18,7 @@ import base64
 import binascii
 import json
 import os
+import stat
 import struct
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +39,9 @@ __all__ = [
     "load_slots",
     "unlock_master_key",
     "read_key_file",
+    "read_slot_file",
+    "slot_file_names",
+    "MAX_SLOT_FILE_BYTES",
     "PURPOSES",
 ]
 
@@ -49,6 +53,12 @@ PURPOSES = ("wrap", "index", "meta", "chain", "name", "keyring", "config")
 _EPOCH_ENTRY = struct.Struct(">I32s")
 _SALT_SIZE = 16
 _SLOT_KEYS = frozenset({"format", "slot_id", "kind", "kdf", "salt", "wrapped"})
+#: Largest key slot file read (a slot holds 36 bytes per master-key epoch, base64: about 48;
+#: 64 KiB is over a thousand rotations). A bigger file, or anything but a regular file (a FIFO,
+#: /dev/zero through a symlink), is refused before it is read.
+MAX_SLOT_FILE_BYTES = 64 * 1024
+#: Largest key file read: 32 raw bytes or 64 hex digits with some whitespace.
+_MAX_KEY_FILE_BYTES = 4096
 
 
 def b64encode(data: bytes) -> str:
@@ -99,7 +109,8 @@ class Unlock:
 def read_key_file(path: str | os.PathLike[str]) -> bytes:
     """Read a key file: 32 raw bytes, or 64 hex digits with an optional trailing newline."""
     try:
-        data = Path(path).read_bytes()
+        with open(path, "rb") as f:  # may be a pipe (process substitution): read, never stat
+            data = f.read(_MAX_KEY_FILE_BYTES + 1)
     except OSError:
         raise KeyUnavailableError("The key file cannot be read.") from None
     if len(data) == crypto.KEY_SIZE:
@@ -141,7 +152,9 @@ class KeySlot:
     def from_json(cls, obj: object) -> KeySlot:
         """Parse a slot strictly: exact keys, exact types, bounded KDF parameters."""
         try:
-            if not isinstance(obj, dict) or set(obj) != _SLOT_KEYS or obj["format"] != _SLOT_FORMAT:
+            if not isinstance(obj, dict) or set(obj) != _SLOT_KEYS or type(obj["format"]) is not int:
+                raise ValueError
+            if obj["format"] != _SLOT_FORMAT:
                 raise ValueError
             kind = obj["kind"]
             kdf_obj = obj["kdf"]
@@ -188,9 +201,15 @@ def _encode_master_keys(keys: dict[int, bytes]) -> bytes:
 
 
 def _decode_master_keys(data: bytes) -> dict[int, bytes]:
+    """``u32 epoch || MK(32)`` per epoch, epochs from 1 in strictly ascending order."""
     if not data or len(data) % _EPOCH_ENTRY.size:
         raise IntegrityError()
-    return dict(_EPOCH_ENTRY.iter_unpack(data))
+    keys: dict[int, bytes] = {}
+    for epoch, key in _EPOCH_ENTRY.iter_unpack(data):
+        if epoch < 1 or (keys and epoch <= max(keys)):
+            raise IntegrityError()
+        keys[epoch] = key
+    return keys
 
 
 def new_slot(store_id: bytes, unlock: Unlock, master_keys: dict[int, bytes], kdf: KdfParams | None = None) -> KeySlot:
@@ -210,23 +229,45 @@ def write_slot(keys_dir: Path, slot: KeySlot, *, durable: bool = True) -> None:
     atomic_write(keys_dir / f"{slot.slot_id.hex()}.json", data, durable=durable)
 
 
-def load_slots(keys_dir: Path) -> list[KeySlot]:
-    """All key slots of a store, in a stable order."""
-    slots = []
+def read_slot_file(path: Path) -> KeySlot:
+    """Parse one key slot file; :class:`IntegrityError` ("A key slot is malformed.") for anything
+    but a regular file of at most :data:`MAX_SLOT_FILE_BYTES` holding a valid slot named
+    ``<slot_id>.json``. Symbolic links are followed (the target must be a regular file)."""
+    malformed = IntegrityError("A key slot is malformed.")
     try:
-        names = sorted(p for p in os.listdir(keys_dir) if p.endswith(".json"))
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # O_NONBLOCK: a FIFO must not hang the open
+    except OSError:
+        raise malformed from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_SLOT_FILE_BYTES:
+            raise malformed
+        with os.fdopen(os.dup(fd), "rb") as f:
+            data = f.read(MAX_SLOT_FILE_BYTES + 1)
+        if len(data) > MAX_SLOT_FILE_BYTES:  # grew while being read
+            raise malformed
+        obj = json.loads(data)
+    except (OSError, ValueError, RecursionError):  # RecursionError: JSON nested too deep
+        raise malformed from None
+    finally:
+        os.close(fd)
+    slot = KeySlot.from_json(obj)
+    if f"{slot.slot_id.hex()}.json" != path.name:
+        raise malformed
+    return slot
+
+
+def slot_file_names(keys_dir: Path) -> list[str]:
+    """Names of the key slot files (``*.json``) in ``keys_dir``, sorted; IntegrityError if unreadable."""
+    try:
+        return sorted(p for p in os.listdir(keys_dir) if p.endswith(".json"))
     except OSError:
         raise IntegrityError("The store's key slots are missing.") from None
-    for name in names:
-        try:
-            obj = json.loads((keys_dir / name).read_bytes())
-        except (OSError, ValueError):
-            raise IntegrityError("A key slot is malformed.") from None
-        slot = KeySlot.from_json(obj)
-        if f"{slot.slot_id.hex()}.json" != name:
-            raise IntegrityError("A key slot is malformed.")
-        slots.append(slot)
-    return slots
+
+
+def load_slots(keys_dir: Path) -> list[KeySlot]:
+    """All key slots of a store, in a stable order."""
+    return [read_slot_file(keys_dir / name) for name in slot_file_names(keys_dir)]
 
 
 def unlock_master_keys(store_id: bytes, slots: list[KeySlot], unlock: Unlock) -> tuple[KeySlot, dict[int, bytes]]:

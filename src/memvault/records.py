@@ -9,6 +9,8 @@ every layout here byte for byte.
 from __future__ import annotations
 
 import json
+import math
+import re
 import struct
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -95,6 +97,77 @@ def _json_bytes(obj: object) -> bytes:
     return json.dumps(obj, ensure_ascii=False, sort_keys=True, separators=(",", ":")).encode("utf-8")
 
 
+# -- strict decoding of the JSON inside a record ---------------------------------------------------
+#
+# Node records and commit metadata are authenticated, but their decoder must still hold against
+# a holder of the key (or a bug) writing nonsense: every field is checked for its exact JSON type
+# and range here, so no later ``struct.pack``, ``time.gmtime`` or ``int()`` can raise anything but
+# IntegrityError. JSON ``true`` is not an integer, ``NaN``/``Infinity`` are not times, and nesting
+# deeper than the records ever use is refused before it can exhaust the interpreter's stack.
+
+#: Largest u64 (versions and sequence numbers are u64 in the blob header, keyring and commit tag).
+_U64_MAX = 2**64 - 1
+#: Times are seconds since the epoch, from 0 up to the year 10000 (what time.gmtime can format).
+_MAX_TIME = 253402300800.0
+#: Deepest JSON nesting a record may use (metadata: object -> list/object -> scalar).
+_MAX_JSON_DEPTH = 8
+_HEX_RE = re.compile(r"[0-9a-f]*")
+#: A JSON string (with escapes) or one bracket: enough to measure nesting without recursion.
+_JSON_STRUCTURE = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[\]{}]', re.DOTALL)
+
+
+def _json_object(data: bytes) -> dict[str, Any]:
+    """The JSON object in ``data``, or IntegrityError (not UTF-8, not JSON, too deep, not an object)."""
+    depth = 0
+    for token in _JSON_STRUCTURE.finditer(data):  # strings are skipped whole
+        char = token.group()
+        if char in (b"[", b"{"):
+            depth += 1
+            if depth > _MAX_JSON_DEPTH:
+                raise IntegrityError()
+        elif char in (b"]", b"}"):
+            depth -= 1
+    try:
+        obj = json.loads(data.decode("utf-8"), parse_constant=_no_constant)
+    except (ValueError, RecursionError):  # UnicodeDecodeError and JSONDecodeError are ValueErrors
+        raise IntegrityError() from None
+    if not isinstance(obj, dict):
+        raise IntegrityError()
+    return obj
+
+
+def _no_constant(name: str) -> object:
+    raise ValueError(name)  # NaN, Infinity, -Infinity: not JSON, and never written
+
+
+def _int(value: object, lo: int = 0, hi: int = _U64_MAX) -> int:
+    if type(value) is not int or not lo <= value <= hi:
+        raise ValueError
+    return value
+
+
+def _time(value: object) -> float:
+    if type(value) not in (int, float) or not math.isfinite(value) or not 0 <= value < _MAX_TIME:  # type: ignore[arg-type]
+        raise ValueError
+    return float(value)  # type: ignore[arg-type]
+
+
+def _str(value: object) -> str:
+    if type(value) is not str:
+        raise ValueError
+    return value
+
+
+def _hex(value: object, size: int, *, empty: bool = False) -> bytes:
+    """``size`` bytes written as lowercase hex (or ``""`` when ``empty`` is allowed)."""
+    text = _str(value)
+    if empty and text == "":
+        return b""
+    if len(text) != 2 * size or not _HEX_RE.fullmatch(text):
+        raise ValueError
+    return bytes.fromhex(text)
+
+
 # -- content blobs -------------------------------------------------------------------------------
 
 
@@ -115,7 +188,11 @@ def decode_blob(dek: bytes, blob: bytes, *, store_id: bytes, node: Node) -> byte
     if len(blob) < _BLOB_HEADER.size + crypto.SEAL_OVERHEAD:
         raise IntegrityError()
     header = blob[: _BLOB_HEADER.size]
-    if header != _BLOB_HEADER.pack(BLOB_MAGIC, store_id, node.file_id, node.version, node.dek_id):
+    try:
+        expected = _BLOB_HEADER.pack(BLOB_MAGIC, store_id, node.file_id, node.version, node.dek_id)
+    except struct.error:  # a version outside u64 cannot be any blob's
+        raise IntegrityError() from None
+    if len(store_id) != 16 or len(node.file_id) != 16 or len(node.dek_id) != 16 or header != expected:
         raise IntegrityError()
     frame = crypto.open_sealed(dek, blob[_BLOB_HEADER.size :], _blob_aad(header, node.path))
     data = crypto.unpad(frame)
@@ -153,28 +230,45 @@ def seal_node(dek: bytes, store_id: bytes, node: Node) -> Node:
 
 
 def open_node(dek: bytes, store_id: bytes, token: bytes, dek_id: bytes, sealed: bytes) -> Node:
-    """Decrypt and validate a node record."""
+    """Decrypt and validate a node record (every field's JSON type and range, docs/format.md 5.2).
+
+    Keys other than the ten of format version 1 are ignored.
+    """
     frame = crypto.open_sealed(dek, sealed, _node_aad(store_id, token, dek_id))
+    r = _json_object(crypto.unpad(frame))
     try:
-        r = json.loads(crypto.unpad(frame))
         kind = r["k"]
         if kind not in ("file", "dir"):
             raise ValueError
+        is_file = kind == "file"
+        path = _str(r["p"])
+        size = _int(r["s"], 0, 2**63 - 1)
+        blob_text = _str(r["b"])
+        if is_file and not (len(blob_text) == 40 and _HEX_RE.fullmatch(blob_text)):
+            raise ValueError  # a file's content blob is a git object id
+        if not is_file and blob_text:
+            raise ValueError  # a directory has no content blob
+        blob_id = blob_text.encode("ascii")
+        binary = r["x"]
+        if type(binary) is not bool:
+            raise ValueError
         node = Node(
-            path=str(r["p"]),
+            path=path,
             kind=kind,
             token=token,
-            file_id=bytes.fromhex(r["f"]),
-            version=int(r["v"]),
+            file_id=_hex(r["f"], 16),
+            version=_int(r["v"], 1),
             dek_id=dek_id,
-            size=int(r["s"]),
-            sha256=bytes.fromhex(r["h"]),
-            mtime=float(r["t"]),
-            blob_id=str(r["b"]).encode("ascii"),
-            ct_sha256=bytes.fromhex(r["c"]),
-            binary=bool(r["x"]),
+            size=size,
+            sha256=_hex(r["h"], 32, empty=not is_file),
+            mtime=_time(r["t"]),
+            blob_id=blob_id,
+            ct_sha256=_hex(r["c"], 32, empty=not is_file),
+            binary=binary,
             sealed=sealed,
         )
+        if not path or (not is_file and (size or node.sha256 or node.ct_sha256)):
+            raise ValueError
     except (ValueError, KeyError, TypeError, UnicodeError):
         raise IntegrityError() from None
     return node
@@ -221,23 +315,32 @@ def seal_meta(key: bytes, store_id: bytes, meta: CommitMeta) -> bytes:
 
 
 def open_meta(key: bytes, store_id: bytes, sealed: bytes) -> CommitMeta:
+    """Decrypt and validate commit metadata (exact JSON types and ranges, docs/format.md 5.5).
+
+    Keys other than the seven of format version 1 are ignored.
+    """
     frame = crypto.open_sealed(key, sealed, _META_AAD + store_id)
+    r = _json_object(crypto.unpad(frame))
     try:
-        r = json.loads(crypto.unpad(frame))
+        paths, findings = r["paths"], r["findings"]
+        if type(paths) is not list or type(findings) is not dict:
+            raise ValueError
         return CommitMeta(
-            seq=int(r["seq"]),
-            time=float(r["time"]),
-            actor=str(r["actor"]),
-            session=str(r["session"]),
-            command=str(r["command"]),
-            paths=tuple(str(p) for p in r["paths"]),
-            findings={str(k): int(v) for k, v in r["findings"].items()},
+            seq=_int(r["seq"], 0, 2**63 - 1),
+            time=_time(r["time"]),
+            actor=_str(r["actor"]),
+            session=_str(r["session"]),
+            command=_str(r["command"]),
+            paths=tuple(_str(p) for p in paths),
+            findings={_str(k): _int(v, 0, 2**63 - 1) for k, v in findings.items()},
         )
-    except (ValueError, KeyError, TypeError, AttributeError):
+    except (ValueError, KeyError, TypeError):
         raise IntegrityError() from None
 
 
 def commit_tag(key: bytes, store_id: bytes, seq: int, parent_id: bytes, tree_id: bytes, sealed_meta: bytes) -> bytes:
     """HMAC chain link: binds seq, parent, tree and the sealed metadata of a commit."""
+    if not 0 <= seq <= _U64_MAX:
+        raise IntegrityError()
     msg = b"|".join([_COMMIT_TAG, store_id, struct.pack(">Q", seq), parent_id, tree_id, crypto.sha256(sealed_meta)])
     return crypto.mac(key, msg)

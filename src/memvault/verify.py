@@ -13,10 +13,15 @@ Problem codes (``severity`` in brackets):
 =================  =========  =================================================================
 ``bad-ref``        error      the branch ``refs/heads/main`` is missing or damaged
 ``missing-object`` error      an object reachable from the branch is absent from the repository
-``bad-commit``     error      a commit object is present but damaged (does not match its id)
+``bad-commit``     error      a commit object is present but damaged (does not match its id) or
+                              not byte for byte a commit memvault writes (headers, identity)
 ``forged-commit``  error      a commit does not authenticate (message, metadata or HMAC tag)
 ``broken-chain``   error      sequence numbers are not contiguous down to the first commit #0
-``bad-tree``       error      a tree is damaged or not in memvault's layout (names, modes, shape)
+``bad-tree``       error      a tree object is damaged (does not match its id) or is not a tree
+``hostile-tree``   error      an intact tree holds what memvault never writes: an entry named
+                              ``.``, ``..`` or ``.git``, a name with ``/``, a symlink (120000),
+                              gitlink (160000) or other mode, duplicate or unsorted entries, an
+                              extra top-level entry, or an entry out of place in the layout
 ``bad-index``      error      an index shard or a node record in it does not decrypt or is invalid
 ``bad-blob``       error      a file version's content blob is damaged or does not authenticate
 ``missing-key``    error      a version's data key is not in the keyring
@@ -37,9 +42,6 @@ an operator may see); they never contain file contents or key bytes.
 
 from __future__ import annotations
 
-import json
-import os
-import re
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -47,9 +49,9 @@ from typing import Any, Literal
 
 from . import crypto, records
 from .errors import IntegrityError
-from .gitstore import MODE_BLOB, MODE_TREE
+from .gitstore import LAYOUT_ROLES, MODE_TREE
 from .keyring import ZERO_ID
-from .keys import KeySlot, load_slots
+from .keys import read_slot_file, slot_file_names
 from .records import Node
 from .store import MemoryStore, _freshness_problem
 
@@ -66,17 +68,6 @@ _KR_DEK_SIZE = _KR_DEK_HEAD.size + crypto.KEY_SIZE + crypto.SEAL_OVERHEAD
 _KR_COMMIT = 2
 _KR_COMMIT_BODY = struct.Struct(">Q40s40s32s")
 
-_HEX1 = re.compile(rb"\A[0-9a-f]\Z")
-_HEX62 = re.compile(rb"\A[0-9a-f]{62}\Z")
-
-#: Tree roles: (allowed-name pattern, required mode). ``root`` is checked separately.
-_ROLES: dict[str, tuple[re.Pattern[bytes], int]] = {
-    "i": (_HEX1, MODE_TREE),  # i/<h0>
-    "i1": (_HEX1, MODE_BLOB),  # i/<h0>/<h1>: index shard blobs
-    "c": (_HEX1, MODE_TREE),  # c/<h0>
-    "c1": (_HEX1, MODE_TREE),  # c/<h0>/<h1>
-    "c2": (_HEX62, MODE_BLOB),  # c/<h0>/<h1>/<h[2:]>: content blobs
-}
 _ROLE_NAMES = {
     "root": "root tree",
     "i": "index tree",
@@ -289,23 +280,16 @@ class _Verifier:
     def check_key_slots(self) -> int:
         keys_dir = self.store.root / "keys"
         try:
-            return self._nonempty_slots(len(load_slots(keys_dir)))
+            names = slot_file_names(keys_dir)
         except IntegrityError:
-            pass
-        # Find each bad slot file (load_slots stops at the first).
-        try:
-            names = sorted(n for n in os.listdir(keys_dir) if n.endswith(".json"))
-        except OSError:
             self.add("error", "bad-key-slot", "The key slot directory keys/ is missing or unreadable.")
             return 0
         good = 0
         for name in names:
             try:
-                slot = KeySlot.from_json(json.loads((keys_dir / name).read_bytes()))
-                if f"{slot.slot_id.hex()}.json" != name:
-                    raise IntegrityError()
-            except (OSError, ValueError, IntegrityError):
-                self.add("error", "bad-key-slot", f"Key slot keys/{name} is malformed.")
+                read_slot_file(keys_dir / name)
+            except IntegrityError:
+                self.add("error", "bad-key-slot", f"Key slot keys/{_printable(name)} is malformed.")
                 continue
             good += 1
         return self._nonempty_slots(good)
@@ -391,7 +375,13 @@ class _Verifier:
                 if self.absent(commit_id):
                     code, state = "missing-object", "is missing"
                 else:
-                    code, state = "bad-commit", "is damaged (the object does not match its id or is not a commit)"
+                    code, state = (
+                        "bad-commit",
+                        (
+                            "is damaged (the object does not match its id, is not a commit, or is not in the "
+                            "format memvault writes)"
+                        ),
+                    )
                 self.add(
                     "error", code, f"Commit {_seq_text(expected)}{commit_id.decode()} {state}; {after}.", where=here
                 )
@@ -475,7 +465,16 @@ class _Verifier:
             entries = self.git.read_tree(tree_id)
         except IntegrityError:
             entries = None
-            if self.absent(tree_id):
+            problem = self.git.tree_problem(tree_id)
+            if problem is not None:
+                self.add(
+                    "error",
+                    "hostile-tree",
+                    f"The {_ROLE_NAMES[role]} {tree_id.decode()} holds {problem}: memvault never writes "
+                    "such an entry, so the repository was changed by something else.",
+                    where=where,
+                )
+            elif self.absent(tree_id):
                 self.add(
                     "error", "missing-object", f"The {_ROLE_NAMES[role]} {tree_id.decode()} is missing.", where=where
                 )
@@ -483,16 +482,18 @@ class _Verifier:
                 self.add(
                     "error",
                     "bad-tree",
-                    f"The {_ROLE_NAMES[role]} {tree_id.decode()} is damaged or not a memvault tree "
-                    "(bad object, name or mode).",
+                    f"The {_ROLE_NAMES[role]} {tree_id.decode()} is damaged (the object does not match its id "
+                    "or is not a tree).",
                     where=where,
                 )
         if entries is not None and not _shape_ok(entries, role):
             entries = None
             self.add(
                 "error",
-                "bad-tree",
-                f"The {_ROLE_NAMES[role]} {tree_id.decode()} does not have the layout memvault writes.",
+                "hostile-tree",
+                f"The {_ROLE_NAMES[role]} {tree_id.decode()} holds "
+                + ("an entry other than the 'c' and 'i' subtrees" if role == "root" else "an entry out of place")
+                + ": it does not have the layout memvault writes.",
                 where=where,
             )
         self.trees[key] = entries
@@ -819,7 +820,12 @@ def _seq_text(seq: int | None) -> str:
 def _shape_ok(entries: dict[bytes, tuple[int, bytes]], role: str) -> bool:
     if role == "root":
         return all(name in (b"c", b"i") and mode == MODE_TREE for name, (mode, _id) in entries.items())
-    pattern, mode_required = _ROLES[role]
+    pattern, mode_required, _child = LAYOUT_ROLES[role]
     return bool(entries) and all(
         pattern.match(name) is not None and mode == mode_required for name, (mode, _id) in entries.items()
     )
+
+
+def _printable(name: str) -> str:
+    """A file name from the store directory, safe to print (no control characters)."""
+    return "".join(ch if ch.isprintable() else "?" for ch in name)

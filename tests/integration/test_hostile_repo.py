@@ -1,0 +1,379 @@
+"""A hostile repository is refused on open and reported by verify.
+
+The trees here are built byte by byte (git's raw tree format) and committed with the store's own
+keys, with a high-water record in the keyring: the commit authenticates and is fresh, so the
+*only* thing wrong is the tree. Whoever holds the key (or a bug) could write such a tree; git
+tools run on the repository would interpret its ``..``, ``.git``, symlink and gitlink entries.
+memvault must refuse it with a clear :class:`~memvault.errors.IntegrityError` and ``verify``
+must report it with the ``hostile-tree`` code.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import zlib
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+import memvault
+from conftest import PASSPHRASE, make_store
+from memvault import records
+from memvault.errors import IntegrityError, MemvaultError
+from memvault.gitstore import GitStore, parse_tree_strict
+from memvault.records import CommitMeta
+from memvault.settings import StoreSettings
+from memvault.verify import verify
+
+Entry = tuple[bytes, bytes, bytes]  #: (mode text, name, 20-byte id)
+
+
+# -- building blocks -------------------------------------------------------------------------------
+
+
+def _write_object(store_path: Path, kind: bytes, body: bytes) -> bytes:
+    """Write a loose object from raw bytes (no parsing, so any tree layout can be written)."""
+    data = kind + b" " + str(len(body)).encode() + b"\0" + body
+    obj_id = hashlib.sha1(data).hexdigest().encode()
+    path = store_path / "repo" / "objects" / obj_id[:2].decode() / obj_id[2:].decode()
+    path.parent.mkdir(exist_ok=True)
+    if not path.exists():
+        path.write_bytes(zlib.compress(data))
+    return obj_id
+
+
+def _raw(entries: list[Entry]) -> bytes:
+    return b"".join(mode + b" " + name + b"\0" + sha for mode, name, sha in entries)
+
+
+def _git_sorted(entries: list[Entry]) -> list[Entry]:
+    return sorted(entries, key=lambda e: e[1] + (b"/" if e[0] == b"40000" else b""))
+
+
+def _entries(store: memvault.MemoryStore, tree_id: bytes) -> list[Entry]:
+    parsed, problem = parse_tree_strict(store.git._raw_tree(tree_id))
+    assert problem is None
+    return [
+        (b"100644" if mode == 0o100644 else b"40000", name, bytes.fromhex(sha.decode()))
+        for name, (mode, sha) in parsed.items()
+    ]
+
+
+def _blob(store_path: Path, data: bytes) -> bytes:
+    return bytes.fromhex(_write_object(store_path, b"blob", data).decode())
+
+
+Mutation = Callable[[Path, list[Entry]], bytes]  #: (store path, clean entries) -> hostile raw tree
+
+
+def _add(mode: bytes, name: bytes, target: str = "blob") -> Mutation:
+    """Add one entry (in git's order) to the tree."""
+
+    def mutate(store_path: Path, entries: list[Entry]) -> bytes:
+        if target == "blob":
+            sha = _blob(store_path, b"#!/bin/sh\n")
+        elif target == "tree":  # any valid tree: the entry itself is what is wrong
+            sha = bytes.fromhex(_write_object(store_path, b"tree", _raw(entries)).decode())
+        else:  # a gitlink names a commit that is not in the repository
+            sha = bytes(range(20))
+        return _raw(_git_sorted([*entries, (mode, name, sha)]))
+
+    return mutate
+
+
+def _duplicate(store_path: Path, entries: list[Entry]) -> bytes:
+    return _raw(entries[:1] + entries)
+
+
+def _unsorted(store_path: Path, entries: list[Entry]) -> bytes:
+    if len(entries) < 2:
+        entries = _git_sorted([*entries, (b"100644", b"f", _blob(store_path, b"x"))])
+    return _raw(list(reversed(entries)))
+
+
+def _zero_padded(store_path: Path, entries: list[Entry]) -> bytes:
+    return _raw([(b"0" + mode if i == 0 else mode, name, sha) for i, (mode, name, sha) in enumerate(entries)])
+
+
+def _nul_in_name(store_path: Path, entries: list[Entry]) -> bytes:
+    return _raw(entries) + b"100644 a\0b\0" + _blob(store_path, b"x")
+
+
+#: name -> (mutation, words the open error must contain)
+HOSTILE: dict[str, tuple[Mutation, str]] = {
+    "dotdot": (_add(b"40000", b"..", "tree"), "'.' or '..'"),
+    "dot": (_add(b"40000", b".", "tree"), "'.' or '..'"),
+    "dotgit": (_add(b"40000", b".git", "tree"), "'.git'"),
+    "dotgit-upper": (_add(b"40000", b".GIT", "tree"), "'.git'"),
+    "slash": (_add(b"100644", b"a/b"), "path separator"),
+    "nul": (_nul_in_name, "tree memvault did not write"),
+    "empty-name": (_add(b"100644", b""), "empty name"),
+    "symlink": (_add(b"120000", b"5"), "symbolic link"),
+    "gitlink": (_add(b"160000", b"6", "commit"), "gitlink"),
+    "executable": (_add(b"100755", b"7"), "mode 100755"),
+    "group-writable": (_add(b"100664", b"8"), "mode 100664"),
+    "zero-padded": (_zero_padded, "zero-padded"),
+    "duplicate": (_duplicate, "duplicate"),
+    "unsorted": (_unsorted, "order"),
+}
+
+#: Where the hostile tree sits: a path of entry names from the root (resolved per store).
+LOCATIONS = ["root", "i", "i/h0", "c", "c/h0", "c/h0/h1"]
+#: Trees memvault does not read at open: the content trees (readers find blobs through node records).
+NOT_READ_AT_OPEN = {"c", "c/h0", "c/h0/h1"}
+
+
+def _seed(path: Path) -> None:
+    store = make_store(path, StoreSettings(durability="none"))
+    store.put_file("/memories/a.md", "alpha\n")
+    store.put_file("/memories/notes/b.md", "bravo\n")
+    store.close()
+
+
+def _commit_tree(path: Path, new_root: bytes) -> bytes:
+    """Commit ``new_root`` on top of the head with the store's keys, record it, move the branch."""
+    store = memvault.MemoryStore.open(path, passphrase=PASSPHRASE, check_head=False)
+    try:
+        head = store.git.head()
+        assert head is not None
+        seq = store.commit_meta(head).seq + 1
+        meta = CommitMeta(seq=seq, time=1.0, actor="mallory", session="", command="put", paths=(), findings={})
+        sealed = records.seal_meta(store._keys.meta, store.store_id, meta)
+        tag = records.commit_tag(store._keys.chain, store.store_id, seq, head, new_root, sealed)
+        message = (
+            b"memvault\n\nMemvault-Meta: "
+            + memvault.keys.b64encode(sealed).encode()
+            + b"\nMemvault-Tag: "
+            + tag.hex().encode()
+            + b"\n"
+        )
+        commit = GitStore.commit(new_root, head, message)
+        store.git.write([commit])
+        store.keyring.refresh()
+        store.keyring.append(store.keyring.commit_record(seq, commit.id, head), durable=False)
+        assert store.git.compare_and_swap(head, commit.id)
+        return commit.id
+    finally:
+        store.close()
+
+
+def _make_hostile(path: Path, location: str, mutation: Mutation) -> None:
+    """Replace the tree at ``location`` of the head by a hostile one and commit it authentically."""
+    store = memvault.MemoryStore.open(path, passphrase=PASSPHRASE)
+    try:
+        root_id = store.git.read_commit(store.head[0])[0]
+        chain = [root_id]  # tree ids from the root down to the location
+        names: list[bytes] = []  # the entry names followed
+        for part in location.split("/") if location != "root" else []:
+            entries = _entries(store, chain[-1])
+            name = part.encode() if part in ("i", "c") else entries[0][1]  # h0/h1: the first entry
+            names.append(name)
+            chain.append(next(e[2] for e in entries if e[1] == name).hex().encode())
+        new_id = _write_object(path, b"tree", mutation(path, _entries(store, chain[-1])))
+        for depth in range(len(names) - 1, -1, -1):  # re-link the clean parents up to the root
+            entries = [
+                (m, n, bytes.fromhex(new_id.decode()) if n == names[depth] else s)
+                for m, n, s in _entries(store, chain[depth])
+            ]
+            new_id = _write_object(path, b"tree", _raw(entries))
+    finally:
+        store.close()
+    _commit_tree(path, new_id)
+
+
+@pytest.fixture
+def seeded(store_path: Path) -> Path:
+    _seed(store_path)
+    return store_path
+
+
+# -- the tests -------------------------------------------------------------------------------------
+
+
+def test_the_forging_helper_makes_an_authentic_commit(seeded: Path) -> None:
+    """Control: the same helper with a clean tree gives a store that opens and verifies."""
+    _make_hostile(seeded, "c/h0", lambda _p, entries: _raw(entries))
+    with memvault.MemoryStore.open(seeded, passphrase=PASSPHRASE) as store:
+        assert store.head[1] == 3
+        assert store.snapshot().read(memvault.paths.parse_path("/memories/a.md", store.settings)) == b"alpha\n"
+    with memvault.MemoryStore.open(seeded, passphrase=PASSPHRASE, check_head=False) as store:
+        report = verify(store)
+    assert report.ok, report.problems
+
+
+def _params() -> list[object]:
+    out = []
+    for location in LOCATIONS:
+        for name in HOSTILE:
+            marks = []
+            if location in NOT_READ_AT_OPEN:
+                marks.append(
+                    pytest.mark.xfail(
+                        strict=True,
+                        reason="store.py does not check the c/ subtree at open: _load_state should call "
+                        "self.git.layout_problem(tree_id) (gitstore) and raise IntegrityError with it",
+                    )
+                )
+            out.append(pytest.param(location, name, marks=marks, id=f"{location}-{name}"))
+    return out
+
+
+@pytest.mark.parametrize(("location", "name"), _params())
+def test_hostile_tree_is_refused_on_open(seeded: Path, location: str, name: str) -> None:
+    mutation, words = HOSTILE[name]
+    _make_hostile(seeded, location, mutation)
+    with pytest.raises(IntegrityError) as info:
+        memvault.MemoryStore.open(seeded, passphrase=PASSPHRASE).close()
+    assert words in str(info.value)
+
+
+@pytest.mark.parametrize("location", LOCATIONS)
+@pytest.mark.parametrize("name", list(HOSTILE))
+def test_hostile_tree_is_reported_by_verify(seeded: Path, location: str, name: str) -> None:
+    mutation, words = HOSTILE[name]
+    _make_hostile(seeded, location, mutation)
+    with memvault.MemoryStore.open(seeded, passphrase=PASSPHRASE, check_head=False) as store:
+        report = verify(store)
+    hostile = [p for p in report.problems if p.code == "hostile-tree"]
+    assert len(hostile) == 1, report.problems
+    assert hostile[0].seq == 3 and hostile[0].severity == "error"
+    assert not report.ok
+    assert "bad-tree" not in {p.code for p in report.problems}
+    if name != "nul":  # a NUL cuts the name: the parser sees a malformed entry, not the name
+        assert words in hostile[0].message
+
+
+@pytest.mark.parametrize(
+    ("extra", "mode"),
+    [(b"x", b"100644"), (b"readme", b"40000"), (b"d", b"40000"), (b"0", b"100644")],
+)
+def test_unexpected_top_level_entry(seeded: Path, extra: bytes, mode: bytes) -> None:
+    """A name memvault's tree grammar allows but its layout does not: refused, reported."""
+    _make_hostile(seeded, "root", _add(mode, extra, "tree" if mode == b"40000" else "blob"))
+    with pytest.raises(IntegrityError):
+        memvault.MemoryStore.open(seeded, passphrase=PASSPHRASE).close()
+    with memvault.MemoryStore.open(seeded, passphrase=PASSPHRASE, check_head=False) as store:
+        assert store.git.layout_problem(store.git.read_commit(store.git.head() or b"")[0]) is not None
+        report = verify(store)
+    assert [p.code for p in report.errors] == ["hostile-tree"]
+    assert "'c' and 'i'" in report.errors[0].message
+
+
+@pytest.mark.parametrize("location", ["i", "i/h0", "c", "c/h0", "c/h0/h1"])
+def test_entry_out_of_place_in_the_layout(seeded: Path, location: str) -> None:
+    """A well-formed name and mode that the layout does not allow at that depth (a blob where a
+    subtree belongs or the reverse, a non-hex name): gitstore.layout_problem and verify see it."""
+    mode = b"100644" if location in ("i", "c", "c/h0") else b"40000"
+    _make_hostile(seeded, location, _add(mode, b"z", "tree" if mode == b"40000" else "blob"))
+    with memvault.MemoryStore.open(seeded, passphrase=PASSPHRASE, check_head=False) as store:
+        tree_id = store.git.read_commit(store.git.head() or b"")[0]
+        assert store.git.layout_problem(tree_id) is not None
+        report = verify(store)
+    assert "hostile-tree" in [p.code for p in report.errors]
+
+
+def test_layout_problem_is_none_for_a_real_store(seeded: Path) -> None:
+    with memvault.MemoryStore.open(seeded, passphrase=PASSPHRASE) as store:
+        assert store.git.layout_problem(store.git.read_commit(store.head[0])[0]) is None
+
+
+@pytest.mark.parametrize("redirect", ["objects/info/alternates", "commondir", ".git"])
+def test_repository_redirecting_outside_itself_is_refused(seeded: Path, tmp_path: Path, redirect: str) -> None:
+    other = tmp_path / "elsewhere"
+    other.mkdir()
+    target = seeded / "repo" / redirect
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(f"{other}\n" if redirect != ".git" else f"gitdir: {other}\n")
+    with pytest.raises(IntegrityError, match="outside it"):
+        memvault.MemoryStore.open(seeded, passphrase=PASSPHRASE)
+
+
+def test_repository_with_another_object_format_is_refused(seeded: Path) -> None:
+    config = seeded / "repo" / "config"
+    text = config.read_text().replace("repositoryformatversion = 0", "repositoryformatversion = 1")
+    config.write_text(text + "[extensions]\n\tobjectformat = sha256\n")
+    with pytest.raises(MemvaultError):
+        memvault.MemoryStore.open(seeded, passphrase=PASSPHRASE)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dev-zero", "directory", "huge"])
+def test_branch_file_that_is_not_a_small_regular_file(seeded: Path, kind: str) -> None:
+    """Reading the branch never blocks (FIFO) or reads without bound (/dev/zero)."""
+    ref = seeded / "repo" / "refs" / "heads" / "main"
+    ref.unlink()
+    if kind == "fifo":
+        os.mkfifo(ref)
+    elif kind == "dev-zero":
+        ref.symlink_to("/dev/zero")
+    elif kind == "directory":
+        ref.mkdir()
+    else:
+        ref.write_bytes(b"0" * 40 + b"\n" + b" " * 8192)
+    with pytest.raises(IntegrityError, match="branch is damaged"):
+        memvault.MemoryStore.open(seeded, passphrase=PASSPHRASE)
+    with memvault.MemoryStore.open(seeded, passphrase=PASSPHRASE, check_head=False) as store:
+        assert [p.code for p in verify(store).errors][:1] == ["bad-ref"]
+
+
+def _forge_commit_bytes(path: Path, transform: Callable[[bytes], bytes]) -> None:
+    """Point the branch at a rewritten copy of the head commit (raw bytes, keyring updated)."""
+    with memvault.MemoryStore.open(path, passphrase=PASSPHRASE) as store:
+        head = store.head[0]
+        raw = store.git._get(head).as_raw_string()
+    new_id = _write_object(path, b"commit", transform(raw))
+    with memvault.MemoryStore.open(path, passphrase=PASSPHRASE, check_head=False) as store:
+        # the head commit replaced: same seq and parent, as a writer that never published it
+        store.keyring.refresh()
+        hw = store.keyring.high_water
+        assert hw is not None
+        store.keyring.append(store.keyring.commit_record(hw.seq, new_id, hw.parent_id), durable=False)
+    (path / "repo" / "refs" / "heads" / "main").write_bytes(new_id + b"\n")
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["extra-header", "gpgsig", "encoding", "other-author", "nonzero-time", "no-message", "two-parents", "two-trees"],
+)
+def test_commit_not_in_memvault_format_is_refused(seeded: Path, name: str) -> None:
+    """The tag covers seq, parent, tree and metadata; everything else of the commit object must
+    be exactly what memvault writes, or the commit is refused (never a TypeError or a crash)."""
+
+    def transform(raw: bytes) -> bytes:
+        head, _, message = raw.partition(b"\n\n")
+        lines = head.split(b"\n")
+        if name == "extra-header":
+            lines.append(b"x-hostile yes")
+        elif name == "gpgsig":
+            lines.append(b"gpgsig -----BEGIN PGP SIGNATURE-----\n -----END PGP SIGNATURE-----")
+        elif name == "encoding":
+            lines.append(b"encoding latin-1")
+        elif name == "other-author":
+            lines = [
+                line.replace(b"memvault <memvault@invalid>", b"eve <eve@example>")
+                if line.startswith(b"author")
+                else line
+                for line in lines
+            ]
+        elif name == "nonzero-time":
+            lines = [
+                line.replace(b"> 0 +0000", b"> 1 +0000") if line.startswith(b"committer") else line for line in lines
+            ]
+        elif name == "no-message":
+            return head + b"\n"
+        elif name == "two-parents":
+            parent = next(line for line in lines if line.startswith(b"parent "))
+            lines.insert(lines.index(parent) + 1, parent)
+        elif name == "two-trees":
+            lines.insert(1, lines[0])
+        return b"\n".join(lines) + b"\n\n" + message
+
+    _forge_commit_bytes(seeded, transform)
+    with pytest.raises(IntegrityError) as info:
+        memvault.MemoryStore.open(seeded, passphrase=PASSPHRASE)
+    if name != "two-trees":  # dulwich itself refuses to parse that one (a generic integrity error)
+        assert "not in the format memvault writes" in str(info.value)
+    with memvault.MemoryStore.open(seeded, passphrase=PASSPHRASE, check_head=False) as store:
+        codes = {p.code for p in verify(store).errors}
+    assert codes & {"bad-commit", "forged-commit"}, codes

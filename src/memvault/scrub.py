@@ -56,6 +56,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import ipaddress
 import json
 import math
@@ -67,6 +68,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from memvault.prefilter import Pattern, PatternSet
 from memvault.settings import (
     SCRUB_CREDENTIAL_KINDS,
     SCRUB_KINDS,
@@ -264,34 +266,50 @@ def _random_looking(value: str, *, min_len: int = 16, min_entropy: float = 3.0) 
     return len(value) >= min_len and _char_classes(value) >= 2 and shannon_entropy(value) >= min_entropy
 
 
-# -- fast matching -------------------------------------------------------------------------------
+# -- candidate starts --------------------------------------------------------------------------
 #
-# Python's ``re`` scans quickly for a literal prefix but tries every position for a pattern that
-# starts with a look-behind or a case-insensitive alternation. The helpers below find the few
-# positions where a match can start with ``str.find`` and run the pattern only there, which gives
-# exactly the matches of ``finditer``: matches are tried left to right and a position inside the
-# previous match is skipped, as ``finditer`` does.
+# Every rule says, as :class:`~memvault.prefilter.Pattern` s, where its regexes can start (a
+# necessary condition: a superset of the offsets where they match) and what must occur for it to
+# report anything at all. One :class:`~memvault.prefilter.PatternSet` scan of the text answers
+# that for every rule; a rule then runs its Python regex only at those offsets (``_match_at``),
+# which gives exactly the matches of ``finditer``. The scan runs over the text's *ASCII
+# projection* (:func:`_projection`): one byte per character, every non-ASCII character a ``?``,
+# so byte offsets are character offsets. A pattern class that the Python rule could satisfy with
+# a non-ASCII character (``\d``, ``\w``, ``\s``, negated classes) therefore includes ``?``. The
+# four non-ASCII characters that ``re.IGNORECASE`` or ``str.lower`` equate with an ASCII letter
+# are rare: a text holding one is scanned twice, once more with them projected to that letter.
 
-#: Characters that ``re.IGNORECASE`` equates with an ASCII letter but ``str.lower`` does not map to it.
-_CASEFOLD_ODD: Final = ("\u0131", "\u017f")
+#: Non-ASCII characters that case-insensitive matching or ``str.lower`` equate with an ASCII letter.
+_ODD_CASE: Final[dict[int, str]] = {0x130: "i", 0x131: "i", 0x17F: "s", 0x212A: "k"}
+_ODD_CASE_RE: Final = re.compile("[\u0130\u0131\u017f\u212a]")
 
 
-def _lower_aligned(text: str, lower: str) -> bool:
-    """Whether a case-insensitive ASCII literal matches ``text`` exactly where it occurs in ``lower``."""
-    return len(lower) == len(text) and not any(c in text for c in _CASEFOLD_ODD)
+def _projections(text: str) -> tuple[bytes, ...]:
+    """``text`` with every non-ASCII character as ``?``; and if it holds one of ``_ODD_CASE``, also
+    with those as their ASCII letter (for case-insensitive patterns)."""
+    if text.isascii():
+        return (text.encode("ascii"),)
+    plain = text.encode("ascii", "replace")
+    if _ODD_CASE_RE.search(text) is None:
+        return (plain,)
+    return plain, text.translate(_ODD_CASE).encode("ascii", "replace")
 
 
-def _find_all(hay: str, words: tuple[str, ...]) -> list[int]:
-    """Sorted start offsets of every occurrence of any of ``words`` in ``hay``."""
-    out: list[int] = []
-    for word in words:
-        pos = hay.find(word)
-        while pos >= 0:
-            out.append(pos)
-            pos = hay.find(word, pos + 1)
-    if len(words) > 1:
-        out.sort()
-    return out
+def _at(*bodies: str, not_after: str | None = None, caseless: bool = False) -> tuple[Pattern, ...]:
+    """Patterns reporting each offset where one of ``bodies`` (fixed-length) matches; with
+    ``not_after`` (the inside of a character class), only where the character before is not in it."""
+    out: list[Pattern] = []
+    for body in bodies:
+        if not_after is None:
+            out.append(Pattern(body, caseless))
+        else:
+            out += [Pattern("^" + body, caseless), Pattern(f"[^{not_after}]{body}", caseless, shift=1)]
+    return tuple(out)
+
+
+def _anywhere(*bodies: str, caseless: bool = False) -> tuple[Pattern, ...]:
+    """Gate patterns: whether any of ``bodies`` occurs."""
+    return tuple(Pattern(b, caseless, starts=False) for b in bodies)
 
 
 def _match_at(rx: re.Pattern[str], text: str, starts: Iterable[int]) -> Iterator[re.Match[str]]:
@@ -306,21 +324,14 @@ def _match_at(rx: re.Pattern[str], text: str, starts: Iterable[int]) -> Iterator
             yield m
 
 
-def _finditer_ci(rx: re.Pattern[str], text: str, lower: str, anchors: tuple[str, ...]) -> Iterator[re.Match[str]]:
-    """``rx.finditer(text)`` for a case-insensitive pattern whose matches start with one of ``anchors``
-    (lower case), found in ``lower``; plain ``finditer`` when ``lower`` is not aligned with ``text``."""
-    if not _lower_aligned(text, lower):
-        return rx.finditer(text)
-    return _match_at(rx, text, _find_all(lower, anchors))
-
-
 def _finditer_before(
-    rx: re.Pattern[str], back: re.Pattern[str], text: str, anchor: str, reach: int
+    rx: re.Pattern[str], back: re.Pattern[str], text: str, anchors: Iterable[int], reach: int
 ) -> Iterator[re.Match[str]]:
     """``rx.finditer(text)`` for a pattern that starts with a run of at most ``reach`` characters
-    ending at ``anchor``: ``back`` (that run, anchored at its end with ``\\Z``) finds the run's start."""
+    ending at an anchor (every offset of which is in sorted ``anchors``): ``back`` (that run,
+    anchored at its end with ``\\Z``) finds the run's start."""
     last = 0
-    for q in _find_all(text, (anchor,)):
+    for q in anchors:
         b = back.search(text, max(0, q - reach), q)
         if b is None or b.start() < last:
             continue
@@ -334,16 +345,18 @@ def _finditer_before(
 
 #: A candidate: (start, end, kind, priority).
 _Cand = tuple[int, int, str, int]
-_Detector = Callable[[str, str], Iterable[_Cand]]
+#: ``detect(text, lower, starts)``: ``starts[i]`` are the sorted offsets reported by the rule's
+#: ``probes[i]`` (empty if none; ``[0]`` for a gate that matched).
+_Detector = Callable[[str, str, tuple[list[int], ...]], Iterable[_Cand]]
 
 
 @dataclass(frozen=True, slots=True)
 class _Rule:
     kind: str
-    #: Any of these in the text (case-sensitive) or, if ``lower``, in its lower-case copy.
-    triggers: tuple[str, ...]
+    #: Where the rule's regexes can start, or what must occur for it to report anything; the rule
+    #: runs when any probe reports (always, when there are none).
+    probes: tuple[tuple[Pattern, ...], ...]
     detect: _Detector
-    lower: bool = False
 
 
 _T: Final = r"A-Za-z0-9_\-"  # token characters
@@ -365,8 +378,8 @@ def _simple(
 ) -> _Detector:
     rx = re.compile(pattern)
 
-    def detect(text: str, _lower: str) -> Iterable[_Cand]:
-        for m in rx.finditer(text):
+    def detect(text: str, _lower: str, starts: tuple[list[int], ...]) -> Iterable[_Cand]:
+        for m in _match_at(rx, text, starts[0]):
             value = m.group(group)
             if not value or (check is not None and not check(value)):
                 continue
@@ -415,17 +428,8 @@ _AWS_SECRET_RE: Final = re.compile(r"[A-Za-z0-9/+](?<![A-Za-z0-9/+=].)[A-Za-z0-9
 _AWS_CONTEXT_RE: Final = re.compile(r"aws|secret_?access|secretaccesskey|(?:akia|asia)[a-z0-9]{16}")
 
 
-#: Byte signature for the AWS secret gate: ``a`` for an ASCII ``[A-Za-z0-9/+]``, ``.`` otherwise.
-_AWS_SIG: Final = bytes(
-    ord("a") if chr(b).isascii() and (chr(b).isalnum() or chr(b) in "/+") else 46 for b in range(256)
-)
-_AWS_RUN: Final = b"a" * 40
-
-
-def _aws_secret(text: str, lower: str) -> Iterable[_Cand]:
-    if _AWS_RUN not in text.encode("utf-8", "surrogatepass").translate(_AWS_SIG):  # no 40-character run
-        return
-    if _AWS_CONTEXT_RE.search(lower) is None:  # no context anywhere: no key can qualify
+def _aws_secret(text: str, lower: str, starts: tuple[list[int], ...]) -> Iterable[_Cand]:
+    if not starts[0] or not starts[1]:  # no 40-character run, or no context anywhere
         return
     for m in _AWS_SECRET_RE.finditer(text):
         value = m.group()
@@ -443,14 +447,8 @@ _TWILIO_TOKEN_RE: Final = re.compile(r"[0-9a-f](?<![A-Za-z0-9].)[0-9a-f]{31}(?![
 _TWILIO_CONTEXT_RE: Final = re.compile(r"twilio|auth_?token|authtoken|ac(?<![a-z0-9]ac)[0-9a-f]{32}")
 
 
-_TWILIO_AC_RE: Final = re.compile(r"ac[0-9a-f]{32}")
-
-
-def _twilio_token(text: str, lower: str) -> Iterable[_Cand]:
-    # every context match contains "twilio", "auth" or an ``ac`` + 32 hex run: test those first
-    if "twilio" not in lower and "auth" not in lower and _TWILIO_AC_RE.search(lower) is None:
-        return
-    if _TWILIO_CONTEXT_RE.search(lower) is None:  # no context anywhere: no token can qualify
+def _twilio_token(text: str, lower: str, starts: tuple[list[int], ...]) -> Iterable[_Cand]:
+    if not starts[0] or not starts[1]:  # no 32-hex run, or no context anywhere
         return
     for m in _TWILIO_TOKEN_RE.finditer(text):
         if text[max(0, m.start() - 2) : m.start()] == "AC":
@@ -466,7 +464,7 @@ _PEM_END_RE: Final = re.compile(r"-----END[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-
 _PEM_BODY_LINE_RE: Final = re.compile(r"[ \t]*(?:[A-Za-z0-9+/=]+|[A-Za-z-]+:.*|\\n|)[ \t]*\r?(?:\n|\\n|$)")
 
 
-def _private_key(text: str, _lower: str) -> Iterable[_Cand]:
+def _private_key(text: str, _lower: str, _starts: tuple[list[int], ...]) -> Iterable[_Cand]:
     pos = 0
     end: re.Match[str] | None = None
     no_end_after = len(text) + 1  # no END marker at or after this offset (cached: keeps it linear)
@@ -496,8 +494,8 @@ def _private_key(text: str, _lower: str) -> Iterable[_Cand]:
 _JWT_RE: Final = re.compile(rf"eyJ(?<![{_T}.]eyJ)[{_T}]{{8,}}\.[{_T}]{{2,}}\.[{_T}]*(?![{_T}.])")
 
 
-def _jwt(text: str, _lower: str) -> Iterable[_Cand]:
-    for m in _JWT_RE.finditer(text):
+def _jwt(text: str, _lower: str, starts: tuple[list[int], ...]) -> Iterable[_Cand]:
+    for m in _match_at(_JWT_RE, text, starts[0]):
         value = m.group()
         if jwt_valid(value) and not is_placeholder(value.split(".", 1)[1]):
             yield m.start(), m.end(), "jwt", _P_STRUCT
@@ -514,18 +512,18 @@ _CURL_USER_RE: Final = re.compile(r"(?:\s-u|--user)[ =]?['\"]?([^\s:'\"$]{1,64})
 _SCHEME_BACK_RE: Final = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]{1,20}\Z")
 
 
-def _basic_auth(text: str, lower: str) -> Iterable[_Cand]:
-    if "://" in text:
-        for m in _finditer_before(_URL_AUTH_RE, _SCHEME_BACK_RE, text, "://", 21):
+def _basic_auth(text: str, _lower: str, starts: tuple[list[int], ...]) -> Iterable[_Cand]:
+    if starts[0]:
+        for m in _finditer_before(_URL_AUTH_RE, _SCHEME_BACK_RE, text, starts[0], 21):
             pw = m.group(2)
             if not is_placeholder(pw) and not is_placeholder(m.group(1) + pw) and pw.lower() not in ("pass", "pwd"):
                 yield m.start(2), m.end(2), "basic_auth", _P_STRUCT
-    if "basic" in lower:
-        for m in _finditer_ci(_BASIC_HEADER_RE, text, lower, ("basic",)):
+    if starts[1]:
+        for m in _match_at(_BASIC_HEADER_RE, text, starts[1]):
             value = m.group(1)
             if not is_placeholder(value) and _char_classes(value) >= 2:
                 yield m.start(1), m.end(1), "basic_auth", _P_STRUCT
-    if "-u" in text or "--user" in text:
+    if starts[2]:
         for m in _CURL_USER_RE.finditer(text):
             pw = m.group(2)
             if not is_placeholder(pw) and len(pw) >= 4:
@@ -538,11 +536,8 @@ _BEARER_RE: Final = re.compile(
 )
 
 
-_BEARER_ANCHORS: Final = ("bearer", "authorization:", "x-api-key:", "api-key:", "x-auth-token:")
-
-
-def _bearer(text: str, lower: str) -> Iterable[_Cand]:
-    for m in _finditer_ci(_BEARER_RE, text, lower, _BEARER_ANCHORS):
+def _bearer(text: str, _lower: str, starts: tuple[list[int], ...]) -> Iterable[_Cand]:
+    for m in _match_at(_BEARER_RE, text, starts[0]):
         value = m.group(1)
         if not is_placeholder(value) and _char_classes(value) >= 2 and shannon_entropy(value) >= 3.0:
             yield m.start(1), m.end(1), "bearer_token", _P_STRUCT - 5
@@ -553,11 +548,8 @@ _AZURE_RE: Final = re.compile(
 )
 
 
-_AZURE_ANCHORS: Final = ("accountkey=", "sharedaccesskey=", "sharedaccesssignature=", "sig=")
-
-
-def _azure(text: str, lower: str) -> Iterable[_Cand]:
-    for m in _finditer_ci(_AZURE_RE, text, lower, _AZURE_ANCHORS):
+def _azure(text: str, _lower: str, starts: tuple[list[int], ...]) -> Iterable[_Cand]:
+    for m in _match_at(_AZURE_RE, text, starts[0]):
         if not is_placeholder(m.group(1)) and shannon_entropy(m.group(1)) >= 3.5:
             yield m.start(1), m.end(1), "azure_connection_string", _P_SPECIFIC
 
@@ -565,7 +557,7 @@ def _azure(text: str, lower: str) -> Iterable[_Cand]:
 _NPM_AUTH_RE: Final = re.compile(r"_auth(?:Token)?\s*=\s*['\"]?([^\s'\"]{8,})")
 
 
-def _npm_auth(text: str, _lower: str) -> Iterable[_Cand]:
+def _npm_auth(text: str, _lower: str, _starts: tuple[list[int], ...]) -> Iterable[_Cand]:
     for m in _NPM_AUTH_RE.finditer(text):
         if not is_placeholder(m.group(1)):
             yield m.start(1), m.end(1), "npm_token", _P_SPECIFIC
@@ -580,16 +572,17 @@ _PW_NAME: Final = (
     r"encryption[_\-.]?key|session[_\-.]?key|hmac[_\-.]?key|webhook[_\-.]?secret|credentials?|cred|"
     r"license[_\-.]?key|pin)"
 )
-#: Assignments are found from anchor words (``str.find`` on the lower-case text is much faster
-#: than a regex over every position); the tail regex then matches at the anchor and the name is
-#: the identifier that ends there.
-_ANCHORS: Final = ("pass", "pwd", "secret", "key", "token", "cred", "pin")
+#: Assignments are found from the last word of a name (the tail regex matches from there); the
+#: name is the identifier that ends there.
+_TAIL_WORDS: Final = (
+    "password", "passwd", "passphrase", "pass", "pwd", "secret", "secrets", "key", "token", "credential",
+    "credentials", "cred", "pin",
+)  # fmt: skip
 _ASSIGN_TAIL_RE: Final = re.compile(
     r"(?i:password|passwd|passphrase|pass|pwd|secrets?|key|token|credentials?|cred|pin)(?![A-Za-z0-9_\-])[\"'`]?"
     r"(?:[ \t]*(?::=|=>|=|:|\bis\b:?)[ \t]*|[ \t]*,[ \t]*(?=[\"']))"
     r"(?:\"((?:[^\"\\\n]|\\.){1,512})\"|'([^'\n]{1,512})'|`([^`\n]{1,512})`|([^\s\"'`,;)}\]][^\s\"'`,;)}]{0,511}))"
 )
-_ANCHOR_RE_I: Final = re.compile("|".join(_ANCHORS), re.IGNORECASE)
 _NAME_CHARS_STR: Final = string.ascii_letters + string.digits + "_.-"
 _NAME_END_RE: Final = re.compile(r"(?:^|(?<=[_.\-])|(?<=[a-z0-9])(?=[A-Z]))(?i:" + _PW_NAME + r")$")
 _CLI_PW_RE: Final = re.compile(
@@ -628,24 +621,9 @@ def _assignment_value_ok(name: str, value: str, quoted: bool) -> str | None:
     return None
 
 
-def _anchor_positions(text: str, lower: str) -> Iterable[int]:
-    if len(lower) != len(text):  # a few characters change length when lowered
-        yield from (m.start() for m in _ANCHOR_RE_I.finditer(text))
-        return
-    for word in _ANCHORS:
-        pos = lower.find(word)
-        while pos >= 0:
-            yield pos
-            pos = lower.find(word, pos + 1)
-
-
-def _assignments(text: str, lower: str) -> Iterable[_Cand]:
-    # The rule runs ungated: when ``lower`` is aligned, no anchor word means no match at all (the
-    # option names of ``_CLI_PW_RE`` contain one too); otherwise apply the trigger test here.
-    if len(lower) != len(text) and not any(w in lower for w in _ANCHORS):
-        return
+def _assignments(text: str, lower: str, starts: tuple[list[int], ...]) -> Iterable[_Cand]:
     seen: set[int] = set()
-    for ks in _anchor_positions(text, lower):
+    for ks in starts[0]:  # where a name's last word is followed by a quote, blank or separator
         m = _ASSIGN_TAIL_RE.match(text, ks)
         if m is None:
             continue
@@ -669,7 +647,7 @@ def _assignments(text: str, lower: str) -> Iterable[_Cand]:
         kind = _assignment_value_ok(name, value, gi != 4)
         if kind is not None:
             yield start, end, kind, _P_ASSIGN if kind == "password_assignment" else _P_GENERIC
-    if _CLI_GATE_RE.search(lower) is not None:  # "-p", "--t", "--s", "--a" or "--c"
+    if starts[1]:
         for m in _CLI_PW_RE.finditer(text):
             value = m.group(1)
             if not is_placeholder(value) and len(value) >= 4 and not value.startswith("-"):
@@ -678,7 +656,6 @@ def _assignments(text: str, lower: str) -> Iterable[_Cand]:
 
 #: ``\w`` is ``str.isalnum()`` or ``_``, so this is the run of ``isalnum()``, ``_`` and ``-``.
 _NAME_FWD_RE: Final = re.compile(r"[\w\-]*")
-_CLI_GATE_RE: Final = re.compile(r"-p|--[tsac]")
 
 
 def _name_end(text: str, ks: int) -> int:
@@ -705,8 +682,8 @@ _LOCAL_BACK_RE: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._%+\-]{0,63}\Z")
 _ASSET_SCALE_RE: Final = re.compile(r"\d+x\.")
 
 
-def _email(text: str, _lower: str) -> Iterable[_Cand]:
-    for m in _finditer_before(_EMAIL_RE, _LOCAL_BACK_RE, text, "@", 64):
+def _email(text: str, _lower: str, starts: tuple[list[int], ...]) -> Iterable[_Cand]:
+    for m in _finditer_before(_EMAIL_RE, _LOCAL_BACK_RE, text, starts[0], 64):
         domain = m.group(1).lower()
         if m.group(2).lower() in _EMAIL_SKIP_TLDS or domain.endswith(_EMAIL_SKIP_DOMAINS):
             continue
@@ -753,47 +730,8 @@ def _iin_plausible(d: str) -> bool:
     return two in (50, 56, 57, 58, 63, 67) and 12 <= n <= 19
 
 
-#: Byte signature of an ASCII text for ``_NUM_RE``: ``S`` for a character a match can start with
-#: (``[+(\d]``), ``W`` for one its look-behind rejects (``[\w.\-/:+#(]``, ASCII ``\w``), space otherwise.
-_NUM_SIG: Final = bytes(
-    ord("S")
-    if chr(b) in "+(0123456789"
-    else ord("W")
-    if chr(b).isascii() and (chr(b).isalnum() or chr(b) in "_.-/:#")
-    else 32
-    for b in range(256)
-)
-
-
-def _num_matches(text: str) -> Iterator[re.Match[str]]:
-    return _sig_matches(_NUM_RE, _NUM_SIG, text)
-
-
-def _sig_matches(rx: re.Pattern[str], table: bytes, text: str) -> Iterator[re.Match[str]]:
-    """``rx.finditer(text)`` for a pattern that starts with one character and a look-behind on the
-    one before it, given a signature ``table``: ``S`` for an ASCII character a match can start
-    with, ``W`` for one the look-behind rejects, a space for the rest. The regex runs only where a
-    match can start: an ``S`` at the start or after a space (a non-ASCII character, ``?`` after
-    encoding, counts as a space), and at every non-ASCII character (it may be a digit of another
-    script)."""
-    raw = text.encode("ascii", "replace")  # one byte per character
-    sig = raw.translate(table)
-    starts = [0] if sig[:1] == b"S" else []
-    p = sig.find(b" S")
-    while p >= 0:
-        starts.append(p + 1)
-        p = sig.find(b" S", p + 2)
-    if not text.isascii():
-        p = raw.find(b"?")
-        while p >= 0:
-            starts.append(p)
-            p = raw.find(b"?", p + 1)
-        starts = sorted(set(starts))
-    return _match_at(rx, text, starts)
-
-
-def _numbers(text: str, _lower: str) -> Iterable[_Cand]:
-    for m in _num_matches(text):
+def _numbers(text: str, _lower: str, starts: tuple[list[int], ...]) -> Iterable[_Cand]:
+    for m in _match_at(_NUM_RE, text, starts[0]):
         raw = m.group()
         start = m.start()
         # trim unbalanced parentheses at either end
@@ -867,26 +805,8 @@ _IPV6_RE: Final = re.compile(r"[23](?<![\w:.].)[0-9a-fA-F]{3}:[0-9a-fA-F:]{2,36}
 _VERSION_BEFORE_RE: Final = re.compile(r"(?i)\b(?:v|version|ver|build|release|rev|firmware|oid|sdk)\b[^\n]{0,24}$")
 
 
-#: Every ``_IPV4_RE`` match contains this (a literal-first pattern, so ``re`` skips ahead fast).
-_IPV4_GATE_RE: Final = re.compile(r"\.\d{1,3}\.\d{1,3}\.")
-#: Every ``_IPV6_RE`` match starts with ``[23]``, three hex digits and a colon: found from the colon.
-_IPV6_GATE_RE: Final = re.compile(r":(?<=[23][0-9a-fA-F]{3}:)")
-
-
-#: Signature table for ``_IPV4_RE`` (see :func:`_sig_matches`): it starts with ``\d`` after no ``[\w.\-]``.
-_IPV4_SIG: Final = bytes(
-    ord("S")
-    if chr(b).isdigit() and b < 128
-    else ord("W")
-    if chr(b).isascii() and (chr(b).isalnum() or chr(b) in "_.-")
-    else 32
-    for b in range(256)
-)
-
-
-def _ip(text: str, lower: str) -> Iterable[_Cand]:
-    ipv4 = _sig_matches(_IPV4_RE, _IPV4_SIG, text) if _IPV4_GATE_RE.search(text) is not None else ()
-    for m in ipv4:
+def _ip(text: str, _lower: str, starts: tuple[list[int], ...]) -> Iterable[_Cand]:
+    for m in _match_at(_IPV4_RE, text, starts[0]):
         if _VERSION_BEFORE_RE.search(text, max(0, m.start() - 40), m.start()):
             continue
         try:
@@ -895,8 +815,8 @@ def _ip(text: str, lower: str) -> Iterable[_Cand]:
             continue
         if addr.is_global:
             yield m.start(), m.end(), "ip", _P_PII["ip"]
-    if ("::" in text or text.count(":") >= 7) and _IPV6_GATE_RE.search(text) is not None:
-        for m in _IPV6_RE.finditer(text):
+    if starts[1] and ("::" in text or text.count(":") >= 7):
+        for m in _match_at(_IPV6_RE, text, starts[1]):
             try:
                 addr6 = ipaddress.IPv6Address(m.group())
             except ValueError:
@@ -910,21 +830,8 @@ _IBAN_RE: Final = re.compile(
 )
 
 
-#: Byte signature of a text for the IBAN gate: ``A`` for an upper-case ASCII letter, ``0`` for an
-#: ASCII digit or any byte of a non-ASCII character (``\\d`` also matches other scripts' digits),
-#: the space kept, ``.`` for everything else.
-_IBAN_SIG: Final = bytes(
-    ord("A") if 65 <= b <= 90 else ord("0") if 48 <= b <= 57 or b >= 128 else 32 if b == 32 else ord(".")
-    for b in range(256)
-)
-#: Every ``_IBAN_RE`` match shows this in the signature (literal first, so ``re`` skips ahead fast).
-_IBAN_GATE_RE: Final = re.compile(rb"AA00 ?[A0]{4} ?[A0]{4}")
-
-
-def _iban(text: str, _lower: str) -> Iterable[_Cand]:
-    if _IBAN_GATE_RE.search(text.encode("utf-8", "surrogatepass").translate(_IBAN_SIG)) is None:
-        return
-    for m in _IBAN_RE.finditer(text):
+def _iban(text: str, _lower: str, starts: tuple[list[int], ...]) -> Iterable[_Cand]:
+    for m in _match_at(_IBAN_RE, text, starts[0]):
         value = m.group()
         # the optional trailing group may have eaten a following word; retry without it
         for cand in (value, value.rsplit(" ", 1)[0]):
@@ -948,41 +855,68 @@ _DOB_RE: Final = re.compile(
 )
 
 
-#: Every way a ``_DOB_RE`` match can start, lower-case.
-_DOB_ANCHORS: Final = ("dob", "d.o", "do.", "date", "data", "birth", "born", "geb", "fecha", "n\u00e9")
-
-
-def _dob(text: str, lower: str) -> Iterable[_Cand]:
-    for m in _finditer_ci(_DOB_RE, text, lower, _DOB_ANCHORS):
+def _dob(text: str, _lower: str, starts: tuple[list[int], ...]) -> Iterable[_Cand]:
+    if not starts[0]:  # none of the words the rule is for (the rule does not look for "d.ob")
+        return
+    for m in _match_at(_DOB_RE, text, starts[1]):
         yield m.start(1), m.end(1), "dob", _P_PII["dob"]
 
 
 _ANTHROPIC = rf"sk-ant-(?<![{_T}]sk-ant-)(?:api|admin|oat|ort|sid)\d\d-[{_T}]{{20,}}"
+#: Character-class bodies (``[^...]`` of the ``not_after`` context) of the rules' look-behinds.
+_NOT_T: Final = r"A-Za-z0-9_\-"
+_NOT_ALNUM: Final = "A-Za-z0-9"
+_NOT_WORD: Final = "A-Za-z0-9_"
+#: What Python's ``\s`` matches among ASCII characters, and ``?`` for the rest.
+_S: Final = r"[\t\n\x0b\x0c\r \x1c-\x1f?]"
 _RULES: Final[tuple[_Rule, ...]] = (
-    _Rule("private_key", ("PRIVATE KEY",), _private_key),
-    _Rule("anthropic_api_key", ("sk-ant-",), _simple("anthropic_api_key", _ANTHROPIC, check=_token_check(13))),
+    _Rule("private_key", (_anywhere("PRIVATE KEY"),), _private_key),
+    _Rule(
+        "anthropic_api_key",
+        (_at("sk-ant-", not_after=_NOT_T),),
+        _simple("anthropic_api_key", _ANTHROPIC, check=_token_check(13)),
+    ),
     _Rule(
         "openai_api_key",
-        ("sk-",),
+        (_at(r"sk-[A-Za-z0-9_\-]{20}", not_after=_NOT_T),),
         _simple("openai_api_key", rf"sk-(?<![{_T}]sk-)[{_T}]{{20,}}(?![{_T}])", check=_openai_check),
     ),
     _Rule(
         "aws_access_key_id",
-        ("AKIA", "ASIA", "ABIA", "ACCA"),
+        (_at("A(?:KIA|SIA|BIA|CCA)[A-Z0-9]{16}", not_after="A-Z0-9"),),
         _simple(
             "aws_access_key_id", r"A(?<![A-Z0-9]A)(?:KIA|SIA|BIA|CCA)[A-Z0-9]{16}(?![A-Z0-9])", check=_aws_id_check
         ),
     ),
-    _Rule("aws_secret_access_key", ("aws", "secret_access", "secretaccess", "akia", "asia"), _aws_secret, lower=True),
+    _Rule(
+        "aws_secret_access_key",
+        (
+            _anywhere("[A-Za-z0-9/+]{40}"),
+            _anywhere("aws", "secret_access", "secretaccess", "(?:akia|asia)[a-z0-9]{16}", caseless=True),
+        ),
+        _aws_secret,
+    ),
     _Rule(
         "google_api_key",
-        ("AIza",),
+        (_at(r"AIza[A-Za-z0-9_\-]{35}", not_after=_NOT_T),),
         _simple("google_api_key", rf"AIza(?<![{_T}]AIza)[{_T}]{{35}}(?![{_T}])", check=_token_check(4)),
     ),
-    _Rule("azure_connection_string", ("accountkey=", "sharedaccess", "sig="), _azure, lower=True),
+    _Rule(
+        "azure_connection_string",
+        (
+            _at(
+                *(
+                    f"{name}=[A-Za-z0-9+/%]{{20}}"
+                    for name in ("accountkey", "sharedaccesskey", "sharedaccesssignature", "sig")
+                ),
+                caseless=True,
+            ),
+        ),
+        _azure,
+    ),
     _Rule(
         "github_token",
-        ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
+        (_at("gh[pousr]_[A-Za-z0-9]{36}", "github_pat_[A-Za-z0-9_]{50}", not_after=_NOT_WORD),),
         _simple(
             "github_token",
             r"g(?<![A-Za-z0-9_]g)(?:h[pousr]_[A-Za-z0-9]{36,251}|ithub_pat_[A-Za-z0-9_]{50,})(?![A-Za-z0-9_])",
@@ -991,7 +925,12 @@ _RULES: Final[tuple[_Rule, ...]] = (
     ),
     _Rule(
         "gitlab_token",
-        ("glpat-", "glrt-", "gldt-", "glptt-", "glft-", "glsoat-", "glcbt-", "gloas-"),
+        (
+            _at(
+                *(rf"gl{p}-[A-Za-z0-9_\-]{{20}}" for p in ("pat", "rt", "dt", "ptt", "ft", "soat", "cbt", "oas")),
+                not_after=_NOT_T,
+            ),
+        ),
         _simple(
             "gitlab_token",
             rf"gl(?<![{_T}]gl)(?:pat|rt|dt|ptt|ft|soat|cbt|oas)-[{_T}]{{20,}}(?![{_T}])",
@@ -1000,7 +939,7 @@ _RULES: Final[tuple[_Rule, ...]] = (
     ),
     _Rule(
         "slack_token",
-        ("xox", "xapp-"),
+        (_at(r"xox[abposre]-[A-Za-z0-9\-]{10}", r"xapp-[A-Za-z0-9\-]{10}", not_after=_NOT_ALNUM),),
         _simple(
             "slack_token",
             r"x(?<![A-Za-z0-9]x)(?:ox[abposre]|app)-[A-Za-z0-9\-]{10,250}(?![A-Za-z0-9\-])",
@@ -1009,7 +948,7 @@ _RULES: Final[tuple[_Rule, ...]] = (
     ),
     _Rule(
         "slack_webhook",
-        ("hooks.slack.com",),
+        (_at(r"http://hooks\.slack\.com/", r"https://hooks\.slack\.com/"),),
         _simple(
             "slack_webhook",
             r"https?://hooks\.slack\.com/(?:services|workflows|triggers)/T[A-Z0-9]{6,}/[A-Z0-9]{6,}/[A-Za-z0-9]{12,}",
@@ -1019,7 +958,11 @@ _RULES: Final[tuple[_Rule, ...]] = (
     ),
     _Rule(
         "stripe_key",
-        ("_live_", "_test_", "whsec_"),
+        (
+            _at(
+                "[sr]k_live_[A-Za-z0-9]{10}", "[sr]k_test_[A-Za-z0-9]{10}", "whsec_[A-Za-z0-9]{24}", not_after=_NOT_WORD
+            ),
+        ),
         _simple(
             "stripe_key",
             r"(?:[sr]k_(?<![A-Za-z0-9_].._)(?:live|test)_[A-Za-z0-9]{10,}|whsec_(?<![A-Za-z0-9_]whsec_)[A-Za-z0-9]{24,})"
@@ -1029,17 +972,24 @@ _RULES: Final[tuple[_Rule, ...]] = (
     ),
     _Rule(
         "twilio_account_sid",
-        ("AC",),
+        (_at("AC[0-9a-f]{32}", not_after=_NOT_ALNUM),),
         _simple(
             "twilio_account_sid",
             r"AC(?<![A-Za-z0-9]AC)[0-9a-f]{32}(?![A-Za-z0-9])",
             check=lambda v: not is_placeholder(v[2:]) and shannon_entropy(v[2:]) >= 3.0,
         ),
     ),
-    _Rule("twilio_auth_token", ("twilio", "auth_token", "authtoken", "ac"), _twilio_token, lower=True),
+    _Rule(
+        "twilio_auth_token",
+        (
+            _anywhere("[0-9a-f]{32}"),
+            _anywhere("twilio", "auth_token", "authtoken", "ac[0-9a-f]{32}", caseless=True),
+        ),
+        _twilio_token,
+    ),
     _Rule(
         "sendgrid_api_key",
-        ("SG.",),
+        (_at(r"SG\.[A-Za-z0-9_\-]{16}", not_after=r"A-Za-z0-9_\-."),),
         _simple(
             "sendgrid_api_key",
             rf"SG\.(?<![{_T}.]SG\.)[{_T}]{{16,32}}\.[{_T}]{{30,64}}(?![{_T}])",
@@ -1048,29 +998,77 @@ _RULES: Final[tuple[_Rule, ...]] = (
     ),
     _Rule(
         "npm_token",
-        ("npm_",),
+        (_at("npm_[A-Za-z0-9]{36}", not_after=_NOT_WORD),),
         _simple("npm_token", r"npm_(?<![A-Za-z0-9_]npm_)[A-Za-z0-9]{36}(?![A-Za-z0-9_])", check=_token_check(4)),
     ),
-    _Rule("npm_token", ("_auth",), _npm_auth),
+    _Rule("npm_token", (_anywhere("_auth"),), _npm_auth),
     _Rule(
         "pypi_token",
-        ("pypi-",),
+        (_at(r"pypi-AgE[A-Za-z0-9_\-]{50}", not_after=_NOT_T),),
         _simple("pypi_token", rf"pypi-AgE(?<![{_T}]pypi-AgE)[{_T}]{{50,}}", check=_token_check(5)),
     ),
-    _Rule("jwt", ("eyJ",), _jwt),
-    _Rule("basic_auth", ("://", "basic", "-u", "--user"), _basic_auth, lower=True),
-    _Rule("bearer_token", ("bearer", "authorization", "api-key", "auth-token"), _bearer, lower=True),
-    _Rule("password_assignment", ("",), _assignments, lower=True),
-    _Rule("email", ("@",), _email),
-    _Rule("ip", (".", ":"), _ip),
-    _Rule("iban", ("",), _iban),
+    _Rule("jwt", (_at(r"eyJ[A-Za-z0-9_\-]{8}", not_after=r"A-Za-z0-9_\-."),), _jwt),
+    _Rule(
+        "basic_auth",
+        (_at("://"), _at("basic" + _S, caseless=True), _anywhere("-u", "--user")),
+        _basic_auth,
+    ),
+    _Rule(
+        "bearer_token",
+        (
+            _at(
+                "bearer[ \t]", "authorization:", "x-api-key:[ \t]", "api-key:[ \t]", "x-auth-token:[ \t]", caseless=True
+            ),
+        ),
+        _bearer,
+    ),
+    _Rule(
+        "password_assignment",
+        (
+            _at(*(w + "[\"'\x60 \t:=,]" for w in _TAIL_WORDS), caseless=True),
+            _anywhere(
+                *(f"-{w}[ =]" for w in ("password", "passwd", "pass", "token", "api-key", "secret", "client-secret"))
+            ),
+        ),
+        _assignments,
+    ),
+    _Rule("email", ((Pattern(r"[A-Za-z0-9._%+\-]@[A-Za-z0-9]", shift=1),),), _email),
+    _Rule(
+        "ip",
+        (
+            _at(
+                *(f"[0-9?]{{{k}}}\\.[0-9?]{{{n}}}\\." for k in (1, 2, 3) for n in (1, 2, 3)),
+                not_after=r"A-Za-z0-9_.\-",
+            ),
+            _at("[23][0-9a-fA-F]{3}:", not_after=r"A-Za-z0-9_:."),
+        ),
+        _ip,
+    ),
+    _Rule("iban", (_at("[A-Z]{2}[0-9?]{2}[A-Z0-9]{4}", "[A-Z]{2}[0-9?]{2} [A-Z0-9]{4}", not_after=_NOT_ALNUM),), _iban),
     _Rule(
         "dob",
-        ("dob", "d.o.b", "birth", "born", "geburt", "geboren", "nacimiento", "naissance", "né", "nascita", "geb."),
+        (
+            _anywhere(
+                "dob",
+                r"d\.o\.b",
+                "birth",
+                "born",
+                "geburt",
+                "geboren",
+                "nacimiento",
+                "naissance",
+                r"n\?",
+                "nascita",
+                r"geb\.",
+                caseless=True,
+            ),
+            _at("dob", r"d\.o", r"do\.", "date", "data", "birth", "born", "geb", "fecha", r"n\?", caseless=True),
+        ),
         _dob,
-        lower=True,
     ),
 )
+#: The shared numeric scan (phone, credit_card, ssn).
+_NUMBERS: Final = _Rule("phone", (_at(r"[+(0-9?][0-9? \-.()/]{6}", not_after=r"A-Za-z0-9_.\-/:+#("),), _numbers)
 _CREDENTIAL_SET: Final = frozenset(CREDENTIAL_KINDS)
 #: Kinds produced by the shared numeric scan.
 _NUMERIC_KINDS: Final = frozenset({"phone", "credit_card", "ssn"})
@@ -1086,7 +1084,7 @@ def _custom_detector(rule: CustomRule) -> _Detector:
     group: int | str = "value" if "value" in rx.groupindex else (1 if rx.groups else 0)
     kind, validator = rule.kind, rule.validator
 
-    def detect(text: str, _lower: str) -> Iterable[_Cand]:
+    def detect(text: str, _lower: str, _starts: tuple[list[int], ...]) -> Iterable[_Cand]:
         for m in rx.finditer(text):
             start, end = m.span(group)
             if start < 0 or start == end:
@@ -1105,47 +1103,32 @@ def _custom_detector(rule: CustomRule) -> _Detector:
     return detect
 
 
-_Gate = tuple["str | re.Pattern[str]", ...]
+#: Every probe of the built-in rules, in order: ``_PROBES[i]`` is a tuple of patterns.
+_PROBES: Final[tuple[tuple[Pattern, ...], ...]] = tuple(p for r in (*_RULES, _NUMBERS) for p in r.probes)
 
 
-def _gate(triggers: tuple[str, ...]) -> _Gate | None:
-    """How to test whether any of ``triggers`` occurs: None (always), else tests of which one must
-    hit. Triggers that contain another are dropped (implied by it); those sharing a first character
-    become one regex when ``re`` can skip ahead fast (their common prefix is two characters or a
-    rare one; faster than one ``in`` per trigger), else each is tested with ``in``."""
-    if "" in triggers:
-        return None
-    kept = [t for t in dict.fromkeys(triggers) if not any(o != t and o in t for o in triggers)]
-    groups: dict[str, list[str]] = {}
-    for t in kept:
-        groups.setdefault(t[0], []).append(t)
-    tests: list[str | re.Pattern[str]] = []
-    for g in groups.values():
-        prefix = g[0] if len(g) == 1 else _common_prefix(g)
-        if len(g) > 1 and (len(prefix) >= 2 or prefix[0] in _RARE_FIRST):
-            tests.append(re.compile("|".join(re.escape(t) for t in sorted(g, key=len, reverse=True))))
-        else:
-            tests.extend(g)
-    # short triggers first: the likeliest to occur, and the test stops at the first hit
-    return tuple(sorted(tests, key=lambda t: len(t) if isinstance(t, str) else 99))
+@functools.cache
+def _probe_set() -> tuple[PatternSet, tuple[int, ...]]:
+    """The compiled patterns of every probe (built on first use) and the probe of each pattern."""
+    patterns = [pat for probe in _PROBES for pat in probe]
+    owner = tuple(i for i, probe in enumerate(_PROBES) for _ in probe)
+    return PatternSet(patterns), owner
 
 
-#: Characters rare enough in notes that ``re`` skipping to each occurrence beats several ``in`` tests.
-_RARE_FIRST: Final = frozenset(string.ascii_uppercase + "gjkqvxyz")
-
-
-def _common_prefix(words: list[str]) -> str:
-    first, last = min(words), max(words)
-    n = 0
-    while n < min(len(first), len(last)) and first[n] == last[n]:
-        n += 1
-    return first[:n]
+def _probe_ids(rule: _Rule) -> tuple[int, ...]:
+    """Indices in ``_PROBES`` of the probes of a built-in ``rule``."""
+    first = 0
+    for r in (*_RULES, _NUMBERS):
+        if r is rule:
+            return tuple(range(first, first + len(r.probes)))
+        first += len(r.probes)
+    raise ValueError("not a built-in rule")
 
 
 class Scrubber:
     """Finds and redacts sensitive data according to a :class:`ScrubSettings` policy."""
 
-    __slots__ = ("_settings", "_rules", "_gates", "_numeric", "_allow", "_policy", "_active")
+    __slots__ = ("_settings", "_plan", "_always", "_rule_of", "_allow", "_policy", "_active")
 
     def __init__(self, settings: ScrubSettings | StoreSettings | None = None) -> None:
         if isinstance(settings, StoreSettings):
@@ -1158,12 +1141,15 @@ class Scrubber:
         self._policy: dict[str, str] = dict(settings.policy)
         active = {kind for kind, action in self._policy.items() if action != "allow"}
         rules = [r for r in _RULES if r.kind in active or any(k in active for k in _RULE_EXTRA_KINDS.get(r.kind, ()))]
-        rules += [_Rule(c.kind, ("",), _custom_detector(c)) for c in settings.custom_rules if c.kind in active]
-        self._rules: tuple[_Rule, ...] = tuple(rules)
-        self._gates: tuple[tuple[bool, _Gate | None, _Detector], ...] = tuple(
-            (r.lower, _gate(r.triggers), r.detect) for r in rules
+        if active & _NUMERIC_KINDS:
+            rules.append(_NUMBERS)
+        #: (probe indices, detector) per built-in rule that can report an active kind, and the
+        #: index in it of the rule each probe belongs to; custom rules always run.
+        self._plan: tuple[tuple[tuple[int, ...], _Detector], ...] = tuple((_probe_ids(r), r.detect) for r in rules)
+        self._rule_of: dict[int, int] = {p: i for i, (probes, _) in enumerate(self._plan) for p in probes}
+        self._always: tuple[_Detector, ...] = tuple(
+            _custom_detector(c) for c in settings.custom_rules if c.kind in active
         )
-        self._numeric = bool(active & _NUMERIC_KINDS)
         self._allow: frozenset[str] = frozenset(settings.allowlist) | _AWS_EXAMPLES
         self._active: frozenset[str] = frozenset(active)
 
@@ -1181,19 +1167,30 @@ class Scrubber:
             raise TypeError("text must be a str")
         if not self._settings.enabled or not text:
             return []
+        patterns, owner = _probe_set()
+        reported: dict[int, list[int]] = {}
+        for data in _projections(text):
+            for pattern, offset in patterns.scan(data):
+                probe = owner[pattern]
+                got = reported.get(probe)
+                if got is None:
+                    reported[probe] = [offset]
+                else:
+                    got.append(offset)
+        return self._findings(text, reported)
+
+    def _findings(self, text: str, reported: dict[int, list[int]]) -> list[Finding]:
+        """The findings of the rules given the offsets ``reported`` by each probe (a superset of
+        where the rules' regexes match: every offset of every probe gives the same findings)."""
         lower = text.lower()
         cands: list[_Cand] = []
-        for use_lower, gate, detect in self._gates:
-            if gate is None:
-                cands.extend(detect(text, lower))
-                continue
-            hay = lower if use_lower else text
-            for test in gate:  # a plain loop: cheaper than any() over a generator
-                if (test in hay) if type(test) is str else (test.search(hay) is not None):  # type: ignore[union-attr]
-                    cands.extend(detect(text, lower))
-                    break
-        if self._numeric:
-            cands.extend(_numbers(text, lower))
+        rule_of, plan = self._rule_of, self._plan
+        for i in sorted({rule_of[p] for p in reported if p in rule_of}):
+            probes, detect = plan[i]
+            starts = tuple(sorted(set(reported[p])) if p in reported else [] for p in probes)
+            cands.extend(detect(text, lower, starts))
+        for detect in self._always:
+            cands.extend(detect(text, lower, ()))
         # A value recognised as a credential in one place (by its context) is redacted everywhere:
         # every occurrence (overlapping ones too) takes the kind of the value's first candidate.
         first: dict[str, tuple[int, str, int]] = {}

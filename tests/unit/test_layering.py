@@ -12,12 +12,19 @@ import memvault
 SRC = Path(memvault.__file__).parent
 
 #: Which memvault module may import which third-party package.
-OWNERS = {"cryptography": {"crypto"}, "dulwich": {"gitstore"}, "anthropic": {"tool", "demo"}}
+OWNERS = {
+    "cryptography": {"crypto"},
+    "dulwich": {"gitstore"},
+    "anthropic": {"tool", "demo"},
+    "hyperscan": {"prefilter"},
+    "ahocorasick": {"scrub"},
+}
 
 #: Tier of each module; a module may import only modules of a strictly lower tier.
 TIERS = {
     "errors": 0,
     "settings": 1,
+    "prefilter": 1,
     "paths": 2,
     "scrub": 2,
     "crypto": 2,

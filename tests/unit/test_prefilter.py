@@ -1,0 +1,194 @@
+"""The scrubber's one-pass prefilter: both engines agree, and it never hides a finding.
+
+``Scrubber.scan`` runs each rule's Python regex only at the offsets its probes report (see
+``memvault.prefilter`` and the comment above ``_projections`` in ``memvault.scrub``). These tests
+check that this is an optimisation only: the findings equal those of running every rule at every
+offset of the text, on the labelled corpora and on generated text full of the characters the
+projection treats specially; and that Hyperscan and the ``re`` fallback report the same offsets.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from memvault import prefilter, scrub
+from memvault.prefilter import Pattern, PatternSet
+from memvault.scrub import Finding, Scrubber
+from memvault.settings import ScrubSettings
+
+CORPORA = Path(__file__).resolve().parent.parent / "scrub"
+
+
+def _corpus(name: str) -> list[str]:
+    lines = (CORPORA / name).read_text(encoding="utf-8").splitlines()
+    return [json.loads(line)["text"] for line in lines if line.strip()]
+
+
+NOTES = _corpus("heldout_corpus.jsonl")[::8] + _corpus("dev_corpus.jsonl")[::6] + _corpus("public_examples.jsonl")
+
+
+def exhaustive(scrubber: Scrubber, text: str) -> list[Finding]:
+    """The findings with every probe reporting every offset: each rule runs everywhere."""
+    if not text:
+        return []
+    everywhere = list(range(len(text) + 1))
+    reported = {i: (everywhere if any(p.starts for p in probe) else [0]) for i, probe in enumerate(scrub._PROBES)}
+    return scrubber._findings(text, reported)
+
+
+SCRUBBERS = {
+    "default": Scrubber(),
+    "no_ip_phone": Scrubber(ScrubSettings(policy={"ip": "allow", "phone": "allow"})),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SCRUBBERS))
+def test_prefilter_hides_nothing_on_the_corpora(name: str) -> None:
+    scrubber = SCRUBBERS[name]
+    found = 0
+    for text in NOTES:
+        got = scrubber.scan(text)
+        assert got == exhaustive(scrubber, text), text[:80]
+        found += len(got)
+    assert found > 300  # the corpora are full of findings: the comparison is not vacuous
+
+
+#: Characters the projection treats specially: case-equivalents of ASCII letters, other scripts'
+#: digits and spaces, a lone surrogate, and ASCII ``?`` (what every non-ASCII character becomes).
+_SPECIAL = "\u0130\u0131\u017f\u212a\u0663\uff11\u00a0\u2003\u00e9\u2014\ud800?"
+_PIECES = [
+    "sk-ant-api03-", "AKIA", "password", "Passwd", "token", "api_key", "secret", " = ", ": ", '"', "'", "@",
+    "example.org", "://", "bearer ", "Basic ", "+1 ", "(212) ", "555-0142", "4111 1111 1111 1111", "DE89 3704",
+    "0044 0532 0130 00", "192.168.", "8.8.8.8", "2001:db8::1", "dob ", "born ", "1990-01-02", "eyJhbGciOiJIUzI1NiJ9",
+    ".", "-", "_", "/", "+", "\n", " ", "AccountKey=", "twilio", "AC", "aws", "ghp_", "xoxb-", "sig=",
+]  # fmt: skip
+_ALPHABET = st.sampled_from(list("aAzZ019xX-_./+=:") + list(_SPECIAL))
+_TEXT = st.lists(st.one_of(st.sampled_from(_PIECES), st.text(_ALPHABET, min_size=1, max_size=12)), max_size=24).map(
+    "".join
+)
+
+
+@settings(max_examples=300, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(_TEXT)
+def test_prefilter_hides_nothing_on_generated_text(text: str) -> None:
+    scrubber = SCRUBBERS["default"]
+    assert scrubber.scan(text) == exhaustive(scrubber, text)
+
+
+def _snippets() -> list[tuple[str, int, int]]:
+    """Text around findings of the corpora: (snippet, finding start, finding end) in the snippet."""
+    out: dict[str, tuple[str, int, int]] = {}
+    scrubber = SCRUBBERS["default"]
+    for text in NOTES:
+        for f in scrubber.scan(text):
+            a = max(0, f.start - 24)
+            snippet = text[a : f.end + 6]
+            out.setdefault(f"{f.kind}{len(out) % 2}", (snippet, f.start - a, f.end - a))
+    return list(out.values())
+
+
+SNIPPETS = _snippets()
+#: Around a finding's edges: ASCII ``?``, case-equivalents, a non-ASCII letter, digit and space.
+_EDGE_CHARS = "?\u017f\u00e9\u0663."
+
+
+def test_prefilter_hides_nothing_next_to_findings() -> None:
+    """Each finding of the corpora with each special character replacing, or inserted at, the
+    characters at its edges and just before a context word."""
+    scrubber = SCRUBBERS["default"]
+    assert len(SNIPPETS) > 40
+    checked = 0
+    for snippet, start, end in SNIPPETS:
+        for pos in {start - 1, start, end - 1, end, max(0, start - 8)}:
+            if not 0 <= pos < len(snippet):
+                continue
+            for ch in _EDGE_CHARS:
+                for text in (snippet[:pos] + ch + snippet[pos + 1 :], snippet[:pos] + ch + snippet[pos:]):
+                    assert scrubber.scan(text) == exhaustive(scrubber, text), repr(text)
+                    checked += 1
+    assert checked > 2000
+
+
+def test_odd_case_table_is_complete() -> None:
+    """Every non-ASCII character that ``re.IGNORECASE`` equates with an ASCII letter, or whose
+    ``str.lower`` holds one, is in ``_ODD_CASE`` mapped to that letter."""
+    any_letter = re.compile("[a-z]", re.IGNORECASE)
+    letters = {c: re.compile(c, re.IGNORECASE) for c in "abcdefghijklmnopqrstuvwxyz"}
+    found: dict[int, set[str]] = {}
+    for cp in range(128, sys.maxunicode + 1):
+        if 0xD800 <= cp < 0xE000:
+            continue
+        ch = chr(cp)
+        hits = {c for c in ch.lower() if c.isascii() and c.isalpha()}
+        if any_letter.fullmatch(ch):
+            hits |= {c for c, rx in letters.items() if rx.fullmatch(ch)}
+        if hits:
+            found[cp] = hits
+    assert {cp: {letter} for cp, letter in scrub._ODD_CASE.items()} == found
+
+
+def _all_patterns() -> list[Pattern]:
+    return [p for probe in scrub._PROBES for p in probe]
+
+
+@pytest.mark.skipif(not prefilter.HYPERSCAN, reason="compares Hyperscan with the re fallback")
+def test_hyperscan_and_re_report_the_same_offsets() -> None:
+    patterns = _all_patterns()
+    fast, slow = PatternSet(patterns), PatternSet(patterns, hyperscan=False)
+    texts = [*NOTES[:200], "?" * 50, "1" * 60, "A" * 45 + "=", "password=" * 30, "\n".join(_PIECES)]
+    total = 0
+    for text in texts:
+        for data in scrub._projections(text):
+            got = sorted(fast.scan(data))
+            assert got == sorted(slow.scan(data))
+            total += len(got)
+    assert total > 1000
+
+
+def test_patterns_of_starts_probes_are_fixed_length() -> None:
+    """Hyperscan reports only the leftmost start per end offset: a starts pattern must have one
+    length, else a start could be lost. Checked with ``re``'s own width computation."""
+    parser = getattr(re, "_parser", None) or __import__("sre_parse")
+    for p in _all_patterns():
+        if p.starts:
+            lo, hi = parser.parse(p.regex).getwidth()
+            assert lo == hi, p.regex
+
+
+def test_gate_and_shift_semantics() -> None:
+    ps = PatternSet(
+        [Pattern("ab"), Pattern("[^x]ab", shift=1), Pattern("zz", starts=False), Pattern("AB", caseless=True)],
+        hyperscan=prefilter.HYPERSCAN,
+    )
+    hits = sorted(ps.scan(b"ab xab yab zz zz"))
+    assert hits == [(0, 0), (0, 4), (0, 8), (1, 8), (2, 0), (3, 0), (3, 4), (3, 8)]
+
+
+def test_scans_from_many_threads_agree() -> None:
+    scrubber = Scrubber()
+    texts = NOTES[:40]
+    expected = [scrubber.scan(t) for t in texts]
+    errors: list[BaseException] = []
+    results: list[list[list[Finding]]] = []
+
+    def work() -> None:
+        try:
+            results.append([scrubber.scan(t) for t in texts])
+        except BaseException as exc:  # noqa: BLE001 - reported by the assertion below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert results == [expected] * 8

@@ -8,6 +8,9 @@ Usage (the passphrase comes from the ``MEMVAULT_TEST_PASSPHRASE`` environment va
 - ``_child.py hang STORE COMMAND_JSON READY_FILE``: like ``crash`` but at the branch
   compare-and-swap (store lock held, keyring already appended) it creates ``READY_FILE`` and
   sleeps until killed.
+- ``_child.py pause STORE POINT COMMAND_JSON READY_FILE``: like ``crash``, but at the crash
+  point (one of the wrapped steps: ``git_write_*``, ``keyring_before/after``, ``cas_*``) it
+  creates ``READY_FILE`` and sleeps, for the parent to kill it with SIGKILL.
 - ``_child.py create-crash STORE WHEN``: create a store and die before/after the atomic write
   of ``memvault.json`` (``WHEN`` is ``before`` or ``after``).
 - ``_child.py zygote``: import everything once, then for each line of stdin (a JSON list of
@@ -62,21 +65,22 @@ def die() -> None:
     os._exit(EXIT_CRASHED)
 
 
-def _wrap(owner: Any, name: str, *, before: bool) -> None:
+def _wrap(owner: Any, name: str, *, before: bool, action: Callable[[], None] = die) -> None:
     real = getattr(owner, name)
 
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         if before:
-            die()
+            action()
         result = real(*args, **kwargs)
-        die()
+        action()
         return result
 
     setattr(owner, name, wrapper)
 
 
-def arm(point: str) -> None:
-    """Install the crash point ``point`` in this process."""
+def arm(point: str, action: Callable[[], None] = die) -> None:
+    """Install the crash point ``point`` in this process (``action`` replaces dying only for the
+    points that wrap a whole step)."""
     import dulwich.file
     import dulwich.object_store
 
@@ -84,17 +88,17 @@ def arm(point: str) -> None:
     from memvault.keyring import Keyring
 
     if point == "git_write_before":
-        _wrap(GitStore, "write", before=True)
+        _wrap(GitStore, "write", before=True, action=action)
     elif point == "git_write_after":
-        _wrap(GitStore, "write", before=False)
+        _wrap(GitStore, "write", before=False, action=action)
     elif point == "keyring_before":
-        _wrap(Keyring, "append", before=True)
+        _wrap(Keyring, "append", before=True, action=action)
     elif point == "keyring_after":
-        _wrap(Keyring, "append", before=False)
+        _wrap(Keyring, "append", before=False, action=action)
     elif point == "cas_before":
-        _wrap(GitStore, "compare_and_swap", before=True)
+        _wrap(GitStore, "compare_and_swap", before=True, action=action)
     elif point == "cas_after":
-        _wrap(GitStore, "compare_and_swap", before=False)
+        _wrap(GitStore, "compare_and_swap", before=False, action=action)
     elif point == "loose_object_after_first":
         _wrap(dulwich.object_store.DiskObjectStore, "add_object", before=False)
     elif point == "loose_object_torn":
@@ -246,6 +250,15 @@ def main(argv: list[str]) -> int:
             return False
 
         GitStore.compare_and_swap = hang  # type: ignore[method-assign]
+        return _run_one(store_path, json.loads(command))
+    if mode == "pause":
+        _, _, store_path, point, command, ready = argv
+
+        def pause() -> None:
+            Path(ready).touch()
+            time.sleep(120)
+
+        arm(point, pause)
         return _run_one(store_path, json.loads(command))
     if mode == "create-crash":
         _, _, store_path, when = argv

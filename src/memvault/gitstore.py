@@ -270,7 +270,10 @@ class GitStore:
         return ObjectID(obj_id) in self._repo.object_store
 
     def read_blob(self, obj_id: bytes) -> bytes:
-        obj = self._get(obj_id)
+        raw = self._read_loose(obj_id, b"blob")
+        if raw is not None:
+            return raw
+        obj = self._get(obj_id)  # packed (after git gc): dulwich checks the id
         if not isinstance(obj, Blob):
             raise IntegrityError()
         return obj.as_raw_string()
@@ -302,16 +305,21 @@ class GitStore:
             raise IntegrityError() from None
         try:
             inflater = zlib.decompressobj()
-            data = inflater.decompress(compressed, MAX_OBJECT_BYTES + 64)
-            if inflater.unconsumed_tail or not inflater.eof:
-                raise IntegrityError()  # larger than the bound, truncated or trailing garbage
+            head = inflater.decompress(compressed, 64)  # "<type> <size>\0": the size comes first
+            header, sep, rest = head.partition(b"\0")
+            name, _, size_text = header.partition(b" ")
+            if not sep or name != kind or not size_text.isdigit() or len(size_text) > 12:
+                raise IntegrityError()
+            size = int(size_text)
+            if size > MAX_OBJECT_BYTES or len(rest) > size:
+                raise IntegrityError()  # refused before inflating it (a zlib bomb, or not memvault's)
+            body = rest + inflater.decompress(inflater.unconsumed_tail, size - len(rest) + 1)
+            if len(body) != size or inflater.unconsumed_tail or not inflater.eof or inflater.unused_data:
+                raise IntegrityError()  # truncated, longer than its header says, or trailing bytes
         except zlib.error:
             raise IntegrityError() from None
-        if hashlib.sha1(data, usedforsecurity=False).hexdigest().encode() != obj_id:
+        if hashlib.sha1(header + b"\0" + body, usedforsecurity=False).hexdigest().encode() != obj_id:
             raise IntegrityError()  # damaged: the content does not match its id
-        header, sep, body = data.partition(b"\0")
-        if not sep or header != kind + b" " + str(len(body)).encode():
-            raise IntegrityError()
         return body
 
     def read_tree(self, obj_id: bytes) -> dict[bytes, tuple[int, bytes]]:

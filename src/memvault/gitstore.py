@@ -375,7 +375,7 @@ class GitStore:
         obj = self._get(obj_id)
         if not isinstance(obj, Commit):
             raise IntegrityError()
-        tree, parents, message = obj.tree, list(obj.parents), obj.message
+        tree, parents, message = obj.tree, [bytes(p) for p in obj.parents], obj.message
         if (
             not isinstance(message, bytes)
             or not isinstance(tree, bytes)

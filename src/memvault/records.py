@@ -147,14 +147,17 @@ def _int(value: object, lo: int = 0, hi: int = _U64_MAX) -> int:
 
 
 def _time(value: object) -> float:
-    if type(value) not in (int, float) or not math.isfinite(value) or not 0 <= value < _MAX_TIME:  # type: ignore[arg-type]
+    if type(value) is int:
+        value = float(value)
+    if type(value) is not float or not math.isfinite(value) or not 0 <= value < _MAX_TIME:
         raise ValueError
-    return float(value)  # type: ignore[arg-type]
+    return value
 
 
 def _str(value: object) -> str:
     if type(value) is not str:
         raise ValueError
+    value.encode("utf-8")  # a lone surrogate ("\\ud800" in JSON) is not text: UnicodeEncodeError
     return value
 
 

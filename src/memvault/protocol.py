@@ -278,7 +278,10 @@ def _encode(store: MemoryStore, path: MemoryPath, text: str) -> bytes:
 
 def _scrub(store: MemoryStore, text: str, findings: dict[str, int]) -> str:
     """The text as it may be stored: findings redacted, or SensitiveDataError for a kind whose
-    policy is ``reject``. Fails closed: a scrubber error writes nothing."""
+    policy is ``reject``. Fails closed: a scrubber error writes nothing. A store whose scrubber is
+    disabled stores the text as given (the scrubber is not even loaded)."""
+    if not store.settings.scrub.enabled:
+        return text
     try:
         result = store.scrubber.apply(text)
     except Exception:
@@ -296,6 +299,8 @@ def _scrub(store: MemoryStore, text: str, findings: dict[str, int]) -> str:
 
 def _scrub_path(store: MemoryStore, path: MemoryPath) -> None:
     """A path is never redacted (the name would change): any finding not allowed refuses it."""
+    if not store.settings.scrub.enabled:
+        return
     try:
         scrubber = store.scrubber
         kinds = sorted({f.kind for f in scrubber.scan(path.text) if scrubber.policy(f.kind) != "allow"})
@@ -353,13 +358,28 @@ def _create(store: MemoryStore, args: dict[str, Any], actor: str, session: str) 
     return store.transact(apply, command="create", paths=(path.text,), actor=actor, session=session, findings=findings)
 
 
-def _line_numbers(content: str, needle: str) -> list[int]:
-    out = []
+#: The "Multiple occurrences" error lists at most this many line numbers, then ", and more": a
+#: one-character old_str in a 100 KiB file would otherwise list 100,000 of them (a result far
+#: larger than any view may be).
+MAX_LISTED_LINES = 100
+
+
+def _line_numbers(content: str, needle: str) -> str:
+    """The line of every occurrence of ``needle`` (overlapping ones too, as the SDK lists them),
+    at most :data:`MAX_LISTED_LINES` of them; linear in the part of ``content`` scanned."""
+    out: list[str] = []
+    line = 1
+    scanned = 0
     pos = content.find(needle)
     while pos != -1:
-        out.append(content.count("\n", 0, pos) + 1)
+        if len(out) == MAX_LISTED_LINES:
+            out.append("and more")
+            break
+        line += content.count("\n", scanned, pos)
+        scanned = pos
+        out.append(str(line))
         pos = content.find(needle, pos + 1)
-    return out
+    return ", ".join(out)
 
 
 def _str_replace(store: MemoryStore, args: dict[str, Any], actor: str, session: str) -> ToolResult:
@@ -377,7 +397,7 @@ def _str_replace(store: MemoryStore, args: dict[str, Any], actor: str, session: 
                 f"No replacement was performed, old_str `{old_str}` did not appear verbatim in {path.text}."
             )
         if count > 1:
-            lines = ", ".join(map(str, _line_numbers(content, old_str)))
+            lines = _line_numbers(content, old_str)
             raise EditError(
                 f"No replacement was performed. Multiple occurrences of old_str `{old_str}` in lines: {lines}. "
                 "Please ensure it is unique"

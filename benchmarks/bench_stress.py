@@ -316,7 +316,10 @@ def run(
         report.commands = len(records)
         if report.commands != procs * threads * ops:
             report.failures.append(f"{report.commands} commands recorded, {procs * threads * ops} expected")
-        check(cfg, records, report, work)
+        try:
+            check(cfg, records, report, work)
+        except Exception as err:  # the store no longer opens, or its history is broken
+            report.failures.append(f"checking the store raised {type(err).__name__}: {err}")
         return report
     finally:
         shutil.rmtree(work, ignore_errors=True)

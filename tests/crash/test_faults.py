@@ -551,3 +551,30 @@ def test_modes_whatever_the_umask(tmp_path: Path, umask: int) -> None:
             assert mode & 0o077 == 0 and mode & 0o400, (str(p.relative_to(path)), oct(mode))
     assert seen["dirs"] > 10 and seen["files"] > 20
     assert (path / "lock").exists() and (path / "repo" / "refs" / "heads" / "main").exists()
+
+
+def test_leftovers_of_a_killed_writer_are_wiped_by_the_next_writer(
+    template: tuple[Path, State, dict[str, State]], tmp_path: Path
+) -> None:
+    """Temporary files a killed writer can leave (a key slot or memvault.json being written, a
+    slot being wiped, a keyring being rewritten) hold wrapped key material: readers leave them,
+    the next writer wipes them, and nothing else changes."""
+    src, before, _ = template
+    path = tmp_path / "store"
+    shutil.copytree(src, path)
+    slot = next((path / "keys").glob("*.json"))
+    leftovers = [
+        path / "keys" / f".{slot.name}.tmp-123-456",
+        path / "keys" / f".{'ab' * 16}.json.wipe",
+        path / ".memvault.json.tmp-123-456",
+        path / ".keyring.rewrite-123",
+    ]
+    for p in leftovers:
+        p.write_bytes(slot.read_bytes())
+    store = open_store(path)
+    assert memvault.MemoryTool(store).call({"command": "view", "path": "/memories/notes.txt"}).endswith("2\tbeta")
+    assert all(p.exists() for p in leftovers)  # a reader touches nothing
+    run(store, {"command": "create", "path": "/memories/next.txt", "file_text": "n"})
+    assert not any(p.exists() for p in leftovers)
+    assert slot.exists() and read_state(open_store(path)) == {**before, "/memories/next.txt": b"n"}
+    assert_clean(open_store(path))

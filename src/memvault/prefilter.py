@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 import threading
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
@@ -28,6 +29,12 @@ try:
 except ImportError:  # pragma: no cover - a dependency; the re fallback gives the same answer
     _hs = None
 
+# Python's own regex parser gives the width of a pattern (``re._parser`` from 3.11, ``sre_parse`` before).
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore", DeprecationWarning)
+    _parse: Any = getattr(re, "_parser", None) or __import__("sre_parse")
+    _parse = _parse.parse
+
 #: Whether the Hyperscan engine is in use (else the slower ``re`` fallback).
 HYPERSCAN: Final[bool] = _hs is not None
 
@@ -38,8 +45,8 @@ class Pattern:
 
     ``starts`` patterns report ``shift`` plus every offset at which they match (``shift`` lets a
     pattern include context before the offset of interest); they must be **fixed-length**
-    (Hyperscan reports, for each end offset, only the leftmost start: with one length per
-    pattern that is every start). ``gate`` patterns (``starts=False``) only report whether they
+    (Hyperscan reports where matches end; with one length, the start follows; tracking starts
+    instead costs much more). ``gate`` patterns (``starts=False``) only report whether they
     match anywhere. ``caseless`` matches ASCII letters without regard to case.
     """
 
@@ -50,32 +57,63 @@ class Pattern:
 
 
 class PatternSet:
-    """A compiled set of :class:`Pattern` s. Thread-safe: each thread gets its own scratch space."""
+    """A set of :class:`Pattern` s, compiled on first use. Thread-safe: each thread scans with
+    its own Hyperscan scratch space."""
 
-    __slots__ = ("_patterns", "_db", "_local", "_fallback", "_shifts")
+    __slots__ = ("_patterns", "_hyperscan", "_adjust", "_db", "_fallback", "_local", "_lock")
 
     def __init__(self, patterns: Sequence[Pattern], *, hyperscan: bool = HYPERSCAN) -> None:
-        """Compile ``patterns``; ``hyperscan=False`` uses the ``re`` fallback even when Hyperscan is
-        installed (the tests compare the two)."""
+        """``hyperscan=False`` uses the ``re`` fallback even when Hyperscan is installed (the
+        tests compare the two). ValueError if a ``starts`` pattern is not fixed-length."""
         self._patterns = tuple(patterns)
-        self._shifts = tuple(p.shift for p in self._patterns)
-        self._local = threading.local()
+        self._hyperscan = hyperscan and _hs is not None and bool(self._patterns)
+        #: For a starts pattern, what turns the end offset Hyperscan reports into the offset wanted.
+        self._adjust = tuple(p.shift - width(p.regex) if p.starts else 0 for p in self._patterns)
         self._db: Any = None
-        self._fallback: tuple[tuple[int, re.Pattern[bytes], bool], ...] = ()
-        if hyperscan and _hs is not None and self._patterns:
-            self._db = _hs.Database()
-            flags = [
-                (_hs.HS_FLAG_SOM_LEFTMOST if p.starts else _hs.HS_FLAG_SINGLEMATCH)
-                | (_hs.HS_FLAG_CASELESS if p.caseless else 0)
-                for p in self._patterns
-            ]
-            self._db.compile(
-                expressions=[p.regex.encode("ascii") for p in self._patterns],
-                ids=list(range(len(self._patterns))),
-                elements=len(self._patterns),
-                flags=flags,
-            )
-        else:
+        self._fallback: tuple[tuple[int, re.Pattern[bytes], bool, int], ...] | None = None
+        self._local = threading.local()
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._patterns)
+
+    def scan(self, data: bytes) -> list[tuple[int, int]]:
+        """``(pattern index, start + shift)`` for every match start of every ``starts`` pattern and
+        ``(pattern index, 0)`` once for each ``gate`` pattern that matches; in no particular order."""
+        if self._hyperscan:
+            scratch = getattr(self._local, "scratch", None)
+            if scratch is None:
+                scratch = self._local.scratch = _hs.Scratch(self._database())
+            hits: list[tuple[int, int]] = []
+            self._db.scan(data, match_event_handler=_collect, context=hits, scratch=scratch)
+            adjust, patterns = self._adjust, self._patterns
+            return [(i, end + adjust[i] if patterns[i].starts else 0) for i, end in hits]
+        out: list[tuple[int, int]] = []
+        for i, rx, starts, shift in self._regexes():
+            if starts:
+                out.extend((i, m.start() + shift) for m in rx.finditer(data))
+            elif rx.search(data) is not None:
+                out.append((i, 0))
+        return out
+
+    def _database(self) -> Any:
+        with self._lock:
+            if self._db is None:
+                db = _hs.Database()
+                db.compile(
+                    expressions=[p.regex.encode("ascii") for p in self._patterns],
+                    ids=list(range(len(self._patterns))),
+                    elements=len(self._patterns),
+                    flags=[
+                        (0 if p.starts else _hs.HS_FLAG_SINGLEMATCH) | (_hs.HS_FLAG_CASELESS if p.caseless else 0)
+                        for p in self._patterns
+                    ],
+                )
+                self._db = db
+            return self._db
+
+    def _regexes(self) -> tuple[tuple[int, re.Pattern[bytes], bool, int], ...]:
+        if self._fallback is None:
             self._fallback = tuple(
                 (
                     i,
@@ -84,32 +122,20 @@ class PatternSet:
                         re.IGNORECASE if p.caseless else 0,
                     ),
                     p.starts,
+                    p.shift,
                 )
                 for i, p in enumerate(self._patterns)
             )
-
-    def __len__(self) -> int:
-        return len(self._patterns)
-
-    def scan(self, data: bytes) -> list[tuple[int, int]]:
-        """``(pattern index, start + shift)`` for every match start of every ``starts`` pattern and
-        ``(pattern index, 0)`` once for each ``gate`` pattern that matches; in no particular order."""
-        hits: list[tuple[int, int]] = []
-        if self._db is not None:
-            scratch = getattr(self._local, "scratch", None)
-            if scratch is None:
-                scratch = self._local.scratch = _hs.Scratch(self._db)
-            self._db.scan(data, match_event_handler=_collect, context=hits, scratch=scratch)
-            shifts = self._shifts
-            return [(i, start + shifts[i]) for i, start in hits]
-        for i, rx, starts in self._fallback:
-            if starts:
-                shift = self._shifts[i]
-                hits.extend((i, m.start() + shift) for m in rx.finditer(data))
-            elif rx.search(data) is not None:
-                hits.append((i, 0))
-        return hits
+        return self._fallback
 
 
-def _collect(index: int, start: int, _end: int, _flags: int, hits: list[tuple[int, int]]) -> None:
-    hits.append((index, start))
+def _collect(index: int, _start: int, end: int, _flags: int, hits: list[tuple[int, int]]) -> None:
+    hits.append((index, end))
+
+
+def width(regex: str) -> int:
+    """The length of every match of ``regex``; ValueError if matches can differ in length."""
+    lo, hi = _parse(regex).getwidth()
+    if lo != hi:
+        raise ValueError(f"not a fixed-length pattern: {regex!r}")
+    return int(lo)

@@ -66,6 +66,7 @@ import zlib
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from itertools import repeat
 from typing import Any, Final
 
 from memvault.prefilter import Pattern, PatternSet
@@ -130,8 +131,14 @@ def shannon_entropy(value: str) -> float:
     """Bits per character of ``value`` (0.0 for an empty string)."""
     if not value:
         return 0.0
-    n = len(value)
-    return -sum([c / n * math.log2(c / n) for c in Counter(value).values()])
+    # the term of each distinct character, in order of first occurrence
+    counts = Counter(value).values() if len(value) > 48 else map(value.count, dict.fromkeys(value))
+    return -sum(map(_entropy_term, counts, repeat(len(value))))
+
+
+@functools.lru_cache(maxsize=4096)
+def _entropy_term(count: int, n: int) -> float:
+    return count / n * math.log2(count / n)
 
 
 def luhn_valid(digits: str) -> bool:
@@ -212,8 +219,11 @@ _PLACEHOLDER_WORDS: Final[tuple[str, ...]] = (
     "environ", "process.env", "env[", "env(", "env.", "secrets.", "vault:", "sample", "notreal", "not_real",
     "here", "[", "...", "0123456789", "123456789", "abcdefgh", "qwerty12", "########", "••",
 )  # fmt: skip
+#: Any of ``_PLACEHOLDER_WORDS`` in UTF-8 (one pass for all of them).
+_PLACEHOLDER_SET: Final = PatternSet(
+    [Pattern("".join(f"\\x{b:02x}" for b in w.encode("utf-8")), starts=False) for w in _PLACEHOLDER_WORDS]
+)
 #: Whole values that mean "no value": checked case-insensitively after stripping quotes.
-_PLACEHOLDER_RE: Final = re.compile("|".join(re.escape(w) for w in _PLACEHOLDER_WORDS))
 _NON_VALUES: Final[frozenset[str]] = frozenset(
     {
         "", "none", "null", "nil", "true", "false", "empty", "required", "optional", "string", "str", "bytes",
@@ -235,12 +245,13 @@ def is_placeholder(value: str) -> bool:
     low = v.lower()
     if low in _NON_VALUES or v in _AWS_EXAMPLES or v.startswith(("$", "%", "@", "&", "*")):
         return True
-    if _PLACEHOLDER_RE.search(low):
+    if _PLACEHOLDER_SET.scan(low.encode("utf-8", "surrogatepass")):
         return True
     return len(v) >= 6 and len(set(low)) <= 3
 
 
 _ASCII_LOWER: Final = frozenset(string.ascii_lowercase)
+_ASCII_LETTERS: Final = frozenset(string.ascii_letters)
 _ASCII_UPPER: Final = frozenset(string.ascii_uppercase)
 _ASCII_DIGITS: Final = frozenset(string.digits)
 
@@ -345,9 +356,9 @@ def _finditer_before(
 
 #: A candidate: (start, end, kind, priority).
 _Cand = tuple[int, int, str, int]
-#: ``detect(text, lower, starts)``: ``starts[i]`` are the sorted offsets reported by the rule's
+#: ``detect(text, starts)``: ``starts[i]`` are the sorted offsets reported by the rule's
 #: ``probes[i]`` (empty if none; ``[0]`` for a gate that matched).
-_Detector = Callable[[str, str, tuple[list[int], ...]], Iterable[_Cand]]
+_Detector = Callable[[str, tuple[list[int], ...]], Iterable[_Cand]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -378,7 +389,7 @@ def _simple(
 ) -> _Detector:
     rx = re.compile(pattern)
 
-    def detect(text: str, _lower: str, starts: tuple[list[int], ...]) -> Iterable[_Cand]:
+    def detect(text: str, starts: tuple[list[int], ...]) -> Iterable[_Cand]:
         for m in _match_at(rx, text, starts[0]):
             value = m.group(group)
             if not value or (check is not None and not check(value)):
@@ -428,15 +439,42 @@ _AWS_SECRET_RE: Final = re.compile(r"[A-Za-z0-9/+](?<![A-Za-z0-9/+=].)[A-Za-z0-9
 _AWS_CONTEXT_RE: Final = re.compile(r"aws|secret_?access|secretaccesskey|(?:akia|asia)[a-z0-9]{16}")
 
 
-def _aws_secret(text: str, lower: str, starts: tuple[list[int], ...]) -> Iterable[_Cand]:
+def _class_table(chars: str) -> bytes:
+    """A ``bytes.translate`` table: ``a`` for each of ``chars`` (ASCII), ``.`` for every other byte."""
+    return bytes(ord("a") if chr(b) in chars else ord(".") for b in range(256))
+
+
+_B64_TABLE: Final = _class_table(string.ascii_letters + string.digits + "/+")
+_HEX_TABLE: Final = _class_table("0123456789abcdef")
+
+
+def _run_starts(text: str, table: bytes, length: int) -> list[int]:
+    """Where each run of at least ``length`` characters of ``table``'s class starts (a regex whose
+    matches are such runs, not preceded by a class character, can start nowhere else)."""
+    sig = text.encode("ascii", "replace").translate(table)  # one byte per character
+    run = b"a" * length
+    out: list[int] = []
+    p = sig.find(run)
+    while p >= 0:
+        out.append(p)
+        p = sig.find(b".", p + length)
+        if p < 0:
+            break
+        p = sig.find(run, p)
+    return out
+
+
+def _aws_secret(text: str, starts: tuple[list[int], ...]) -> Iterable[_Cand]:
     if not starts[0] or not starts[1]:  # no 40-character run, or no context anywhere
         return
-    for m in _AWS_SECRET_RE.finditer(text):
+    lower = ""
+    for m in _match_at(_AWS_SECRET_RE, text, _run_starts(text, _B64_TABLE, 40)):
         value = m.group()
         if value in _AWS_EXAMPLES or "EXAMPLE" in value or _char_classes(value) < 3:
             continue
         if not any(c.isupper() for c in value) or not any(c.islower() for c in value):
             continue
+        lower = lower or text.lower()
         if _AWS_CONTEXT_RE.search(lower, max(0, m.start() - 160), m.start()) is None:
             continue
         if not is_placeholder(value) and shannon_entropy(value) >= 4.0:
@@ -447,12 +485,14 @@ _TWILIO_TOKEN_RE: Final = re.compile(r"[0-9a-f](?<![A-Za-z0-9].)[0-9a-f]{31}(?![
 _TWILIO_CONTEXT_RE: Final = re.compile(r"twilio|auth_?token|authtoken|ac(?<![a-z0-9]ac)[0-9a-f]{32}")
 
 
-def _twilio_token(text: str, lower: str, starts: tuple[list[int], ...]) -> Iterable[_Cand]:
+def _twilio_token(text: str, starts: tuple[list[int], ...]) -> Iterable[_Cand]:
     if not starts[0] or not starts[1]:  # no 32-hex run, or no context anywhere
         return
-    for m in _TWILIO_TOKEN_RE.finditer(text):
+    lower = ""
+    for m in _match_at(_TWILIO_TOKEN_RE, text, _run_starts(text, _HEX_TABLE, 32)):
         if text[max(0, m.start() - 2) : m.start()] == "AC":
             continue
+        lower = lower or text.lower()
         if _TWILIO_CONTEXT_RE.search(lower, max(0, m.start() - 160), m.start()) is None:
             continue
         if not is_placeholder(m.group()) and shannon_entropy(m.group()) >= 3.0:
@@ -464,7 +504,7 @@ _PEM_END_RE: Final = re.compile(r"-----END[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-
 _PEM_BODY_LINE_RE: Final = re.compile(r"[ \t]*(?:[A-Za-z0-9+/=]+|[A-Za-z-]+:.*|\\n|)[ \t]*\r?(?:\n|\\n|$)")
 
 
-def _private_key(text: str, _lower: str, _starts: tuple[list[int], ...]) -> Iterable[_Cand]:
+def _private_key(text: str, _starts: tuple[list[int], ...]) -> Iterable[_Cand]:
     pos = 0
     end: re.Match[str] | None = None
     no_end_after = len(text) + 1  # no END marker at or after this offset (cached: keeps it linear)
@@ -494,7 +534,7 @@ def _private_key(text: str, _lower: str, _starts: tuple[list[int], ...]) -> Iter
 _JWT_RE: Final = re.compile(rf"eyJ(?<![{_T}.]eyJ)[{_T}]{{8,}}\.[{_T}]{{2,}}\.[{_T}]*(?![{_T}.])")
 
 
-def _jwt(text: str, _lower: str, starts: tuple[list[int], ...]) -> Iterable[_Cand]:
+def _jwt(text: str, starts: tuple[list[int], ...]) -> Iterable[_Cand]:
     for m in _match_at(_JWT_RE, text, starts[0]):
         value = m.group()
         if jwt_valid(value) and not is_placeholder(value.split(".", 1)[1]):
@@ -512,7 +552,7 @@ _CURL_USER_RE: Final = re.compile(r"(?:\s-u|--user)[ =]?['\"]?([^\s:'\"$]{1,64})
 _SCHEME_BACK_RE: Final = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]{1,20}\Z")
 
 
-def _basic_auth(text: str, _lower: str, starts: tuple[list[int], ...]) -> Iterable[_Cand]:
+def _basic_auth(text: str, starts: tuple[list[int], ...]) -> Iterable[_Cand]:
     if starts[0]:
         for m in _finditer_before(_URL_AUTH_RE, _SCHEME_BACK_RE, text, starts[0], 21):
             pw = m.group(2)
@@ -536,7 +576,7 @@ _BEARER_RE: Final = re.compile(
 )
 
 
-def _bearer(text: str, _lower: str, starts: tuple[list[int], ...]) -> Iterable[_Cand]:
+def _bearer(text: str, starts: tuple[list[int], ...]) -> Iterable[_Cand]:
     for m in _match_at(_BEARER_RE, text, starts[0]):
         value = m.group(1)
         if not is_placeholder(value) and _char_classes(value) >= 2 and shannon_entropy(value) >= 3.0:
@@ -548,7 +588,7 @@ _AZURE_RE: Final = re.compile(
 )
 
 
-def _azure(text: str, _lower: str, starts: tuple[list[int], ...]) -> Iterable[_Cand]:
+def _azure(text: str, starts: tuple[list[int], ...]) -> Iterable[_Cand]:
     for m in _match_at(_AZURE_RE, text, starts[0]):
         if not is_placeholder(m.group(1)) and shannon_entropy(m.group(1)) >= 3.5:
             yield m.start(1), m.end(1), "azure_connection_string", _P_SPECIFIC
@@ -557,7 +597,7 @@ def _azure(text: str, _lower: str, starts: tuple[list[int], ...]) -> Iterable[_C
 _NPM_AUTH_RE: Final = re.compile(r"_auth(?:Token)?\s*=\s*['\"]?([^\s'\"]{8,})")
 
 
-def _npm_auth(text: str, _lower: str, _starts: tuple[list[int], ...]) -> Iterable[_Cand]:
+def _npm_auth(text: str, _starts: tuple[list[int], ...]) -> Iterable[_Cand]:
     for m in _NPM_AUTH_RE.finditer(text):
         if not is_placeholder(m.group(1)):
             yield m.start(1), m.end(1), "npm_token", _P_SPECIFIC
@@ -584,14 +624,28 @@ _ASSIGN_TAIL_RE: Final = re.compile(
     r"(?:\"((?:[^\"\\\n]|\\.){1,512})\"|'([^'\n]{1,512})'|`([^`\n]{1,512})`|([^\s\"'`,;)}\]][^\s\"'`,;)}]{0,511}))"
 )
 _NAME_CHARS_STR: Final = string.ascii_letters + string.digits + "_.-"
+#: The longest ``_PW_NAME`` match: a ``_NAME_END_RE`` match starts at most this far from the end.
+_PW_NAME_WIDTH: Final = 14
 _NAME_END_RE: Final = re.compile(r"(?:^|(?<=[_.\-])|(?<=[a-z0-9])(?=[A-Z]))(?i:" + _PW_NAME + r")$")
 _CLI_PW_RE: Final = re.compile(
     r"-(?<![A-Za-z0-9-].)-?(?:password|passwd|pass|token|api-key|secret|client-secret)[ =]['\"]?([^\s'\"]{1,256})"
 )
-_PASSWORD_WORDS: Final = ("pass", "pwd", "pin")
 _CODE_REF_RE: Final = re.compile(r"[A-Za-z_][\w]*(?:\.[A-Za-z_]\w*)+(?:\(.*)?|[A-Za-z_]\w*\(.*|[a-z]+(?:_[a-z]+)+")
 _ENV_NAME_RE: Final = re.compile(r"[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+")
 _PATHLIKE_RE: Final = re.compile(r"(?:/|\./|~/|[A-Za-z]:\\)[\w./\\-]*|[\w.-]+\.(?:txt|pem|key|json|ya?ml|env|cfg|ini)")
+#: Every ``_PATHLIKE_RE`` match ends with one of these or starts with ``/``, ``./``, ``~/`` or ``X:\``.
+_PATH_ENDS: Final = (".txt", ".pem", ".key", ".json", ".yaml", ".yml", ".env", ".cfg", ".ini")
+
+
+def _pathlike(value: str) -> bool:
+    if not (
+        value.startswith(("/", "./", "~/"))
+        or value[1:3] == ":\\"
+        and value[:1] in _ASCII_LETTERS
+        or value.endswith(_PATH_ENDS)
+    ):
+        return False
+    return _PATHLIKE_RE.fullmatch(value) is not None
 
 
 def _assignment_value_ok(name: str, value: str, quoted: bool) -> str | None:
@@ -599,7 +653,7 @@ def _assignment_value_ok(name: str, value: str, quoted: bool) -> str | None:
     low_name = name.lower()
     if is_placeholder(value) or len(value) < 4:
         return None
-    if _PATHLIKE_RE.fullmatch(value) or value.isdigit() and len(value) < 6 and "pin" not in low_name:
+    if _pathlike(value) or value.isdigit() and len(value) < 6 and "pin" not in low_name:
         return None
     if not quoted and (_CODE_REF_RE.fullmatch(value) or _ENV_NAME_RE.fullmatch(value)):
         return None
@@ -607,7 +661,9 @@ def _assignment_value_ok(name: str, value: str, quoted: bool) -> str | None:
         return None
     if value.endswith((":", "(")) or value.startswith(("http://", "https://")) and "@" not in value:
         return None
-    is_password = any(w in low_name for w in _PASSWORD_WORDS) or low_name.endswith(("secret", "secrets", "cred"))
+    is_password = (
+        "pass" in low_name or "pwd" in low_name or "pin" in low_name or low_name.endswith(("secret", "secrets", "cred"))
+    )
     if is_password:
         if " " in value and not quoted:
             return None
@@ -621,15 +677,17 @@ def _assignment_value_ok(name: str, value: str, quoted: bool) -> str | None:
     return None
 
 
-def _assignments(text: str, lower: str, starts: tuple[list[int], ...]) -> Iterable[_Cand]:
+def _assignments(text: str, starts: tuple[list[int], ...]) -> Iterable[_Cand]:
     seen: set[int] = set()
+    lower = ""
     for ks in starts[0]:  # where a name's last word is followed by a quote, blank or separator
         m = _ASSIGN_TAIL_RE.match(text, ks)
         if m is None:
             continue
         window = text[max(0, ks - 64) : ks]
         ns = ks - (len(window) - len(window.rstrip(_NAME_CHARS_STR)))  # name characters ending at ks
-        name_m = _NAME_END_RE.search(text[ns : _name_end(text, ks)])
+        name = text[ns : _name_end(text, ks)]
+        name_m = _NAME_END_RE.search(name, max(0, len(name) - _PW_NAME_WIDTH))
         if name_m is None:
             continue
         name = name_m.group(0)
@@ -642,6 +700,7 @@ def _assignments(text: str, lower: str, starts: tuple[list[int], ...]) -> Iterab
         if gi == 4:  # unquoted: stop at trailing punctuation
             cut = len(value.rstrip(".,:;!?"))
             end, value = start + cut, value[:cut]
+            lower = lower or text.lower()
             if " is" in lower[ks:start] and not (any(c.isdigit() for c in value) and any(c.isalpha() for c in value)):
                 continue  # prose: "the password is Tr0ub4dor&3" needs a value that looks made up
         kind = _assignment_value_ok(name, value, gi != 4)
@@ -682,7 +741,7 @@ _LOCAL_BACK_RE: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._%+\-]{0,63}\Z")
 _ASSET_SCALE_RE: Final = re.compile(r"\d+x\.")
 
 
-def _email(text: str, _lower: str, starts: tuple[list[int], ...]) -> Iterable[_Cand]:
+def _email(text: str, starts: tuple[list[int], ...]) -> Iterable[_Cand]:
     for m in _finditer_before(_EMAIL_RE, _LOCAL_BACK_RE, text, starts[0], 64):
         domain = m.group(1).lower()
         if m.group(2).lower() in _EMAIL_SKIP_TLDS or domain.endswith(_EMAIL_SKIP_DOMAINS):
@@ -730,7 +789,7 @@ def _iin_plausible(d: str) -> bool:
     return two in (50, 56, 57, 58, 63, 67) and 12 <= n <= 19
 
 
-def _numbers(text: str, _lower: str, starts: tuple[list[int], ...]) -> Iterable[_Cand]:
+def _numbers(text: str, starts: tuple[list[int], ...]) -> Iterable[_Cand]:
     for m in _match_at(_NUM_RE, text, starts[0]):
         raw = m.group()
         start = m.start()
@@ -805,7 +864,7 @@ _IPV6_RE: Final = re.compile(r"[23](?<![\w:.].)[0-9a-fA-F]{3}:[0-9a-fA-F:]{2,36}
 _VERSION_BEFORE_RE: Final = re.compile(r"(?i)\b(?:v|version|ver|build|release|rev|firmware|oid|sdk)\b[^\n]{0,24}$")
 
 
-def _ip(text: str, _lower: str, starts: tuple[list[int], ...]) -> Iterable[_Cand]:
+def _ip(text: str, starts: tuple[list[int], ...]) -> Iterable[_Cand]:
     for m in _match_at(_IPV4_RE, text, starts[0]):
         if _VERSION_BEFORE_RE.search(text, max(0, m.start() - 40), m.start()):
             continue
@@ -830,7 +889,7 @@ _IBAN_RE: Final = re.compile(
 )
 
 
-def _iban(text: str, _lower: str, starts: tuple[list[int], ...]) -> Iterable[_Cand]:
+def _iban(text: str, starts: tuple[list[int], ...]) -> Iterable[_Cand]:
     for m in _match_at(_IBAN_RE, text, starts[0]):
         value = m.group()
         # the optional trailing group may have eaten a following word; retry without it
@@ -855,7 +914,7 @@ _DOB_RE: Final = re.compile(
 )
 
 
-def _dob(text: str, _lower: str, starts: tuple[list[int], ...]) -> Iterable[_Cand]:
+def _dob(text: str, starts: tuple[list[int], ...]) -> Iterable[_Cand]:
     if not starts[0]:  # none of the words the rule is for (the rule does not look for "d.ob")
         return
     for m in _match_at(_DOB_RE, text, starts[1]):
@@ -1025,7 +1084,12 @@ _RULES: Final[tuple[_Rule, ...]] = (
     _Rule(
         "password_assignment",
         (
-            _at(*(w + "[\"'\x60 \t:=,]" for w in _TAIL_WORDS), caseless=True),
+            # the word, then a separator, or a quote or blank and what may follow it
+            _at(
+                *(w + "[:=,]" for w in _TAIL_WORDS),
+                *(w + "[\"'\x60 \t][ \t:=,i]" for w in _TAIL_WORDS),
+                caseless=True,
+            ),
             _anywhere(
                 *(f"-{w}[ =]" for w in ("password", "passwd", "pass", "token", "api-key", "secret", "client-secret"))
             ),
@@ -1084,7 +1148,7 @@ def _custom_detector(rule: CustomRule) -> _Detector:
     group: int | str = "value" if "value" in rx.groupindex else (1 if rx.groups else 0)
     kind, validator = rule.kind, rule.validator
 
-    def detect(text: str, _lower: str, _starts: tuple[list[int], ...]) -> Iterable[_Cand]:
+    def detect(text: str, _starts: tuple[list[int], ...]) -> Iterable[_Cand]:
         for m in rx.finditer(text):
             start, end = m.span(group)
             if start < 0 or start == end:
@@ -1107,12 +1171,9 @@ def _custom_detector(rule: CustomRule) -> _Detector:
 _PROBES: Final[tuple[tuple[Pattern, ...], ...]] = tuple(p for r in (*_RULES, _NUMBERS) for p in r.probes)
 
 
-@functools.cache
-def _probe_set() -> tuple[PatternSet, tuple[int, ...]]:
-    """The compiled patterns of every probe (built on first use) and the probe of each pattern."""
-    patterns = [pat for probe in _PROBES for pat in probe]
-    owner = tuple(i for i, probe in enumerate(_PROBES) for _ in probe)
-    return PatternSet(patterns), owner
+#: The patterns of every probe (compiled on first use), and the probe of each pattern.
+_PROBE_SET: Final = PatternSet([pat for probe in _PROBES for pat in probe])
+_PROBE_OF: Final[tuple[int, ...]] = tuple(i for i, probe in enumerate(_PROBES) for _ in probe)
 
 
 def _probe_ids(rule: _Rule) -> tuple[int, ...]:
@@ -1167,11 +1228,10 @@ class Scrubber:
             raise TypeError("text must be a str")
         if not self._settings.enabled or not text:
             return []
-        patterns, owner = _probe_set()
         reported: dict[int, list[int]] = {}
         for data in _projections(text):
-            for pattern, offset in patterns.scan(data):
-                probe = owner[pattern]
+            for pattern, offset in _PROBE_SET.scan(data):
+                probe = _PROBE_OF[pattern]
                 got = reported.get(probe)
                 if got is None:
                     reported[probe] = [offset]
@@ -1182,15 +1242,14 @@ class Scrubber:
     def _findings(self, text: str, reported: dict[int, list[int]]) -> list[Finding]:
         """The findings of the rules given the offsets ``reported`` by each probe (a superset of
         where the rules' regexes match: every offset of every probe gives the same findings)."""
-        lower = text.lower()
         cands: list[_Cand] = []
         rule_of, plan = self._rule_of, self._plan
         for i in sorted({rule_of[p] for p in reported if p in rule_of}):
             probes, detect = plan[i]
             starts = tuple(sorted(set(reported[p])) if p in reported else [] for p in probes)
-            cands.extend(detect(text, lower, starts))
+            cands.extend(detect(text, starts))
         for detect in self._always:
-            cands.extend(detect(text, lower, ()))
+            cands.extend(detect(text, ()))
         # A value recognised as a credential in one place (by its context) is redacted everywhere:
         # every occurrence (overlapping ones too) takes the kind of the value's first candidate.
         first: dict[str, tuple[int, str, int]] = {}

@@ -103,7 +103,7 @@ class Keyring:
     def create(path: Path, store_id: bytes, *, durable: bool) -> None:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, FILE_MODE)
         try:
-            os.write(fd, _HEADER.pack(_MAGIC, _VERSION, store_id))
+            write_all(fd, _HEADER.pack(_MAGIC, _VERSION, store_id))  # a short write is not an error
             if durable:
                 os.fsync(fd)
         finally:

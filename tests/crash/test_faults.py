@@ -588,3 +588,37 @@ def test_leftovers_of_a_killed_writer_are_wiped_by_the_next_writer(
     assert not any(p.exists() for p in leftovers)
     assert slot.exists() and read_state(open_store(path)) == {**before, "/memories/next.txt": b"n"}
     assert_clean(open_store(path))
+
+
+def test_faults_while_creating_a_store(tmp_path: Path) -> None:
+    """A fault at each kind of step of store creation (key slot, keyring, git repository, first
+    commit, memvault.json): a clear error, and the directory is either no store at all or a
+    complete one that opens and verifies."""
+    steps = dry_run(tmp_path / "dry", lambda: make_store(tmp_path / "dry"))
+    picks = chosen(steps, every=False)
+    assert len(picks) > 10
+    complete = 0
+    for n, pick in enumerate(picks):
+        path = tmp_path / f"c{n}"
+        injector = Injector(path, fail_on=pick, err=ERRNOS[n % 3])
+        failed: MemvaultError | None = None
+        with injector.active():
+            try:
+                make_store(path).close()
+            except MemvaultError as exc:
+                failed = exc
+        if injector.fired is None:
+            continue
+        assert isinstance(failed, StorageError) or failed is None, (injector.fired, failed)
+        if failed is not None:
+            check_message(str(failed), path)
+        try:
+            store = open_store(path)
+        except memvault.errors.StoreNotFoundError:
+            assert failed is not None
+            continue
+        complete += 1
+        assert read_state(store) == {}
+        assert_clean(store)
+        run(store, {"command": "create", "path": "/memories/a.txt", "file_text": "a"})
+    assert complete >= 1  # faults after the marker file was renamed into place leave a whole store

@@ -17,6 +17,7 @@ __all__ = [
     "DIR_MODE",
     "atomic_write",
     "write_all",
+    "pwrite_all",
     "wipe_file",
     "wipe_leftovers",
     "private_file",
@@ -53,6 +54,14 @@ def write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view) :]
 
 
+def pwrite_all(fd: int, data: bytes, offset: int) -> None:
+    """Write every byte of ``data`` at ``offset`` (``os.pwrite`` may write less than asked)."""
+    view = memoryview(data)
+    while view:
+        n = os.pwrite(fd, view, offset)
+        view, offset = view[n:], offset + n
+
+
 def wipe_file(path: Path) -> None:
     """Overwrite a file with zeros (fsynced), then unlink it and fsync its directory, so key
     material does not linger in freed blocks of filesystems that write in place (best effort:
@@ -69,7 +78,7 @@ def wipe_file(path: Path) -> None:
         fsync_dir(path.parent)
     fd = os.open(doomed, os.O_WRONLY | os.O_NOFOLLOW)
     try:
-        os.pwrite(fd, bytes(os.fstat(fd).st_size), 0)
+        pwrite_all(fd, bytes(os.fstat(fd).st_size), 0)
         os.fsync(fd)
     finally:
         os.close(fd)

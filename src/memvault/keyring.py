@@ -38,7 +38,7 @@ from pathlib import Path
 
 from . import crypto
 from .errors import IntegrityError
-from .fsutil import FILE_MODE, fsync_dir, wipe_file, write_all
+from .fsutil import FILE_MODE, fsync_dir, pwrite_all, wipe_file, write_all
 
 __all__ = ["Keyring", "HighWater", "ZERO_ID"]
 
@@ -387,7 +387,7 @@ class Keyring:
             os.replace(tmp, self._path)
             fsync_dir(self._path.parent)
             for start, end in wipe:
-                os.pwrite(old_fd, bytes(end - start), start)
+                pwrite_all(old_fd, bytes(end - start), start)
             os.fsync(old_fd)
         finally:
             os.close(old_fd)

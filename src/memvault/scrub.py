@@ -56,6 +56,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import collections
 import functools
 import ipaddress
 import json
@@ -63,10 +64,8 @@ import math
 import re
 import string
 import zlib
-from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from itertools import repeat
 from typing import Any, Final
 
 from memvault.prefilter import Pattern, PatternSet
@@ -129,31 +128,41 @@ class ScrubResult:
 
 def shannon_entropy(value: str) -> float:
     """Bits per character of ``value`` (0.0 for an empty string)."""
-    if not value:
+    n = len(value)
+    if not n:
         return 0.0
-    # the term of each distinct character, in order of first occurrence
-    counts = Counter(value).values() if len(value) > 48 else map(value.count, dict.fromkeys(value))
-    return -sum(map(_entropy_term, counts, repeat(len(value))))
+    counts: dict[str, int] = {}
+    _count_elements(counts, value)  # in order of first occurrence, as Counter(value)
+    if n > _TERM_TABLES_MAX:
+        return -sum([c / n * math.log2(c / n) for c in counts.values()])
+    return -sum(map(_entropy_terms(n).__getitem__, counts.values()))
 
 
-@functools.lru_cache(maxsize=4096)
-def _entropy_term(count: int, n: int) -> float:
-    return count / n * math.log2(count / n)
+_TERM_TABLES_MAX: Final = 1024
+
+
+@functools.lru_cache(maxsize=256)
+def _entropy_terms(n: int) -> list[float]:
+    """``c / n * log2(c / n)`` for every count ``c`` from 0 to ``n`` (the terms of the entropy)."""
+    return [0.0] + [c / n * math.log2(c / n) for c in range(1, n + 1)]
 
 
 def luhn_valid(digits: str) -> bool:
     """The Luhn (mod 10) check over a string of ASCII digits."""
     if not digits.isdigit() or not digits.isascii():
         return False
-    total = 0
-    for i, ch in enumerate(reversed(digits)):
-        d = ord(ch) - 48
-        if i % 2:
-            d *= 2
-            if d > 9:
-                d -= 9
-        total += d
-    return total % 10 == 0
+    odd, even = digits[-1::-2].encode(), digits[-2::-2].encode().translate(_LUHN_DOUBLE)
+    return (sum(odd) + sum(even) - 48 * len(digits)) % 10 == 0
+
+
+#: Each ASCII digit to the digit of its Luhn doubling (2d, less 9 above 9).
+_LUHN_DOUBLE: Final = bytes.maketrans(b"0123456789", b"0246813579")
+
+
+#: ``_count_elements(mapping, iterable)``: the counting loop of ``Counter`` (in C in CPython).
+_count_elements: Callable[[dict[str, int], str], None] = getattr(
+    collections, "_count_elements", lambda mapping, it: mapping.update(collections.Counter(it))
+)
 
 
 #: Length of an IBAN per country (SWIFT IBAN registry).
@@ -219,7 +228,9 @@ _PLACEHOLDER_WORDS: Final[tuple[str, ...]] = (
     "environ", "process.env", "env[", "env(", "env.", "secrets.", "vault:", "sample", "notreal", "not_real",
     "here", "[", "...", "0123456789", "123456789", "abcdefgh", "qwerty12", "########", "••",
 )  # fmt: skip
-#: Any of ``_PLACEHOLDER_WORDS`` in UTF-8 (one pass for all of them).
+#: Any of ``_PLACEHOLDER_WORDS``: a regex for short values, one Hyperscan pass (UTF-8) for long ones.
+_PLACEHOLDER_RE: Final = re.compile("|".join(re.escape(w) for w in _PLACEHOLDER_WORDS))
+_PLACEHOLDER_LONG: Final = 96
 _PLACEHOLDER_SET: Final = PatternSet(
     [Pattern("".join(f"\\x{b:02x}" for b in w.encode("utf-8")), starts=False) for w in _PLACEHOLDER_WORDS]
 )
@@ -245,7 +256,10 @@ def is_placeholder(value: str) -> bool:
     low = v.lower()
     if low in _NON_VALUES or v in _AWS_EXAMPLES or v.startswith(("$", "%", "@", "&", "*")):
         return True
-    if _PLACEHOLDER_SET.scan(low.encode("utf-8", "surrogatepass")):
+    if len(low) < _PLACEHOLDER_LONG:
+        if _PLACEHOLDER_RE.search(low) is not None:
+            return True
+    elif _PLACEHOLDER_SET.scan(low.encode("utf-8", "surrogatepass")):
         return True
     return len(v) >= 6 and len(set(low)) <= 3
 
@@ -813,15 +827,17 @@ _PHONE_CHARS_RE: Final = re.compile(r"\+?[\d ()\-.]+")
 _DROP_SEPARATORS: Final = str.maketrans("", "", " -.()/+")
 
 
+def _line_before(text: str, start: int) -> str:
+    """Up to 40 characters before ``start`` on its line."""
+    return text[max(0, start - 40) : start].rsplit("\n", 1)[-1]
+
+
 def _classify_number(text: str, start: int, raw: str) -> Iterable[_Cand]:
     end = start + len(raw)
     digits = raw.translate(_DROP_SEPARATORS)  # raw holds only \d characters and these separators
-    before = text[max(0, start - 40) : start]
-    line_before = before.rsplit("\n", 1)[-1]
-    near = line_before[-20:]
     # SSN
     sm = _SSN_RE.fullmatch(raw)
-    if sm and (sm.group(2) == "-" or _SSN_WORD_RE.search(line_before)):
+    if sm and (sm.group(2) == "-" or _SSN_WORD_RE.search(_line_before(text, start))):
         area, group, serial = sm.group(1), sm.group(3), sm.group(4)
         if area not in ("000", "666") and area[0] != "9" and group != "00" and serial != "0000":
             yield start, end, "ssn", _P_PII["ssn"]
@@ -830,8 +846,9 @@ def _classify_number(text: str, start: int, raw: str) -> Iterable[_Cand]:
     if 13 <= len(digits) <= 19 and luhn_valid(digits) and _iin_plausible(digits):
         groups = tuple(len(g) for g in _GROUP_SEP_RE.split(raw))
         plain = raw.isdigit()
+        line_before = _line_before(text, start)
         if (plain or groups in _CARD_GROUPS) and not (
-            _NEG_CONTEXT_RE.search(near) and not _CARD_CONTEXT_RE.search(line_before)
+            _NEG_CONTEXT_RE.search(line_before[-20:]) and not _CARD_CONTEXT_RE.search(line_before)
         ):
             yield start, end, "credit_card", _P_PII["credit_card"]
             return
@@ -840,8 +857,9 @@ def _classify_number(text: str, start: int, raw: str) -> Iterable[_Cand]:
         return
     if _DOTTED_QUAD_RE.search(raw):  # dotted quad or version
         return
+    line_before = _line_before(text, start)
     context = _PHONE_CONTEXT_RE.search(line_before[-30:]) is not None
-    if _NEG_CONTEXT_RE.search(near) and not context and not raw.startswith("+"):
+    if _NEG_CONTEXT_RE.search(line_before[-20:]) and not context and not raw.startswith("+"):
         return
     for rx in (_NANP_RE, _INTL_RE, _TRUNK_RE):
         pm = rx.fullmatch(raw)
@@ -1246,7 +1264,11 @@ class Scrubber:
         rule_of, plan = self._rule_of, self._plan
         for i in sorted({rule_of[p] for p in reported if p in rule_of}):
             probes, detect = plan[i]
-            starts = tuple(sorted(set(reported[p])) if p in reported else [] for p in probes)
+            if len(probes) == 1:
+                got = reported[probes[0]]
+                starts: tuple[list[int], ...] = (got if len(got) == 1 else sorted(set(got)),)
+            else:
+                starts = tuple(sorted(set(reported[p])) if p in reported else [] for p in probes)
             cands.extend(detect(text, starts))
         for detect in self._always:
             cands.extend(detect(text, ()))

@@ -192,3 +192,14 @@ def test_scans_from_many_threads_agree() -> None:
         t.join()
     assert not errors
     assert results == [expected] * 8
+
+
+def test_scrubber_on_the_re_fallback_finds_the_same(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without Hyperscan (the ``re`` fallback engine) the scrubber reports the same findings."""
+    scrubber = SCRUBBERS["default"]
+    texts = [*NOTES[:150], "token: " + "Ab1" * 40, "\n".join(_PIECES)]
+    expected = [scrubber.scan(t) for t in texts]
+    assert sum(map(len, expected)) > 100
+    monkeypatch.setattr(scrub, "_PROBE_SET", PatternSet(_all_patterns(), hyperscan=False))
+    monkeypatch.setattr(scrub, "_PLACEHOLDER_SET", PatternSet(list(scrub._PLACEHOLDER_SET._patterns), hyperscan=False))
+    assert [scrubber.scan(t) for t in texts] == expected

@@ -130,7 +130,7 @@ def _thread_work(cfg: Config, proc: int, thread: int, shared: memvault.MemorySto
             session = f"p{proc}-t{thread}-{i}"
             command = random_command(rng, f"p{proc}t{thread}n{i}")
             tool = memvault.MemoryTool(store, actor=f"p{proc}t{thread}", session=session)
-            start = time.perf_counter()
+            start, wall = time.perf_counter(), time.time()
             try:
                 result = tool.call(command)
                 ok = True
@@ -143,6 +143,8 @@ def _thread_work(cfg: Config, proc: int, thread: int, shared: memvault.MemorySto
                     "ok": ok,
                     "result": result if isinstance(result, str) else "<blocks>",
                     "seconds": time.perf_counter() - start,
+                    "t0": wall,
+                    "t1": time.time(),
                 }
             )
     finally:
@@ -171,15 +173,16 @@ def tree(store: memvault.MemoryStore) -> dict[str, bytes | None]:
     return {p.text: None if snap.is_dir(p) else snap.read(p) for p in snap.descendants(memvault.paths.MemoryPath(()))}
 
 
-def history(store: memvault.MemoryStore) -> list[tuple[int, str, str]]:
-    """``(seq, session, command)`` of every commit, oldest first; checks the chain is linear."""
+def history(store: memvault.MemoryStore) -> list[tuple[int, str, str, float]]:
+    """``(seq, session, command, time)`` of every commit, oldest first; checks the chain is
+    linear (one parent each, seq falling by one per step down to #0)."""
     commit_id, seq = store.head
     out = []
     while True:
         meta = store.commit_meta(commit_id)
         if meta.seq != seq - len(out):
             raise AssertionError(f"history not linear at #{meta.seq}")
-        out.append((meta.seq, meta.session, meta.command))
+        out.append((meta.seq, meta.session, meta.command, meta.time))
         _tree, parents, _msg = store.git.read_commit(commit_id)
         if len(parents) > 1:
             raise AssertionError("a merge commit in the history")
@@ -199,10 +202,50 @@ class Report:
     failures: list[str] = field(default_factory=list)
     seconds: float = 0.0
     replay_seconds: float = 0.0
+    views_checked: int = 0
 
     @property
     def ok(self) -> bool:
         return not self.failures
+
+
+@dataclass
+class _View:
+    record: dict[str, Any]
+    lo: int  #: first commit index whose state the view may have seen
+    hi: int  #: last one
+    matched: bool = False
+
+
+def _view_windows(records: list[dict[str, Any]], times: list[float]) -> list[_View]:
+    """For each view, the commits whose resulting state it may have seen. Commit k takes its
+    time under the lock after commit k-1 was published, so a view that started at ``t0`` saw at
+    least the state of commit ``(last with time < t0) - 1``, and nothing committed after ``t1``."""
+    out = []
+    first = len(SETUP)  # the state after the last setup commit (index len(SETUP): init is #0)
+    for r in records:
+        if r["command"]["command"] != "view":
+            continue
+        lo = max(first, max((i for i, t in enumerate(times) if t < r["t0"]), default=first) - 1)
+        hi = max((i for i, t in enumerate(times) if t <= r["t1"]), default=first)
+        out.append(_View(r, lo, max(hi, lo)))
+    return out
+
+
+def _check_views(replay: memvault.MemoryStore, views: list[_View], index: int) -> None:
+    """Mark the views whose answer equals the replay's answer in the state after commit ``index``."""
+    tool = memvault.MemoryTool(replay, session="check")
+    answers: dict[str, str] = {}
+    for v in views:
+        if v.matched or not v.lo <= index <= v.hi:
+            continue
+        key = json.dumps(v.record["command"], sort_keys=True)
+        if key not in answers:
+            try:
+                answers[key] = str(tool.call(v.record["command"]))
+            except Exception as err:
+                answers[key] = str(err)
+        v.matched = answers[key] == v.record["result"]
 
 
 def check(cfg: Config, records: list[dict[str, Any]], report: Report, work: Path) -> None:
@@ -211,7 +254,7 @@ def check(cfg: Config, records: list[dict[str, Any]], report: Report, work: Path
     store = memvault.MemoryStore.open(cfg.store, key_file=cfg.key_file)
     commits = history(store)
     by_session: dict[str, int] = {}
-    for _seq, session, _command in commits:
+    for _seq, session, _command, _time in commits:
         by_session[session] = by_session.get(session, 0) + 1
     dup = [s for s, n in by_session.items() if n > 1]
     if dup:
@@ -236,7 +279,8 @@ def check(cfg: Config, records: list[dict[str, Any]], report: Report, work: Path
     stray = [s for s in by_session if not s.startswith("setup") and s not in records_by_session and s != ""]
     if stray:
         report.failures.append(f"commits by no recorded command: {stray[:5]}")
-    report.committed = sum(1 for _seq, s, _c in commits if s in records_by_session)
+    report.committed = sum(1 for _seq, s, _c, _t in commits if s in records_by_session)
+    views = _view_windows(records, [t for _seq, _s, _c, t in commits])
 
     # Serial replay of the committed commands, in commit order, on a fresh store.
     start = time.perf_counter()
@@ -246,8 +290,10 @@ def check(cfg: Config, records: list[dict[str, Any]], report: Report, work: Path
     replay = memvault.MemoryStore.create(replay_dir, key_file=key, settings=StoreSettings(durability="none"))
     for i, command in enumerate(SETUP):
         memvault.MemoryTool(replay, session=f"setup-{i}").call(command)
-    for _seq, session, _command in commits:
+    for index, (_seq, session, _command, _time) in enumerate(commits):
         if session.startswith("setup") or session == "":
+            if index == len(SETUP):
+                _check_views(replay, views, index)
             continue
         r = records_by_session[session]
         try:
@@ -257,6 +303,11 @@ def check(cfg: Config, records: list[dict[str, Any]], report: Report, work: Path
             continue
         if again != r["result"]:
             report.failures.append(f"replay of {session} answered {again!r}, the original {r['result']!r}")
+        _check_views(replay, views, index)
+    for v in views:
+        if not v.matched:
+            report.failures.append(f"{v.record['session']} view showed no state committed while it ran")
+    report.views_checked = len(views)
     if tree(replay) != tree(store):
         report.failures.append("the final tree differs from the serial replay")
     report.replay_seconds = time.perf_counter() - start
@@ -350,6 +401,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"commands: {report.commands} in {report.seconds:.2f} s = {report.commands / report.seconds:.0f}/s")
         print(f"commits:  {report.committed} = {report.committed / report.seconds:.0f}/s")
         print("outcomes: " + ", ".join(f"{k} {v}" for k, v in sorted(report.kinds.items())))
+        print(f"views checked against the states committed while they ran: {report.views_checked}")
         print(f"replay + verify: {report.replay_seconds:.2f} s")
         for failure in report.failures[:20]:
             print(f"  FAIL: {failure}")

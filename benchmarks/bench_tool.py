@@ -187,7 +187,8 @@ class Backend:
     close: Callable[[], None]
     setup: dict[str, float]  #: seconds spent seeding / opening (informational)
     counters: dict[str, int] = field(default_factory=lambda: dict.fromkeys(COMMANDS, 0))
-    samples: dict[str, list[int]] = field(default_factory=lambda: {c: [] for c in COMMANDS})
+    #: command -> one list of latencies (ns) per timed run
+    samples: dict[str, list[list[int]]] = field(default_factory=lambda: {c: [] for c in COMMANDS})
 
 
 def make_reference(root: Path, workload: Workload) -> Backend:
@@ -243,7 +244,7 @@ class BenchError(RuntimeError):
     pass
 
 
-def run_one(backend: Backend, workload: Workload, command: str, timed: bool) -> None:
+def run_one(backend: Backend, workload: Workload, command: str, run: int | None) -> None:
     k = backend.counters[command]
     backend.counters[command] = k + 1
     data = workload.op(command, k)
@@ -257,13 +258,18 @@ def run_one(backend: Backend, workload: Workload, command: str, timed: bool) -> 
                          f"{type(err).__name__}: {err}") from err  # fmt: skip
     if not isinstance(out, str) or out.startswith("Error"):
         raise BenchError(f"{backend.name}: {command} #{k} returned {out!r:.200}")
-    if timed:
-        backend.samples[command].append(t1 - t0)
+    if run is not None:
+        per_run = backend.samples[command]
+        while len(per_run) <= run:
+            per_run.append([])
+        per_run[run].append(t1 - t0)
 
 
-def run_phase(backends: Sequence[Backend], workload: Workload, count: int, chunk: int, rng: random.Random,
-              timed: bool) -> None:  # fmt: skip
+def run_phase(backends: Sequence[Backend], workload: Workload, commands_run: Sequence[str], count: int, chunk: int,
+              rng: random.Random, run: int | None) -> None:  # fmt: skip
     """``count`` ops of every command on every backend, round-robin in chunks of ``chunk`` ops.
+
+    ``run`` is the index of the timed run the samples belong to (None: warm-up, not recorded).
 
     Each round shuffles the command order (an agent mixes commands) and rotates which backend
     goes first, so every backend leads equally often.
@@ -272,13 +278,13 @@ def run_phase(backends: Sequence[Backend], workload: Workload, count: int, chunk
     done = 0
     for r in range(rounds):
         n_ops = min(chunk, count - done)
-        commands = list(COMMANDS)
+        commands = list(commands_run)
         rng.shuffle(commands)
         for ci, command in enumerate(commands):
             shift = (r + ci) % len(backends)
             for backend in [*backends[shift:], *backends[:shift]]:
                 for _ in range(n_ops):
-                    run_one(backend, workload, command, timed)
+                    run_one(backend, workload, command, run)
         done += n_ops
 
 
@@ -332,10 +338,17 @@ def _geomean(values: Sequence[float]) -> float:
     return math.exp(statistics.fmean(math.log(v) for v in values)) if values else float("nan")
 
 
+def _median_of_runs(per_run: list[list[int]]) -> tuple[float, list[float]]:
+    """The median over runs of each run's median latency, and the per-run medians (µs)."""
+    medians = [statistics.median(r) / 1000 for r in per_run if r]
+    return statistics.median(medians), medians
+
+
 def bench_size(n: int, args: argparse.Namespace, base: Path) -> dict[str, Any]:
-    workload = Workload(n=n, per_command=args.warmup + args.ops, seed=args.seed)
+    workload = Workload(n=n, per_command=args.warmup + args.ops * args.runs, seed=args.seed)
     size_dir = Path(tempfile.mkdtemp(prefix=f"n{n}-", dir=base))
     backends: list[Backend] = []
+    run_times: list[float] = []
     try:
         _progress(f"N={n}: seeding reference ...")
         backends.append(make_reference(size_dir / "reference", workload))
@@ -345,12 +358,13 @@ def bench_size(n: int, args: argparse.Namespace, base: Path) -> dict[str, Any]:
         rng = random.Random(f"schedule/{args.seed}/{n}")
         gc.collect()
         _progress(f"N={n}: warm-up ({args.warmup} ops per command per backend) ...")
-        run_phase(backends, workload, args.warmup, args.chunk, rng, timed=False)
-        gc.collect()
-        _progress(f"N={n}: timing ({args.ops} ops per command per backend, interleaved) ...")
-        t0 = time.perf_counter()
-        run_phase(backends, workload, args.ops, args.chunk, rng, timed=True)
-        elapsed = time.perf_counter() - t0
+        run_phase(backends, workload, args.commands, args.warmup, args.chunk, rng, run=None)
+        for run in range(args.runs):
+            gc.collect()
+            _progress(f"N={n}: run {run + 1}/{args.runs}: {args.ops} ops per command per backend, interleaved ...")
+            t0 = time.perf_counter()
+            run_phase(backends, workload, args.commands, args.ops, args.chunk, rng, run=run)
+            run_times.append(time.perf_counter() - t0)
         parity = check_parity(backends)
     finally:
         for backend in backends:
@@ -363,34 +377,59 @@ def bench_size(n: int, args: argparse.Namespace, base: Path) -> dict[str, Any]:
         "n_dirs": workload.n_dirs,
         "extra_files": 2 * EDIT_POOL + 2 * workload.per_command,
         "ops": args.ops,
+        "runs": args.runs,
         "warmup": args.warmup,
-        "timed_phase_s": round(elapsed, 3),
+        "timed_phase_s": round(sum(run_times), 3),
+        "run_s": [round(t, 3) for t in run_times],
         "parity_mismatches": parity,
         "setup": {b.name: {k: round(v, 4) for k, v in b.setup.items()} for b in backends},
         "commands": {},
         "geomean": {},
     }
-    for command in COMMANDS:
+    for command in args.commands:
         row: dict[str, Any] = {}
         for backend in backends:
-            s = backend.samples[command]
+            per_run = backend.samples[command]
+            pooled = [v for r in per_run for v in r]
+            median, medians = _median_of_runs(per_run)
             row[backend.name] = {
-                "median_us": statistics.median(s) / 1000,
-                "p25_us": _pct(s, 0.25) / 1000,
-                "p75_us": _pct(s, 0.75) / 1000,
-                "min_us": min(s) / 1000,
-                "max_us": max(s) / 1000,
-                "n": len(s),
+                "median_us": median,
+                "run_medians_us": medians,
+                "p25_us": _pct(pooled, 0.25) / 1000,
+                "p75_us": _pct(pooled, 0.75) / 1000,
+                "min_us": min(pooled) / 1000,
+                "max_us": max(pooled) / 1000,
+                "n": len(pooled),
             }
-            if backend is not ref:
-                row[backend.name]["ratio"] = row[backend.name]["median_us"] / row[ref.name]["median_us"]
+        for backend in backends[1:]:
+            # Ratio of medians within each run (both sides saw the same phase of the host), then
+            # the median of those per-run ratios.
+            mine, theirs = row[backend.name]["run_medians_us"], row[ref.name]["run_medians_us"]
+            ratios = [m / r for m, r in zip(mine, theirs, strict=True)]
+            row[backend.name]["run_ratios"] = ratios
+            row[backend.name]["ratio"] = statistics.median(ratios)
         result["commands"][command] = row
     for backend in backends[1:]:
+        ratios = {c: result["commands"][c][backend.name]["ratio"] for c in args.commands}
         result["geomean"][backend.name] = {
-            "views": _geomean([result["commands"][c][backend.name]["ratio"] for c in VIEW_COMMANDS]),
-            "mutations": _geomean([result["commands"][c][backend.name]["ratio"] for c in MUTATION_COMMANDS]),
+            "views": _geomean([ratios[c] for c in VIEW_COMMANDS if c in ratios]),
+            "mutations": _geomean([ratios[c] for c in MUTATION_COMMANDS if c in ratios]),
         }
     return result
+
+
+def scale_ratios(results: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per command and backend: median latency at the largest size / at the smallest size."""
+    if len(results) < 2:
+        return {}
+    small = min(results, key=lambda r: r["n_notes"])
+    large = max(results, key=lambda r: r["n_notes"])
+    out: dict[str, Any] = {"from": small["n_notes"], "to": large["n_notes"], "commands": {}}
+    for command, row in large["commands"].items():
+        out["commands"][command] = {
+            name: cell["median_us"] / small["commands"][command][name]["median_us"] for name, cell in row.items()
+        }
+    return out
 
 
 # -- reporting -----------------------------------------------------------------------------------
@@ -466,9 +505,10 @@ def _ratio(v: float) -> str:
     return f"{v:.3f}" if v < 0.1 else f"{v:.2f}" if v < 10 else f"{v:.1f}"
 
 
-def render(env: dict[str, Any], results: list[dict[str, Any]], modes: Sequence[str], total_s: float) -> str:
+def render(env: dict[str, Any], results: list[dict[str, Any]], modes: Sequence[str], total_s: float,
+           scale: dict[str, Any]) -> str:  # fmt: skip
     out: list[str] = []
-    out.append("memvault vs BetaLocalFilesystemMemoryTool: tool.call() latency, interleaved, medians")
+    out.append("memvault vs BetaLocalFilesystemMemoryTool: tool.call() latency, interleaved, median of per-run medians")
     out.append(f"command:  {env['command']}")
     out.append(f"date:     {env['date']}")
     out.append(f"machine:  {env['machine']}")
@@ -478,15 +518,16 @@ def render(env: dict[str, Any], results: list[dict[str, Any]], modes: Sequence[s
     names = [f"memvault-{m}" for m in modes]
     for res in results:
         out.append("")
+        runs = ", ".join(f"{t:.1f}" for t in res["run_s"])
         out.append(f"N = {res['n_notes']:,} notes in {res['n_dirs']} dir(s) (+{res['extra_files']} work files); "
-                   f"{res['ops']} timed ops per command per backend after {res['warmup']} warm-up; "
-                   f"timed phase {res['timed_phase_s']:.1f} s")  # fmt: skip
+                   f"{res['runs']} run(s) x {res['ops']} timed ops per command per backend after {res['warmup']} "
+                   f"warm-up; timed runs {runs} s")  # fmt: skip
         setup = res["setup"]
         parts = [f"reference seeded in {setup['reference']['seed_s']:.2f} s"]
         for name in names:
             parts.append(f"{name} seeded in {setup[name]['seed_s']:.2f} s (one commit), "
                          f"reopened in {setup[name]['open_s'] * 1000:.0f} ms")  # fmt: skip
-        out.append("setup: " + "; ".join(parts))
+        out.append("setup (not part of any timing below): " + "; ".join(parts))
         if res["parity_mismatches"]:
             out.append("WARNING: final views differ from the reference for " + ", ".join(res["parity_mismatches"]))
         else:
@@ -498,8 +539,7 @@ def render(env: dict[str, Any], results: list[dict[str, Any]], modes: Sequence[s
             header += [f"memvault {m} µs", f"ratio {m}"]
         out.append("| " + " | ".join(header) + " |")
         out.append("|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|")
-        for command in COMMANDS:
-            row = res["commands"][command]
+        for command, row in res["commands"].items():
             cells = [command, _us(row["reference"]["median_us"])]
             for name in names:
                 cells += [_us(row[name]["median_us"]), _ratio(row[name]["ratio"])]
@@ -509,8 +549,19 @@ def render(env: dict[str, Any], results: list[dict[str, Any]], modes: Sequence[s
             for name in names:
                 cells += ["", _ratio(res["geomean"][name][key])]
             out.append("| " + " | ".join(cells) + " |")
+    if scale:
+        out.append("")
+        out.append(f"scale: median latency at N = {scale['to']:,} / median latency at N = {scale['from']:,} "
+                   "(1.0 = independent of the number of files)")  # fmt: skip
+        out.append("")
+        header = ["command", "reference", *names]
+        out.append("| " + " | ".join(header) + " |")
+        out.append("|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|")
+        for command, row in scale["commands"].items():
+            out.append("| " + " | ".join([command] + [_ratio(row[name]) for name in ["reference", *names]]) + " |")
     out.append("")
-    out.append("ratio = memvault median / reference median (lower is better; < 1 means memvault is faster).")
+    out.append("ratio = median over runs of (memvault median / reference median in that run); lower is better,")
+    out.append("< 1 means memvault is faster. µs columns: median over runs of each run's median.")
     out.append("geomean views = view_file, view_range, view_dir, view_root; "
                "geomean mutations = create, str_replace, insert, delete, rename.")  # fmt: skip
     out.append(f"total wall time {total_s:.0f} s")
@@ -534,24 +585,39 @@ def _modes(text: str) -> list[str]:
     return list(dict.fromkeys(modes))
 
 
+def _commands(text: str) -> list[str]:
+    wanted = [c.strip() for c in text.split(",") if c.strip()]
+    groups = {"views": VIEW_COMMANDS, "mutations": MUTATION_COMMANDS, "all": COMMANDS}
+    expanded = [c for w in wanted for c in groups.get(w, (w,))]
+    unknown = [c for c in expanded if c not in COMMANDS]
+    if not expanded or unknown:
+        raise argparse.ArgumentTypeError(f"expected a comma-separated subset of: {', '.join(COMMANDS)}, views, "
+                                         "mutations, all")  # fmt: skip
+    return [c for c in COMMANDS if c in expanded]
+
+
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
-    p.add_argument("--sizes", type=_int_list, default=None, help="store sizes in notes (default 100,5000)")
-    p.add_argument("--ops", type=int, default=None, help="timed ops per command per backend (default 60)")
+    p.add_argument("--sizes", type=_int_list, default=None, help="store sizes in notes (default 100,1000,10000)")
+    p.add_argument("--ops", type=int, default=None, help="timed ops per command per backend per run (default 40)")
+    p.add_argument("--runs", type=int, default=None, help="timed runs per size; medians of runs (default 3)")
     p.add_argument("--warmup", type=int, default=None, help="untimed warm-up ops per command per backend (default 5)")
     p.add_argument("--chunk", type=int, default=3, help="consecutive ops of one backend before switching (default 3)")
     p.add_argument("--durability", type=_modes, default=["full", "none"],
                    help="memvault durability modes to run (default full,none)")  # fmt: skip
+    p.add_argument("--commands", type=_commands, default=list(COMMANDS),
+                   help="commands to time: names, or views / mutations / all (default all)")  # fmt: skip
     p.add_argument("--seed", type=int, default=1, help="workload seed (default 1)")
     p.add_argument("--json", action="store_true", help="print JSON on stdout instead of the tables")
-    p.add_argument("--quick", action="store_true", help="tiny smoke run: size 50, 6 ops, 2 warm-up")
+    p.add_argument("--quick", action="store_true", help="tiny smoke run: size 50, 1 run, 6 ops, 2 warm-up")
     p.add_argument("--tmpdir", type=Path, default=None, help="where to create the temporary stores")
     args = p.parse_args(argv)
-    args.sizes = args.sizes or ([50] if args.quick else [100, 5000])
-    args.ops = args.ops if args.ops is not None else (6 if args.quick else 60)
+    args.sizes = args.sizes or ([50] if args.quick else [100, 1000, 10000])
+    args.ops = args.ops if args.ops is not None else (6 if args.quick else 40)
+    args.runs = args.runs if args.runs is not None else (1 if args.quick else 3)
     args.warmup = args.warmup if args.warmup is not None else (2 if args.quick else 5)
-    if args.ops < 1 or args.warmup < 0 or args.chunk < 1:
-        p.error("--ops and --chunk must be >= 1, --warmup >= 0")
+    if args.ops < 1 or args.runs < 1 or args.warmup < 0 or args.chunk < 1:
+        p.error("--ops, --runs and --chunk must be >= 1, --warmup >= 0")
     return args
 
 
@@ -573,11 +639,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         shutil.rmtree(base, ignore_errors=True)
     total = time.perf_counter() - started
+    scale = scale_ratios(results)
     if args.json:
-        print(json.dumps({"environment": env, "durability": args.durability, "results": results,
-                          "total_s": round(total, 1)}, indent=2))  # fmt: skip
+        print(json.dumps({"environment": env, "durability": args.durability, "commands": args.commands,
+                          "results": results, "scale": scale, "total_s": round(total, 1)}, indent=2))  # fmt: skip
     else:
-        print(render(env, results, args.durability, total))
+        print(render(env, results, args.durability, total, scale))
     return 0
 
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass, fields
 from datetime import datetime, timezone
 from typing import Any, Literal
 
-from .errors import IntegrityError, InvalidInputError, PathNotFoundError
+from .errors import IntegrityError, InternalError, InvalidInputError, PathNotFoundError
 from .paths import ROOT, parse_path
 from .records import CommitMeta, Node
 from .store import MemoryStore, StoreState
@@ -47,6 +47,7 @@ __all__ = [
     "format_diff",
     "blame",
     "parse_time",
+    "commit_after",
 ]
 
 Operation = Literal["created", "modified", "deleted", "renamed"]
@@ -538,3 +539,19 @@ def blame(store: MemoryStore, path: str, rev: str | bytes = "HEAD") -> list[Blam
         BlameLine(i + 1, text, o.commit_id, o.seq, o.time, o.actor)
         for i, (text, o) in enumerate(zip(lines, owners, strict=True))
     ]
+
+
+def commit_after(store: MemoryStore, base: bytes) -> tuple[str, int]:
+    """``(id, seq)`` of the commit whose parent is ``base`` (the one a command just made on it).
+
+    The history is linear, so walking back from the head finds it; other writers may already
+    have committed on top of it.
+    """
+    commit_id = store.head[0]
+    while True:
+        meta, _tree, parent = store.commit(commit_id)
+        if parent == base:
+            return commit_id.decode(), meta.seq
+        if parent is None:
+            raise InternalError()
+        commit_id = parent

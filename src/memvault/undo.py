@@ -42,13 +42,12 @@ from . import crypto
 from .errors import (
     ConflictError,
     EditError,
-    InternalError,
     InvalidInputError,
     InvalidPathError,
     PathExistsError,
     PathNotFoundError,
 )
-from .history import Change, resolve
+from .history import Change, commit_after, resolve
 from .paths import ROOT, MemoryPath, parse_path
 from .records import Node
 from .store import MemoryStore, Transaction
@@ -186,22 +185,6 @@ def _subtree(txn: Transaction, root: MemoryPath) -> list[str]:
     return [root.text, *below]
 
 
-def _commit_after(store: MemoryStore, base: bytes) -> tuple[str, int]:
-    """``(id, seq)`` of the commit whose parent is ``base`` (the one this command made).
-
-    The history is linear, so walking back from the head finds it; other writers may already
-    have committed on top of it.
-    """
-    commit_id = store.head[0]
-    while True:
-        meta, _tree, parent = store.commit(commit_id)
-        if parent == base:
-            return commit_id.decode(), meta.seq
-        if parent is None:
-            raise InternalError()
-        commit_id = parent
-
-
 # -- applying a desired state -------------------------------------------------------------------------
 
 
@@ -309,7 +292,7 @@ def _run_undo(
             changes = store.transact(apply, command=command, paths=paths, actor=actor, session=session)
         except _HeadMoved:
             continue
-        commit_id, seq = _commit_after(store, head)
+        commit_id, seq = commit_after(store, head)
         return UndoResult(command, target.decode(), target_seq, commit_id, seq, changes)
     raise ConflictError("Error: The memory store kept changing during the command; retry it.")
 
@@ -489,7 +472,7 @@ def write(
         return base
 
     base = store.transact(apply, command="write", paths=(vpath.text,), actor=actor, session=session)
-    commit_id, seq = _commit_after(store, base)
+    commit_id, seq = commit_after(store, base)
     return WriteResult(vpath.text, crypto.sha256(raw).hex(), commit_id, seq)
 
 
@@ -537,7 +520,7 @@ def edit(
         return base
 
     base = store.transact(apply, command="edit", paths=(vpath.text,), actor=actor, session=session)
-    commit_id, seq = _commit_after(store, base)
+    commit_id, seq = commit_after(store, base)
     return WriteResult(vpath.text, crypto.sha256(result[0]).hex(), commit_id, seq)
 
 
@@ -565,5 +548,5 @@ def delete(
         return base
 
     base = store.transact(apply, command="delete", paths=(vpath.text,), actor=actor, session=session)
-    commit_id, seq = _commit_after(store, base)
+    commit_id, seq = commit_after(store, base)
     return WriteResult(vpath.text, None, commit_id, seq)

@@ -151,12 +151,18 @@ def command_for(variant: str, base: Path, report: Path) -> tuple[list[str], dict
     if variant == "memvault-cli":
         # The installed entry point itself (no wrapper): what a user or a hook runs.
         env["MEMVAULT_KEY_FILE"] = str(base / KEY_FILE)
-        entry = Path(sys.executable).with_name("memvault")
-        prog = [str(entry)] if entry.exists() else [sys.executable, "-m", "memvault.cli"]
-        return [*prog, "--store", str(base / "store"), "ls"], env
+        return [*cli_prog(), "--store", str(base / "store"), "ls"], env
     target = base / "ref" if variant == "reference" else base / "store"
     script = os.path.abspath(__file__)
     return [sys.executable, script, "--child", variant, "--target", str(target), "--report", str(report)], env
+
+
+def cli_prog() -> list[str]:
+    """The installed ``memvault`` entry point, or an equivalent ``python -c`` call."""
+    entry = Path(sys.executable).with_name("memvault")
+    if entry.exists():
+        return [str(entry)]
+    return [sys.executable, "-c", "import sys; from memvault.cli import main; sys.exit(main())"]
 
 
 def importtime_check(base: Path) -> dict[str, list[str]]:
@@ -170,13 +176,15 @@ def importtime_check(base: Path) -> dict[str, list[str]]:
             f"s = memvault.MemoryStore.open({str(base / 'store')!r}, key_file={str(base / KEY_FILE)!r}); "
             "run_command(s, {'command': 'view', 'path': '/memories'}, actor='a', session='s'); s.close()",
         ],
-        "CLI (python -m memvault.cli ls)": [sys.executable, "-X", "importtime", "-m", "memvault.cli", "--store",
-                                             str(base / "store"), "ls"],
+        "CLI (memvault entry point, ls)": [*cli_prog(), "--store", str(base / "store"), "ls"],
         "import memvault (package)": [sys.executable, "-X", "importtime", "-c", "import memvault"],
     }  # fmt: skip
+    env["PYTHONPROFILEIMPORTTIME"] = "1"  # same as -X importtime, also for the entry point script
     found: dict[str, list[str]] = {}
     for label, cmd in checks.items():
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
+        if "import time:" not in proc.stderr:
+            raise SystemExit(f"no import timings from {label}")
         mods = []
         for line in proc.stderr.splitlines():
             if line.startswith("import time:") and "|" in line:

@@ -49,8 +49,9 @@ def note_text() -> str:
 
 
 def du(path: Path) -> dict[str, int]:
-    """Apparent bytes (sum of st_size), allocated bytes (st_blocks * 512), files, directories."""
-    apparent = allocated = files = dirs = 0
+    """Apparent bytes (sum of st_size, directories included, like ``du --apparent-size``), the
+    same for regular files only, allocated bytes (st_blocks * 512), files, directories."""
+    apparent = allocated = files = dirs = file_bytes = 0
     for dirpath, _dirnames, filenames in os.walk(path):
         dirs += 1
         st = os.lstat(dirpath)
@@ -59,9 +60,10 @@ def du(path: Path) -> dict[str, int]:
         for name in filenames:
             st = os.lstat(os.path.join(dirpath, name))
             files += 1
+            file_bytes += st.st_size
             apparent += st.st_size
             allocated += st.st_blocks * 512
-    return {"apparent": apparent, "allocated": allocated, "files": files, "dirs": dirs}
+    return {"apparent": apparent, "file_bytes": file_bytes, "allocated": allocated, "files": files, "dirs": dirs}
 
 
 def object_stats(store_root: Path) -> dict[str, int]:
@@ -249,12 +251,14 @@ def render(r: dict[str, Any]) -> str:
                    f"{_mib(r['written_loose_file_bytes'].get(kind, 0)):>12}  "
                    f"[{c / n:.2f} objects, {r['written_raw'].get(kind, 0) / n:,.0f} B]")  # fmt: skip
     out.append("")
-    out.append("| state | apparent | allocated | files | loose objects | packs | keyring | allocated / padded ct |")
-    out.append("|---|---:|---:|---:|---:|---:|---:|---:|")
+    out.append("| state | apparent (du) | file bytes | allocated | files | dirs | loose objects | packs | keyring "
+               "| allocated / padded ct |")  # fmt: skip
+    out.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 
     def row(label: str, m: dict[str, Any]) -> str:
         d, o = m["du"], m["objects"]
-        return (f"| {label} | {_mib(d['apparent'])} | {_mib(d['allocated'])} | {d['files']:,} | "
+        return (f"| {label} | {_mib(d['apparent'])} | {_mib(d['file_bytes'])} | {_mib(d['allocated'])} | "
+                f"{d['files']:,} | {d['dirs']:,} | "
                 f"{o['loose_objects']:,} | {o['packs']} | {_mib(o['keyring_bytes'])} | "
                 f"{d['allocated'] / pt:.2f} |")  # fmt: skip
 
@@ -264,8 +268,11 @@ def render(r: dict[str, Any]) -> str:
         out.append(row(f"copy after {label} ({m['seconds']:.1f} s; memvault reads it: {m['readable']})", m))
     out.append("")
     a = r["after_edits"]["du"]
-    out.append(f"ratio apparent / padded ciphertext = {a['apparent'] / pt:.2f}; "
+    out.append(f"after {r['edits']:,} edits: apparent (du) / padded ciphertext = {a['apparent'] / pt:.2f}; "
+               f"file bytes / padded ciphertext = {a['file_bytes'] / pt:.2f}; "
                f"allocated / padded ciphertext = {a['allocated'] / pt:.2f}")  # fmt: skip
+    out.append("apparent (du) counts directories (each object fan-out directory is 4 KiB or more); file bytes "
+               "do not.")  # fmt: skip
     out.append("memvault offers no packing or gc command today: the loose state above is what a store keeps.")
     out.append(f"total wall time {r['total_s']:.0f} s")
     return "\n".join(out)

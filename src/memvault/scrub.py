@@ -35,18 +35,19 @@ Decisions worth knowing
       ``generic_secret`` beat personal data), so redaction never leaves part of a match behind.
 
 Speed
-    Every rule has trigger strings; a rule whose triggers do not occur in the text (or in its
-    lower-case copy) is skipped without running its regex. Numeric personal data shares one
-    candidate scan. Patterns start with a literal where they can (a look-behind is placed after
-    the prefix it guards), so ``re`` skips ahead to the prefix instead of trying every position;
-    case-insensitive patterns and e-mail/URL credentials are matched only where ``str.find``
-    locates their anchor (see :func:`_match_at`). Costly scans are skipped by exact necessary
-    conditions tested first: a literal-first gate regex (IPv4, IPv6), a byte signature of the
-    text (IBAN, AWS secret), cheap substrings (Twilio context). The number and IPv4 patterns run
-    only where their look-behind can pass, found in a byte signature (:func:`_sig_matches`).
-    Every other occurrence of the credential values found is located with one Aho-Corasick pass
-    (``pyahocorasick``) once there are several values. ``benchmarks/bench_scrub_speed.py``
-    measures it: about 3-5 MB/s on typical notes, still far below the 20 MB/s goal of issue 4.
+    Each rule declares *probes* (:class:`~memvault.prefilter.Pattern` s): where its regexes can
+    start, or what must occur for it to report anything. One Hyperscan pass over the text
+    (:mod:`memvault.prefilter`) answers every probe of every rule at once; a rule whose probes
+    report nothing is skipped, the others run their Python regex only at the reported offsets
+    (:func:`_match_at`), which gives exactly the matches of ``finditer``. The probes are
+    necessary conditions, so this changes no finding (``tests/unit/test_prefilter.py`` compares
+    with every rule run at every offset). Long runs of one character class (AWS secret, Twilio
+    token) are found from a byte signature instead (:func:`_run_starts`): Hyperscan pays for
+    those at every position. Every other occurrence of the credential values found is located
+    with one Aho-Corasick pass (``pyahocorasick``) once there are several values.
+    ``benchmarks/bench_scrub_speed.py`` measures throughput; what is left is mostly the Python
+    validators of the candidates (entropy, placeholders, context), so notes dense in secrets
+    cost the most.
 
 Custom rules run Python regexes without a timeout: see
 :data:`~memvault.settings.MAX_CUSTOM_PATTERN_CHARS` for the limits applied to them.

@@ -429,6 +429,15 @@ def scale_ratios(results: list[dict[str, Any]]) -> dict[str, Any]:
         out["commands"][command] = {
             name: cell["median_us"] / small["commands"][command][name]["median_us"] for name, cell in row.items()
         }
+        # The sizes run minutes apart and the host drifts; the ratio against the reference of the
+        # same run cancels most of that drift (it assumes the reference itself is flat in N).
+        out["commands"][command].update(
+            {
+                f"{name} (ratio)": cell["ratio"] / small["commands"][command][name]["ratio"]
+                for name, cell in row.items()
+                if "ratio" in cell
+            }
+        )
     return out
 
 
@@ -554,11 +563,14 @@ def render(env: dict[str, Any], results: list[dict[str, Any]], modes: Sequence[s
         out.append(f"scale: median latency at N = {scale['to']:,} / median latency at N = {scale['from']:,} "
                    "(1.0 = independent of the number of files)")  # fmt: skip
         out.append("")
-        header = ["command", "reference", *names]
+        keys = ["reference", *names, *(f"{name} (ratio)" for name in names)]
+        header = ["command", "reference", *names, *(f"{name} ratio-to-ref" for name in names)]
         out.append("| " + " | ".join(header) + " |")
         out.append("|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|")
         for command, row in scale["commands"].items():
-            out.append("| " + " | ".join([command] + [_ratio(row[name]) for name in ["reference", *names]]) + " |")
+            out.append("| " + " | ".join([command] + [_ratio(row[key]) for key in keys]) + " |")
+        out.append("ratio-to-ref: the same for the memvault/reference ratio (cancels the host's drift between sizes, "
+                   "which are timed minutes apart; meaningful where the reference itself is flat in N)")  # fmt: skip
     out.append("")
     out.append("ratio = median over runs of (memvault median / reference median in that run); lower is better,")
     out.append("< 1 means memvault is faster. µs columns: median over runs of each run's median.")

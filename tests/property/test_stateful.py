@@ -50,6 +50,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+import pytest
 from anthropic.lib.tools._beta_functions import ToolError
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
@@ -1106,5 +1107,30 @@ def test_str_replace_multiple_occurrences_message_is_bounded(tmp_path: Path) -> 
         # Exactly MAX_LISTED_LINES occurrences: all listed, as the docs show them.
         few = _error(tool, {"command": "str_replace", "path": "/memories/few.txt", "old_str": "ab", "new_str": "y"})
         assert few == head.format("ab") + numbers + tail
+    finally:
+        store.close()
+
+
+def test_disabled_scrubber_is_never_called(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Found while writing this test (a scrubber mid-edit failed every write of this test's stores):
+    with ``ScrubSettings(enabled=False)`` ("the scrubber off entirely") the protocol still ran the
+    scrubber on every text and path, so a scrubber failure refused writes on a store that had it
+    switched off. Now a disabled scrubber is not called at all."""
+    from memvault.scrub import Scrubber
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("scrubber broken")
+
+    monkeypatch.setattr(Scrubber, "apply", broken)
+    monkeypatch.setattr(Scrubber, "scan", broken)
+    store, tool = _tool(tmp_path)
+    try:
+        assert tool.call({"command": "create", "path": "/memories/a.md", "file_text": "x\n"}) == (
+            "File created successfully at: /memories/a.md"
+        )
+        tool.call({"command": "str_replace", "path": "/memories/a.md", "old_str": "x", "new_str": "y"})
+        tool.call({"command": "insert", "path": "/memories/a.md", "insert_line": 0, "insert_text": "z"})
+        tool.call({"command": "rename", "old_path": "/memories/a.md", "new_path": "/memories/b.md"})
+        assert store.snapshot().read(MemoryPath(("b.md",))) == b"z\ny\n"
     finally:
         store.close()

@@ -4,7 +4,8 @@
 for writing, ``write``, ``pwrite``, ``fsync``, ``fdatasync``, ``ftruncate``, ``replace``,
 ``rename``, ``mkdir``, ``unlink``/``remove``, ``utime``, ``chmod``, and the buffered file objects
 dulwich gets from ``os.fdopen``). Every call that touches a path inside the store is one *step*.
-With ``fail_at=k`` the k-th step raises ``OSError(errno)`` (a failing ``write`` of more than one
+With ``fail_at=k`` the k-th step (or with ``fail_on=(step, n)`` the n-th occurrence of that
+step) raises ``OSError(errno)`` (a failing ``write`` of more than one
 byte first writes half its data, as a disk that fills up mid-write does, and the next write on
 that descriptor raises); with ``fail_all=True`` every step raises (a read-only store when chmod
 cannot make one, e.g. as root). Paths in the raised errors are real host paths, so a test can

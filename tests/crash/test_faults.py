@@ -1,9 +1,11 @@
 """Filesystem faults at every write step, read-only stores, SIGKILL mid-command, file modes.
 
-An :class:`_faults.Injector` makes the k-th write step of a command (each loose object's
-``mkdir``/``open``/``write``/``fsync``/``rename``, directory fsyncs, mode changes, the keyring
-append and its sync, every step of the branch update, key slot and keyring rewrites) raise
-``ENOSPC``, ``EACCES`` or ``EIO``, for k = 1, 2, ... until the command runs past its last step.
+An :class:`_faults.Injector` makes one write step of a command (each loose object's
+``mkdir``/``utime``/``open``/``write``/``fsync``/``rename``, directory fsyncs, mode changes, the
+keyring append and its sync, every step of the branch update, key slot and keyring rewrites)
+raise ``ENOSPC``, ``EACCES`` or ``EIO``: a dry run lists the steps, then one run per step fails
+it (every step of an edit; the first and last occurrence of each distinct step elsewhere). A
+failing write of more than one byte first writes half of it, as a filling disk does.
 After each fault: the caller got a :class:`~memvault.errors.StorageError` (the memory tool shows
 its text; no host path, no content, no raw ``OSError``), a fresh open shows exactly the old state
 (or the new one, when the fault hit a step after the branch moved and the command succeeded),

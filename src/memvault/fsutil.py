@@ -189,7 +189,7 @@ class StoreLock:
     @contextmanager
     def hold(self) -> Iterator[None]:
         start = time.monotonic()
-        if not self._thread_lock.acquire(timeout=max(self.timeout, 0.0)):
+        if not self._thread_lock.acquire(timeout=min(max(self.timeout, 0.0), threading.TIMEOUT_MAX)):
             raise self._locked(start)
         try:
             try:

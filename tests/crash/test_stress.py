@@ -184,6 +184,8 @@ def test_lock_timeout_setting(store_path: Path) -> None:
     store = make_store(store_path)
     assert store.lock_timeout == 30.0
     assert memvault.MemoryStore.open(store_path, passphrase=PASSPHRASE, lock_timeout=2.5).lock_timeout == 2.5
+    store.lock_timeout = float("inf")  # wait as long as it takes
+    run_command(store, {"command": "create", "path": "/memories/i.md", "file_text": "i"}, actor="a", session="s")
     for bad in (-1, float("nan"), True):
         with pytest.raises(ValueError):
             store.lock_timeout = bad  # type: ignore[assignment]

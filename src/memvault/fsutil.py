@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import stat
 import threading
 import time
 from collections.abc import Iterator
@@ -139,6 +140,29 @@ def private_dir(path: Path) -> None:
         os.chmod(path, DIR_MODE)
 
 
+def read_bounded(path: Path, limit: int, *, offset: int = 0) -> bytes:
+    """The bytes of the regular file ``path`` from ``offset``, which must hold at most ``limit``
+    bytes in all: FileNotFoundError if absent, OSError for a FIFO, a device, a directory or a
+    bigger file (opened without blocking, so a FIFO never hangs). Symbolic links are followed."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > limit:
+            raise OSError("not a regular file of bounded size")
+        # Ask for what fstat saw, plus one byte to notice growth: read(n) allocates n bytes first.
+        data = os.pread(fd, max(0, st.st_size - offset) + 1, offset)
+        while len(data) > st.st_size - offset and offset + len(data) <= limit:  # it grew meanwhile
+            more = os.pread(fd, min(1 << 20, limit + 1 - offset - len(data)), offset + len(data))
+            if not more:
+                break
+            data += more
+    finally:
+        os.close(fd)
+    if offset + len(data) > limit:
+        raise OSError("file grew past its bound")
+    return data
+
+
 def atomic_write(path: Path, data: bytes, *, durable: bool = True) -> None:
     """Replace ``path`` with ``data`` atomically: temp file, fsync, rename, directory fsync."""
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{threading.get_ident()}")
@@ -187,9 +211,11 @@ class StoreLock:
         )
 
     @contextmanager
-    def hold(self) -> Iterator[None]:
+    def hold(self, timeout: float | None = None) -> Iterator[None]:
+        """Hold the lock, waiting at most ``timeout`` seconds (default: the lock's timeout)."""
         start = time.monotonic()
-        if not self._thread_lock.acquire(timeout=min(max(self.timeout, 0.0), threading.TIMEOUT_MAX)):
+        limit = self.timeout if timeout is None else timeout
+        if not self._thread_lock.acquire(timeout=min(max(limit, 0.0), threading.TIMEOUT_MAX)):
             raise self._locked(start)
         try:
             try:
@@ -197,7 +223,7 @@ class StoreLock:
             except OSError as err:
                 raise StorageError.from_os_error(err) from None
             try:
-                self._acquire(fd, start)
+                self._acquire(fd, start, limit)
                 try:
                     yield
                 finally:
@@ -207,8 +233,8 @@ class StoreLock:
         finally:
             self._thread_lock.release()
 
-    def _acquire(self, fd: int, start: float) -> None:
-        deadline = start + self.timeout
+    def _acquire(self, fd: int, start: float, timeout: float) -> None:
+        deadline = start + timeout
         delay = 0.0005
         while True:
             try:

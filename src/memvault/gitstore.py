@@ -22,7 +22,6 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import stat
 import zlib
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -33,7 +32,7 @@ from dulwich.refs import Ref
 from dulwich.repo import Repo
 
 from .errors import IntegrityError
-from .fsutil import fsync_dir
+from .fsutil import fsync_dir, read_bounded, write_all
 
 __all__ = ["GitStore", "BRANCH", "MODE_BLOB", "MODE_TREE", "IDENTITY", "MAX_OBJECT_BYTES", "LAYOUT_ROLES"]
 
@@ -170,7 +169,7 @@ class GitStore:
     def head(self) -> bytes | None:
         """The branch's commit id (40 hex bytes), or None before the first commit."""
         try:
-            data = _read_small_file(self._ref_file, _MAX_REF_BYTES).strip()
+            data = read_bounded(self._ref_file, _MAX_REF_BYTES).strip()
         except FileNotFoundError:
             # `git pack-refs` (run by `git gc`) moves the branch into packed-refs.
             try:
@@ -202,13 +201,20 @@ class GitStore:
         except FileNotFoundError:
             pass
         self._ref_file.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+        fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
         try:
-            os.write(fd, new + b"\n")
-            if self._durable:
-                os.fsync(fd)
-        finally:
-            os.close(fd)
+            try:
+                write_all(fd, new + b"\n")  # a short write (disk filling up) must not truncate the branch
+                if self._durable:
+                    os.fsync(fd)
+            finally:
+                os.close(fd)
+        except BaseException:
+            try:
+                os.unlink(lock)
+            except OSError:
+                pass
+            raise
         os.replace(lock, self._ref_file)
         if self._durable:
             fsync_dir(self._ref_file.parent)
@@ -298,7 +304,7 @@ class GitStore:
             raise IntegrityError()
         path = self._objects_dir / obj_id[:2].decode() / obj_id[2:].decode()
         try:
-            compressed = _read_small_file(path, MAX_OBJECT_BYTES)
+            compressed = read_bounded(path, MAX_OBJECT_BYTES)
         except FileNotFoundError:
             return None
         except OSError:
@@ -386,20 +392,3 @@ class GitStore:
         ):
             raise IntegrityError("A commit of the store is not in the format memvault writes.")
         return tree, parents, message
-
-
-def _read_small_file(path: Path, limit: int) -> bytes:
-    """Read a regular file of at most ``limit`` bytes (FileNotFoundError if absent; a FIFO, a
-    device or a bigger file is OSError). Symbolic links are followed."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_size > limit:
-            raise OSError("not a regular file of bounded size")
-        with os.fdopen(os.dup(fd), "rb") as f:
-            data = f.read(limit + 1)
-    finally:
-        os.close(fd)
-    if len(data) > limit:
-        raise OSError("file grew past its bound")
-    return data

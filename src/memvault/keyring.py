@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -43,6 +44,8 @@ from .fsutil import FILE_MODE, fsync_dir, pwrite_all, wipe_file, write_all
 __all__ = ["Keyring", "HighWater", "ZERO_ID"]
 
 _MAGIC = b"MVKR"
+#: Largest keyring read (about 80 bytes per file version: tens of millions of versions).
+MAX_KEYRING_BYTES = 4 * 1024 * 1024 * 1024
 _VERSION = 1
 _HEADER = struct.Struct(">4sB16s")
 _RECORD = struct.Struct(">BH")
@@ -119,8 +122,16 @@ class Keyring:
     def refresh(self) -> None:
         """Read records appended since the last call (complete records only)."""
         try:
-            with open(self._path, "rb") as f:
+            fd = os.open(self._path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO must not hang the read
+        except FileNotFoundError:
+            raise IntegrityError("The store's keyring is missing.") from None
+        except OSError:
+            raise IntegrityError("The store's keyring cannot be read.") from None
+        try:
+            with os.fdopen(fd, "rb") as f:
                 st = os.fstat(f.fileno())
+                if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_KEYRING_BYTES:
+                    raise IntegrityError("The store's keyring is not a regular file of a size memvault writes.")
                 if self._inode is not None and self._inode != (st.st_dev, st.st_ino):
                     self._reset()  # rewritten by a redaction: read the new file from the start
                 self._inode = (st.st_dev, st.st_ino)
@@ -129,9 +140,9 @@ class Keyring:
                     if magic != _MAGIC or version != _VERSION or store_id != self._store_id:
                         raise IntegrityError("The store's keyring is damaged or belongs to another store.")
                 f.seek(self._offset)
-                data = f.read()
-        except FileNotFoundError:
-            raise IntegrityError("The store's keyring is missing.") from None
+                data = f.read(max(0, st.st_size - self._offset))  # later appends: next refresh
+        except OSError:
+            raise IntegrityError("The store's keyring cannot be read.") from None
         pos = 0
         while pos + _RECORD.size <= len(data):
             rtype, length = _RECORD.unpack_from(data, pos)
@@ -295,8 +306,10 @@ class Keyring:
             return {}
         try:
             info = json.loads(crypto.open_sealed(self._tombstone_key, sealed, self._tombstone_aad(dek_id)))
-        except (IntegrityError, ValueError):
+        except (IntegrityError, ValueError, RecursionError):
             raise IntegrityError("The store's keyring is damaged.") from None
+        if not isinstance(info, dict):
+            raise IntegrityError("The store's keyring is damaged.")
         return dict(info)
 
     def _tombstone_aad(self, dek_id: bytes) -> bytes:

@@ -18,7 +18,6 @@ import base64
 import binascii
 import json
 import os
-import stat
 import struct
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +25,7 @@ from typing import Any, Literal
 
 from . import crypto
 from .errors import IntegrityError, KeyUnavailableError, WrongKeyError
+from .fsutil import read_bounded
 from .settings import DEFAULT_KDF, KdfParams
 
 __all__ = [
@@ -49,7 +49,7 @@ _SLOT_FORMAT = 1
 _SLOT_AAD_PREFIX = b"memvault/v1/keyslot"
 _KEYFILE_INFO = b"memvault/v1/keyfile-kek"
 #: Subkey purposes; each is HKDF(master key, salt=store_id, info="memvault/v1/" + purpose).
-PURPOSES = ("wrap", "index", "meta", "chain", "name", "keyring", "config")
+PURPOSES = ("wrap", "index", "meta", "chain", "name", "keyring", "config", "access")
 _EPOCH_ENTRY = struct.Struct(">I32s")
 _SALT_SIZE = 16
 _SLOT_KEYS = frozenset({"format", "slot_id", "kind", "kdf", "salt", "wrapped"})
@@ -235,22 +235,9 @@ def read_slot_file(path: Path) -> KeySlot:
     ``<slot_id>.json``. Symbolic links are followed (the target must be a regular file)."""
     malformed = IntegrityError("A key slot is malformed.")
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # O_NONBLOCK: a FIFO must not hang the open
-    except OSError:
-        raise malformed from None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_SLOT_FILE_BYTES:
-            raise malformed
-        with os.fdopen(os.dup(fd), "rb") as f:
-            data = f.read(MAX_SLOT_FILE_BYTES + 1)
-        if len(data) > MAX_SLOT_FILE_BYTES:  # grew while being read
-            raise malformed
-        obj = json.loads(data)
+        obj = json.loads(read_bounded(path, MAX_SLOT_FILE_BYTES))
     except (OSError, ValueError, RecursionError):  # RecursionError: JSON nested too deep
         raise malformed from None
-    finally:
-        os.close(fd)
     slot = KeySlot.from_json(obj)
     if f"{slot.slot_id.hex()}.json" != path.name:
         raise malformed
@@ -301,6 +288,7 @@ class Subkeys:
     name: bytes
     keyring: bytes
     config: bytes
+    access: bytes  #: the access-time file (memvault.access)
 
     def __init__(self, master_key: bytes, store_id: bytes, epoch: int) -> None:
         self.epoch = epoch

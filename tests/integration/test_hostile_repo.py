@@ -121,8 +121,6 @@ HOSTILE: dict[str, tuple[Mutation, str]] = {
 
 #: Where the hostile tree sits: a path of entry names from the root (resolved per store).
 LOCATIONS = ["root", "i", "i/h0", "c", "c/h0", "c/h0/h1"]
-#: Trees memvault does not read at open: the content trees (readers find blobs through node records).
-NOT_READ_AT_OPEN = {"c", "c/h0", "c/h0/h1"}
 
 
 def _seed(path: Path) -> None:
@@ -204,20 +202,7 @@ def test_the_forging_helper_makes_an_authentic_commit(seeded: Path) -> None:
 
 
 def _params() -> list[object]:
-    out = []
-    for location in LOCATIONS:
-        for name in HOSTILE:
-            marks = []
-            if location in NOT_READ_AT_OPEN:
-                marks.append(
-                    pytest.mark.xfail(
-                        strict=True,
-                        reason="store.py does not check the c/ subtree at open: _load_state should call "
-                        "self.git.layout_problem(tree_id) (gitstore) and raise IntegrityError with it",
-                    )
-                )
-            out.append(pytest.param(location, name, marks=marks, id=f"{location}-{name}"))
-    return out
+    return [pytest.param(location, name, id=f"{location}-{name}") for location in LOCATIONS for name in HOSTILE]
 
 
 @pytest.mark.parametrize(("location", "name"), _params())

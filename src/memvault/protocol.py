@@ -12,6 +12,7 @@ Every path goes through :func:`memvault.paths.parse_path` before any storage cal
 from __future__ import annotations
 
 import base64
+import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -80,13 +81,13 @@ def _validate_input(data: object) -> tuple[str, dict[str, Any]]:
     return command, args
 
 
+#: A lone surrogate: text that cannot be encoded as UTF-8 (found without copying the text).
+_SURROGATE_RE = re.compile("[\ud800-\udfff]")
+
+
 def _check_text(name: str, value: str) -> None:
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        raise InvalidInputError(
-            f"Error: Field `{name}` is not valid Unicode text (it contains a lone surrogate)."
-        ) from None
+    if not value.isascii() and _SURROGATE_RE.search(value) is not None:
+        raise InvalidInputError(f"Error: Field `{name}` is not valid Unicode text (it contains a lone surrogate).")
 
 
 def _path(store: MemoryStore, raw: str) -> MemoryPath:
@@ -154,6 +155,7 @@ def _view_at(store: MemoryStore, snap: Transaction, path: MemoryPath, args: dict
     if node is None:
         raise PathNotFoundError(f"The path {path.text} does not exist. Please provide a valid path.")
     data = snap.read(path)
+    store.note_read(node)  # for expiry (memory only; see MemoryStore.note_read)
     suffix = "." + path.name.rpartition(".")[2].lower() if "." in path.name else ""
     if node.binary:
         media_type = _IMAGE_TYPES.get(suffix)

@@ -181,6 +181,10 @@ class ScrubSettings(BaseModel):
 _DEFAULT_SCRUB = ScrubSettings()
 
 
+#: Default of :attr:`StoreSettings.max_total_bytes`: 1 GiB of content.
+DEFAULT_MAX_TOTAL_BYTES = 1024 * 1024 * 1024
+
+
 class StoreSettings(BaseModel):
     """Behaviour and limits of a store. Defaults follow Anthropic's managed memory stores."""
 
@@ -198,6 +202,8 @@ class StoreSettings(BaseModel):
     max_depth: int = Field(default=16, ge=1, le=64)
     #: Most files (not directories) a store holds.
     max_files: int = Field(default=100_000, ge=1)
+    #: Most bytes of content (plaintext, all files of the head together) a store holds.
+    max_total_bytes: int = Field(default=DEFAULT_MAX_TOTAL_BYTES, ge=1)
     #: A file view without ``view_range`` shows at most this many characters of content.
     view_max_chars: int = Field(default=16_000, ge=100)
     #: ``full``: objects, keyring and ref are fsynced before a command returns.
@@ -211,6 +217,10 @@ class StoreSettings(BaseModel):
         # Stores created before the scrubber authenticate their settings as dumped then; a
         # default scrub section is left out so their configuration stays byte-identical.
         data = handler(self)
-        if isinstance(data, dict) and self.scrub == _DEFAULT_SCRUB:
-            data.pop("scrub", None)
+        if isinstance(data, dict):
+            # Likewise for settings added later, when they have their default.
+            if self.scrub == _DEFAULT_SCRUB:
+                data.pop("scrub", None)
+            if self.max_total_bytes == DEFAULT_MAX_TOTAL_BYTES:
+                data.pop("max_total_bytes", None)
         return data

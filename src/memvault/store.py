@@ -37,6 +37,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from . import crypto, records
+from .access import FILE_NAME as ACCESS_FILE
+from .access import AccessTimes
 from .errors import (
     ConflictError,
     IntegrityError,
@@ -58,6 +60,7 @@ from .fsutil import (
     make_private_dir,
     private_dir,
     private_file,
+    read_bounded,
     restrict_modes,
     wipe_leftovers,
 )
@@ -75,6 +78,8 @@ __all__ = ["MemoryStore", "Transaction", "StoreState", "STORE_FILE"]
 
 #: Marker and public configuration of a store directory.
 STORE_FILE = "memvault.json"
+#: Largest ``memvault.json`` read (settings with a full allowlist and custom rules stay far below).
+MAX_CONFIG_BYTES = 16 * 1024 * 1024
 _STORE_FORMAT = "memvault-store"
 _STORE_VERSION = 1
 _CONFIG_MAC = b"memvault/v1/config"
@@ -103,6 +108,7 @@ class StoreState:
     nodes: dict[str, Node] = field(default_factory=dict)  #: canonical path -> node
     children: dict[str, dict[str, str]] = field(default_factory=dict)  #: dir -> fold(name) -> name
     file_count: int = 0
+    total_bytes: int = 0  #: plaintext bytes of all files
 
     def add(self, node: Node) -> None:
         self.nodes[node.path] = node
@@ -113,6 +119,7 @@ class StoreState:
             self.children.setdefault(node.path, {})
         else:
             self.file_count += 1
+            self.total_bytes += node.size
 
     def remove(self, node: Node) -> None:
         """Forget one node. A directory's child list survives while it still has children:
@@ -132,6 +139,7 @@ class StoreState:
                 self.children.pop(node.path, None)
         else:
             self.file_count -= 1
+            self.total_bytes -= node.size
 
 
 def _split(path: str) -> tuple[str, str]:
@@ -156,6 +164,7 @@ class Transaction:
         self.contents: dict[str, bytes] = {}
         self._child_overlay: dict[str, dict[str, str | None]] = {}
         self._file_delta = 0
+        self._bytes_delta = 0
 
     @property
     def settings(self) -> StoreSettings:
@@ -169,6 +178,11 @@ class Transaction:
         if key in self.changes:
             return self.changes[key]
         return self._base.nodes.get(key)
+
+    @property
+    def total_bytes(self) -> int:
+        """Plaintext bytes of all files as this transaction sees them."""
+        return self._base.total_bytes + self._bytes_delta
 
     def is_dir(self, path: MemoryPath) -> bool:
         if path.is_root:
@@ -215,8 +229,10 @@ class Transaction:
         overlay[fold_key(name)] = None if node is None else name
         if old is not None and not old.is_dir:
             self._file_delta -= 1
+            self._bytes_delta -= old.size
         if node is not None and not node.is_dir:
             self._file_delta += 1
+            self._bytes_delta += node.size
 
     def _check_new_name(self, path: MemoryPath) -> None:
         """Refuse a name whose case-folded form collides with a different existing sibling."""
@@ -275,6 +291,12 @@ class Transaction:
                 raise LimitExceededError(
                     f"Error: The memory store is full: it holds at most {self.settings.max_files} files"
                 )
+        grown = len(data) - (old.size if old is not None else 0)
+        if grown > 0 and self.total_bytes + grown > self.settings.max_total_bytes:
+            raise LimitExceededError(
+                f"Error: The memory store is full: it holds at most {self.settings.max_total_bytes} bytes of "
+                f"content in all, and this would make {self.total_bytes + grown}"
+            )
         file_id, version = self._lineage(lineage if lineage is not None else old)
         node = Node(path.text, "file", self._store.token(path.text), file_id, version, b"", size=len(data),
                     sha256=crypto.sha256(data), binary=binary)  # fmt: skip
@@ -352,6 +374,8 @@ class MemoryStore:
             tombstone_key=self._keys.meta,
         )
         self._lock = StoreLock(root / "lock")
+        #: Last-read times of files (for expiry), merged into ``access`` now and then.
+        self.access_times = AccessTimes(root / ACCESS_FILE, self._keys.access, store_id)
         self._swept = False
         self._state_lock = threading.RLock()
         self._state: StoreState | None = None
@@ -464,10 +488,10 @@ class MemoryStore:
         unlock = cls._unlock(passphrase, key_file)
         root = Path(path)
         try:
-            config = json.loads((root / STORE_FILE).read_bytes())
+            config = json.loads(read_bounded(root / STORE_FILE, MAX_CONFIG_BYTES))
         except (FileNotFoundError, NotADirectoryError):
             raise StoreNotFoundError("No memory store exists at this location.") from None
-        except (OSError, ValueError):
+        except (OSError, ValueError, RecursionError):  # RecursionError: JSON nested too deep
             raise IntegrityError("The store's configuration file is damaged.") from None
         try:
             if set(config) != {"format", "version", "store_id", "settings", "settings_mac"}:
@@ -533,8 +557,40 @@ class MemoryStore:
         return _CONFIG_MAC + self.store_id + body.encode()
 
     def close(self) -> None:
-        """Release the repository handle (the store object must not be used afterwards)."""
-        self.git.close()
+        """Merge recorded reads into the access-time file (waiting at most 5 s for the writer
+        lock; they are advisory and dropped if it stays busy) and release the repository handle.
+        The store object must not be used afterwards."""
+        try:
+            self.flush_access_times(wait=min(self.lock_timeout, 5.0), prune=True)
+        finally:
+            self.git.close()
+
+    def note_read(self, node: Node) -> None:
+        """Record that ``node`` was read by the memory tool (for ``expire``): in memory; merged
+        into the access-time file at close, and while the session runs at most every
+        :data:`~memvault.access.FLUSH_SECONDS` (by a commit, or here if the lock is free)."""
+        self.access_times.touch(node.token)
+        if self.access_times.due():
+            self.flush_access_times(wait=0.0)
+
+    def flush_access_times(self, *, wait: float | None = None, prune: bool = False) -> bool:
+        """Merge recorded reads into the access-time file under the writer lock, waiting at most
+        ``wait`` seconds for it (default: :attr:`lock_timeout`); ``prune`` drops files no longer
+        in the store. False if the lock stayed busy or the file could not be written (the reads
+        stay pending)."""
+        if not self.access_times.dirty:
+            return True
+        try:
+            with self._lock.hold(timeout=wait):
+                live = None
+                if prune:
+                    with self._state_lock:
+                        if self._state is not None:
+                            live = {n.token for n in self._state.nodes.values()}
+                self.access_times.flush(live, durable=self._durable)
+        except (MemvaultError, OSError):
+            return False
+        return True
 
     def __enter__(self) -> MemoryStore:
         return self
@@ -576,13 +632,9 @@ class MemoryStore:
         self._follow_keyring()
         if node.redacted or self.keyring.is_destroyed(node.dek_id):
             info = self.keyring.tombstone(node.dek_id) or {}
-            by = f" by {info['actor']}" if info.get("actor") else ""
-            when = (
-                f" at {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime(float(str(info['time']))))}"
-                if info.get("time")
-                else ""
-            )
-            raise RedactedError(f"This version was redacted{by}{when}; its content is gone.")
+            actor = info.get("actor")
+            by = f" by {actor[:200]}" if isinstance(actor, str) and actor else ""
+            raise RedactedError(f"This version was redacted{by}{_when(info.get('time'))}; its content is gone.")
         cached = self._content_cache.get(node.blob_id)
         if cached is not None:
             self._content_cache.move_to_end(node.blob_id)
@@ -787,7 +839,7 @@ class MemoryStore:
                 frozen = StoreState(head.commit_id, head.seq, head.tree_id)
                 frozen.nodes = dict(head.nodes)
                 frozen.children = {k: dict(v) for k, v in head.children.items()}
-                frozen.file_count = head.file_count
+                frozen.file_count, frozen.total_bytes = head.file_count, head.total_bytes
                 return frozen
             seq, tree_id = self._load_commit(commit_id)
             return self._load_state(commit_id, seq, tree_id, None)
@@ -853,11 +905,16 @@ class MemoryStore:
         return nodes
 
     def _load_state(self, commit_id: bytes, seq: int, tree_id: bytes, old: StoreState | None) -> StoreState:
+        # The whole tree has memvault's layout (subtrees already checked are remembered by id).
+        problem = self.git.layout_problem(tree_id)
+        if problem is not None:
+            raise IntegrityError(f"The store's git repository holds a tree memvault did not write: {problem}.")
         blob_ids = self._shard_blob_ids(tree_id)
         state = StoreState(commit_id, seq, tree_id)
         if old is not None:
             # Incremental: keep shards whose index blob did not change.
-            state.nodes, state.children, state.file_count = old.nodes, old.children, old.file_count
+            state.nodes, state.children = old.nodes, old.children
+            state.file_count, state.total_bytes = old.file_count, old.total_bytes
             state.shards, state.shard_blobs = old.shards, old.shard_blobs
             self._state = None  # the old object is being consumed
             for shard in list(state.shard_blobs):
@@ -906,6 +963,11 @@ class MemoryStore:
                 paths=paths, findings=dict(findings or {}),
             )  # fmt: skip
             self._commit(state, txn, meta)
+            if self.access_times.due():
+                try:
+                    self.access_times.flush(durable=self._durable)
+                except (MemvaultError, OSError):
+                    pass  # advisory; the reads stay pending for the next try
             return result
 
     def _commit(self, state: StoreState, txn: Transaction, meta: CommitMeta) -> None:
@@ -1162,6 +1224,17 @@ class MemoryStore:
             txn.write_file(vpath, raw, binary=binary)
 
         self.transact(apply, command="put", paths=(vpath.text,), actor=actor, session=session)
+
+
+def _when(value: object) -> str:
+    """`` at <UTC time>`` for a tombstone's time (a number, or its text), or "" if it is not one."""
+    try:
+        t = float(str(value))
+    except ValueError:
+        return ""
+    if not 0 < t < 253402300800:  # also refuses NaN and infinities
+        return ""
+    return f" at {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime(t))}"
 
 
 def _storage_error(err: BaseException, *, outcome_unknown: bool = False) -> StorageError:

@@ -34,6 +34,8 @@ Problem codes (``severity`` in brackets):
 ``unpublished-     warning    a commit recorded in the keyring on top of the branch; it is the
 commit``                      head (checked as such) and the next write publishes it
 ``stray-blob``     warning    a blob under ``c/`` that no file version references
+``bad-access-     warning    the access-time file (last reads, for ``expire``) does not open or
+times``                       parse; ``expire`` refuses to run until the next read replaces it
 =================  =========  =================================================================
 
 Messages name paths, commit ids, sequence numbers, object ids and data key ids (all of which
@@ -263,6 +265,7 @@ class _Verifier:
                 self.progress(done, total)
         self.check_stray_blobs()
         keys = self.check_keys(scan)
+        self.check_access_times()
         head_seq = chain[0].seq if chain and chain[0].authentic else None
         return VerifyReport(
             problems=self._problems(),
@@ -274,6 +277,18 @@ class _Verifier:
             head=head.decode() if head is not None else None,
             head_seq=head_seq,
         )
+
+    # -- access times ------------------------------------------------------------------------
+
+    def check_access_times(self) -> None:
+        try:
+            self.store.access_times.last_read()
+        except IntegrityError:
+            self.add(
+                "warning",
+                "bad-access-times",
+                "The access-time file 'access' is damaged; expire refuses to run until a read replaces it.",
+            )
 
     # -- key slots ---------------------------------------------------------------------------
 

@@ -41,14 +41,18 @@ from memvault.keyring import Keyring
 from memvault.records import CommitMeta, Node
 from memvault.settings import StoreSettings
 
+#: Examples per fuzz test: 120 in CI; ``MEMVAULT_FUZZ_SCALE=50`` runs fifty times as many, with a
+#: seed from ``MEMVAULT_FUZZ_SEED`` instead of the fixed derandomized sequence (benchmarks/long_checks.py).
+_SCALE = int(os.environ.get("MEMVAULT_FUZZ_SCALE", "1"))
+_SEEDED = "MEMVAULT_FUZZ_SEED" in os.environ
 FUZZ = settings(
-    max_examples=120,
-    derandomize=True,
+    max_examples=120 * _SCALE,
+    derandomize=not _SEEDED,
     database=None,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
-FUZZ_FEW = settings(FUZZ, max_examples=40)
+FUZZ_FEW = settings(FUZZ, max_examples=40 * _SCALE)
 
 CORPUS = Path(__file__).resolve().parent.parent / "fuzz_corpus"
 KEY = bytes(range(32))

@@ -1,0 +1,94 @@
+"""The long versions of the reliability checks that CI runs small (issue 5), in one command.
+
+    python benchmarks/long_checks.py            # about 10-15 minutes on the project's 2-vCPU machine
+    python benchmarks/long_checks.py --quick    # the CI sizes, as a smoke test
+    python benchmarks/long_checks.py --only stateful,fuzz --seed 7
+
+Checks (each a pytest run or the stress script in a subprocess; the summary gives its outcome,
+test count and wall time):
+
+- ``stateful``: tests/property/test_stateful.py with 400 hypothesis examples of up to 60 steps
+  and 400 seeded runs (CI: 30 and 20), checking every result and the whole tree against a model;
+- ``fuzz``: tests/property/test_fuzz_decoders.py with 50 times the CI examples, seeded (CI: a fixed
+  derandomized sequence), plus the crasher corpus;
+- ``faults``: every fault-injection and crash test (tests/crash), already exhaustive in CI;
+- ``stress``: benchmarks/bench_stress.py with 4 processes x 2 threads x 1,000 commands.
+
+Exit status 0 only if every check passed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _pytest(paths: list[str], extra: list[str]) -> list[str]:
+    return [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *paths, *extra]
+
+
+def checks(quick: bool, seed: int) -> dict[str, tuple[list[str], dict[str, str]]]:
+    stateful_env = (
+        {}
+        if quick
+        else {"MEMVAULT_STATEFUL_EXAMPLES": "400", "MEMVAULT_STATEFUL_STEPS": "60", "MEMVAULT_STATEFUL_SEEDED": "400"}
+    )
+    fuzz_env = {} if quick else {"MEMVAULT_FUZZ_SCALE": "50", "MEMVAULT_FUZZ_SEED": str(seed)}
+    fuzz_extra = [] if quick else [f"--hypothesis-seed={seed}"]
+    stress_ops = "100" if quick else "1000"
+    return {
+        "stateful": (_pytest(["tests/property/test_stateful.py"], []), stateful_env),
+        "fuzz": (_pytest(["tests/property/test_fuzz_decoders.py"], fuzz_extra), fuzz_env),
+        "faults": (_pytest(["tests/crash"], []), {}),
+        "stress": (
+            [sys.executable, "benchmarks/bench_stress.py", "--procs", "4", "--ops", stress_ops, "--seed", str(seed)],
+            {},
+        ),
+    }
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="CI sizes (a smoke test of this script)")
+    ap.add_argument("--only", default="", help="comma-separated subset of: stateful, fuzz, faults, stress")
+    ap.add_argument("--seed", type=int, default=1, help="seed of the fuzz and stress runs (default 1)")
+    args = ap.parse_args()
+    todo = checks(args.quick, args.seed)
+    if args.only:
+        wanted = [w.strip() for w in args.only.split(",") if w.strip()]
+        unknown = [w for w in wanted if w not in todo]
+        if unknown:
+            ap.error(f"unknown check(s): {', '.join(unknown)}")
+        todo = {k: v for k, v in todo.items() if k in wanted}
+    results: list[tuple[str, bool, str, float]] = []
+    for name, (cmd, env) in todo.items():
+        print(f"== {name}: {' '.join(f'{k}={v}' for k, v in env.items())} {' '.join(cmd[1:])}", flush=True)
+        t0 = time.monotonic()
+        proc = subprocess.run(cmd, cwd=ROOT, env={**os.environ, **env}, capture_output=True, text=True)
+        wall = time.monotonic() - t0
+        out = proc.stdout + proc.stderr
+        if name == "stress":
+            summary = " | ".join(line for line in out.splitlines() if line.startswith(("commands:", "commits:")))
+        else:
+            m = re.findall(r"^=*\s*(\d+ passed.*?)(?: in [\d.]+s.*)?=*$", out, re.M)
+            summary = m[-1].strip() if m else out.strip().splitlines()[-1] if out.strip() else ""
+        ok = proc.returncode == 0
+        if not ok:
+            print(out[-4000:])
+        results.append((name, ok, summary, wall))
+        print(f"   {'PASS' if ok else 'FAIL'} in {wall:.0f} s: {summary}", flush=True)
+    print()
+    for name, ok, summary, wall in results:
+        print(f"{name:<9} {'PASS' if ok else 'FAIL'}  {wall:6.0f} s  {summary}")
+    return 0 if all(ok for _n, ok, _s, _w in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -32,7 +32,7 @@ from dulwich.refs import Ref
 from dulwich.repo import Repo
 
 from .errors import IntegrityError
-from .fsutil import fsync_dir, read_bounded, write_all
+from .fsutil import fsync_dir, read_bounded, sync_filesystem, syncfs_available, write_all
 
 __all__ = ["GitStore", "BRANCH", "MODE_BLOB", "MODE_TREE", "IDENTITY", "MAX_OBJECT_BYTES", "LAYOUT_ROLES"]
 
@@ -140,7 +140,10 @@ class GitStore:
         if getattr(self._repo, "object_format", None) is not None and self._repo.object_format.name != "sha1":
             self._repo.close()
             raise IntegrityError("The store's git repository does not use the SHA-1 object format.")
-        self._repo.object_store.fsync_object_files = durable
+        #: Durable writes make all of a commit's objects durable with one syncfs where possible,
+        #: else fsync each object file and its directory.
+        self._syncfs = durable and syncfs_available()
+        self._repo.object_store.fsync_object_files = durable and not self._syncfs
         self._repo.object_store.loose_object_size_limit = MAX_OBJECT_BYTES
         self._objects_dir = path / "objects"
         self._ref_file = path / "refs" / "heads" / "main"
@@ -247,13 +250,17 @@ class GitStore:
         return c
 
     def write(self, objects: Iterable[ShaFile]) -> None:
-        """Write objects loose; in durable mode fsync them and their fan-out directories."""
+        """Write objects loose; in durable mode make them and their fan-out directories durable
+        (one syncfs on Linux, else an fsync per object file and directory)."""
         store = self._repo.object_store
         dirs: set[str] = set()
         for obj in objects:
             store.add_object(obj)  # an object already present is only touched, not rewritten
             dirs.add(obj.id[:2].decode())
         if self._durable:
+            if self._syncfs:
+                sync_filesystem(self._objects_dir)
+                return
             for d in dirs:
                 fsync_dir(self._objects_dir / d)
             fsync_dir(self._objects_dir)

@@ -234,6 +234,19 @@ def test_fault_at_every_write_step_of_an_edit(
     assert {step.split(" ", 1)[0] for step in fired} == {errno.errorcode[e] for e in ERRNOS}
 
 
+def test_fault_at_every_write_step_of_an_edit_without_syncfs(
+    template: tuple[Path, State, dict[str, State]],
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The same where syncfs is unavailable (not Linux 5.8+): every object and directory fsync
+    is its own step, and each of them fails once."""
+    monkeypatch.setattr(memvault.fsutil, "_LIBC_SYNCFS", None)
+    fired = fault_sweep(template, tmp_path, "str_replace", ERRNOS, caplog, every=True)
+    assert sum("objects/<obj>.lock" in step and " fsync " in step for step in fired) > 5  # each object's fsync
+
+
 @pytest.mark.parametrize("err", ERRNOS, ids=lambda e: errno.errorcode[e])
 def test_each_errno_at_each_kind_of_step_of_an_edit(
     template: tuple[Path, State, dict[str, State]], tmp_path: Path, err: int, caplog: pytest.LogCaptureFixture

@@ -1,0 +1,105 @@
+"""Durable commits make their objects durable with one syncfs (Linux), else an fsync per file.
+
+The crash and fault tests cover each write step; these check which of the two ways a durable
+store uses, that a failing syncfs fails the command cleanly (nothing published, the store as
+before), and that the fallback still fsyncs every object and directory.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import memvault
+from conftest import PASSPHRASE, make_store
+from memvault import fsutil
+from memvault.errors import StorageError
+from memvault.paths import parse_path
+from memvault.settings import StoreSettings
+from memvault.verify import verify
+
+
+def _files(store: memvault.MemoryStore) -> dict[str, bytes]:
+    snap = store.snapshot()
+    root = parse_path("/memories", store.settings)
+    return {p.text: snap.read(p) for p in snap.descendants(root) if not snap.is_dir(p)}
+
+
+class Counter:
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.syncfs = 0
+        self.fsync = 0
+        real_fsync = os.fsync
+        real_syncfs = fsutil._syncfs
+
+        def fsync(fd: int) -> None:
+            self.fsync += 1
+            real_fsync(fd)
+
+        def syncfs(fd: int) -> None:
+            self.syncfs += 1
+            real_syncfs(fd)
+
+        monkeypatch.setattr(os, "fsync", fsync)
+        monkeypatch.setattr(fsutil, "_syncfs", syncfs)
+
+
+@pytest.mark.skipif(not fsutil.syncfs_available(), reason="syncfs needs Linux 5.8+ (the fallback is tested below)")
+def test_durable_commit_uses_one_syncfs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = make_store(tmp_path / "s", StoreSettings(durability="full"))
+    count = Counter(monkeypatch)
+    memvault.MemoryTool(store).call({"command": "create", "path": "/memories/a.md", "file_text": "a\n"})
+    assert count.syncfs == 1  # all 9 objects and their directories at once
+    assert count.fsync <= 2  # the branch file and its directory; the keyring uses fdatasync
+
+
+def test_fallback_fsyncs_every_object_and_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(fsutil, "_LIBC_SYNCFS", None)
+    assert not fsutil.syncfs_available()
+    store = make_store(tmp_path / "s", StoreSettings(durability="full"))
+    count = Counter(monkeypatch)
+    memvault.MemoryTool(store).call({"command": "create", "path": "/memories/a.md", "file_text": "a\n"})
+    assert count.syncfs == 0
+    assert count.fsync >= 9 + 2  # each new object (and its directories), then the branch
+    store.close()
+    with memvault.MemoryStore.open(tmp_path / "s", passphrase=PASSPHRASE) as again:
+        assert _files(again) == {"/memories/a.md": b"a\n"}
+
+
+def test_none_durability_never_syncs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = make_store(tmp_path / "s", StoreSettings(durability="none"))
+    count = Counter(monkeypatch)
+    memvault.MemoryTool(store).call({"command": "create", "path": "/memories/a.md", "file_text": "a\n"})
+    assert (count.syncfs, count.fsync) == (0, 0)
+
+
+@pytest.mark.skipif(not fsutil.syncfs_available(), reason="syncfs needs Linux 5.8+")
+def test_failing_syncfs_fails_the_command_and_changes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = make_store(tmp_path / "s", StoreSettings(durability="full"))
+    tool = memvault.MemoryTool(store)
+    tool.call({"command": "create", "path": "/memories/a.md", "file_text": "a\n"})
+    before, seq = _files(store), store.head[1]
+
+    def broken(_fd: int) -> Any:
+        raise OSError(errno.EIO, os.strerror(errno.EIO))
+
+    monkeypatch.setattr(fsutil, "_syncfs", broken)
+    with pytest.raises(StorageError) as info:
+        store.transact(
+            lambda txn: txn.write_file(parse_path("/memories/b.md", store.settings), b"b\n"),
+            command="create", paths=("/memories/b.md",), actor="t", session="",
+        )  # fmt: skip
+    assert "Input/output error" in str(info.value) and str(tmp_path) not in str(info.value)
+    assert not info.value.outcome_unknown
+    monkeypatch.undo()
+    assert (_files(store), store.head[1]) == (before, seq)
+    with memvault.MemoryStore.open(tmp_path / "s", passphrase=PASSPHRASE, check_head=False) as again:
+        report = verify(again)
+        assert report.ok, report.problems
+        assert _files(again) == before
+    tool.call({"command": "create", "path": "/memories/b.md", "file_text": "b\n"})  # and the store goes on
+    assert _files(store) == {**before, "/memories/b.md": b"b\n"}

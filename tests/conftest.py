@@ -53,3 +53,27 @@ def store(store_path: Path) -> Iterator[memvault.MemoryStore]:
 @pytest.fixture
 def tool(store: memvault.MemoryStore) -> memvault.MemoryTool:
     return memvault.MemoryTool(store, actor="agent", session="session-1")
+
+
+def make_odd_file(path: Path, kind: str, huge: bytes) -> None:
+    """Put at ``path`` what a hostile store directory could hold instead of a small regular file:
+    a FIFO (``fifo``), a link to ``/dev/zero`` (``dev-zero``), a directory, or ``huge`` bytes."""
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "dev-zero":
+        path.symlink_to("/dev/zero")
+    elif kind == "directory":
+        path.mkdir()
+    else:
+        path.write_bytes(huge)
+
+
+def seed_files(store: memvault.MemoryStore, files: dict[str, str], *, actor: str, session: str) -> None:
+    """Write ``path -> text`` into ``store`` as one commit (command ``setup``)."""
+    from memvault.paths import parse_path
+
+    def fill(txn: memvault.store.Transaction) -> None:
+        for file, text in files.items():
+            txn.write_file(parse_path(file), text.encode())
+
+    store.transact(fill, command="setup", paths=(), actor=actor, session=session)

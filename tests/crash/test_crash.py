@@ -22,12 +22,11 @@ import pytest
 from _child import EXIT_COMMAND_FAILED, EXIT_CRASHED, EXIT_NOT_REACHED, PASSPHRASE_ENV, POINTS
 
 import memvault
-from conftest import PASSPHRASE, make_store
+from conftest import PASSPHRASE, make_store, seed_files
 from memvault.errors import LockedError, StoreNotFoundError
 from memvault.fsutil import StoreLock
-from memvault.paths import MemoryPath, parse_path
+from memvault.paths import MemoryPath
 from memvault.protocol import run_command
-from memvault.store import Transaction
 
 CHILD = Path(__file__).with_name("_child.py")
 ENV = {**os.environ, PASSPHRASE_ENV: PASSPHRASE}
@@ -86,12 +85,7 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, State, int
     base = tmp_path_factory.mktemp("template")
     path = base / "store"
     store = make_store(path)
-
-    def fill(txn: Transaction) -> None:
-        for file, text in INITIAL.items():
-            txn.write_file(parse_path(file), text.encode())
-
-    store.transact(fill, command="setup", paths=(), actor="parent", session="crash-test")
+    seed_files(store, INITIAL, actor="parent", session="crash-test")
     before, seq = read_state(store), store.head[1]
     store.close()
     afters: dict[str, State] = {}

@@ -33,12 +33,11 @@ from _faults import Injector
 from anthropic.lib.tools._beta_functions import ToolError
 
 import memvault
-from conftest import FAST_KDF, PASSPHRASE, make_store
+from conftest import FAST_KDF, PASSPHRASE, make_store, seed_files
 from memvault import keymgmt, redact
 from memvault.errors import MemvaultError, StorageError, WrongKeyError
-from memvault.paths import MemoryPath, parse_path
+from memvault.paths import MemoryPath
 from memvault.protocol import run_command
-from memvault.store import Transaction
 from memvault.verify import verify
 
 ERRNOS = (errno.ENOSPC, errno.EACCES, errno.EIO)
@@ -91,12 +90,7 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, State, dic
     base = tmp_path_factory.mktemp("faults")
     path = base / "store"
     store = make_store(path)
-
-    def fill(txn: Transaction) -> None:
-        for file, text in INITIAL.items():
-            txn.write_file(parse_path(file), text.encode())
-
-    store.transact(fill, command="setup", paths=(), actor="setup", session="s")
+    seed_files(store, INITIAL, actor="setup", session="s")
     before = read_state(store)
     store.close()
     afters = {}

@@ -11,7 +11,6 @@ must report it with the ``hostile-tree`` code.
 from __future__ import annotations
 
 import hashlib
-import os
 import zlib
 from collections.abc import Callable
 from pathlib import Path
@@ -19,7 +18,7 @@ from pathlib import Path
 import pytest
 
 import memvault
-from conftest import PASSPHRASE, make_store
+from conftest import PASSPHRASE, make_odd_file, make_store
 from memvault import records
 from memvault.errors import IntegrityError, MemvaultError
 from memvault.gitstore import GitStore, parse_tree_strict
@@ -288,14 +287,7 @@ def test_branch_file_that_is_not_a_small_regular_file(seeded: Path, kind: str) -
     """Reading the branch never blocks (FIFO) or reads without bound (/dev/zero)."""
     ref = seeded / "repo" / "refs" / "heads" / "main"
     ref.unlink()
-    if kind == "fifo":
-        os.mkfifo(ref)
-    elif kind == "dev-zero":
-        ref.symlink_to("/dev/zero")
-    elif kind == "directory":
-        ref.mkdir()
-    else:
-        ref.write_bytes(b"0" * 40 + b"\n" + b" " * 8192)
+    make_odd_file(ref, kind, b"0" * 40 + b"\n" + b" " * 8192)
     with pytest.raises(IntegrityError, match="branch is damaged"):
         memvault.MemoryStore.open(seeded, passphrase=PASSPHRASE)
     with memvault.MemoryStore.open(seeded, passphrase=PASSPHRASE, check_head=False) as store:

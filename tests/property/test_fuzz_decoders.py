@@ -33,7 +33,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import memvault
-from conftest import FAST_KDF, PASSPHRASE
+from conftest import FAST_KDF, PASSPHRASE, make_odd_file
 from memvault import crypto, errors, keys, records
 from memvault.errors import IntegrityError, MemvaultError
 from memvault.gitstore import GitStore, parse_tree_strict
@@ -434,14 +434,7 @@ def test_huge_kdf_parameters_are_refused_before_the_kdf_runs(
 def test_key_slot_that_is_not_a_small_regular_file(kind: str, tmp_path: Path) -> None:
     """Never blocks on a FIFO, never reads /dev/zero or a huge file into memory."""
     path = tmp_path / ("ab" * 16 + ".json")
-    if kind == "fifo":
-        os.mkfifo(path)
-    elif kind == "dev-zero":
-        path.symlink_to("/dev/zero")
-    elif kind == "directory":
-        path.mkdir()
-    else:
-        path.write_bytes(b" " * (keys.MAX_SLOT_FILE_BYTES + 1) + json.dumps(SLOT_JSON).encode())
+    make_odd_file(path, kind, b" " * (keys.MAX_SLOT_FILE_BYTES + 1) + json.dumps(SLOT_JSON).encode())
     tracemalloc.start()
     try:
         with pytest.raises(IntegrityError, match="key slot is malformed"):

@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import time
 import zlib
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -32,7 +33,7 @@ from dulwich.refs import Ref
 from dulwich.repo import Repo
 
 from .errors import IntegrityError
-from .fsutil import fsync_dir, read_bounded, sync_filesystem, syncfs_available, write_all
+from .fsutil import fsync_dir, private_file, read_bounded, sync_filesystem, syncfs_available, write_all
 
 __all__ = ["GitStore", "BRANCH", "MODE_BLOB", "MODE_TREE", "IDENTITY", "MAX_OBJECT_BYTES", "LAYOUT_ROLES"]
 
@@ -61,6 +62,10 @@ LAYOUT_ROLES: dict[str, tuple[re.Pattern[bytes], int, str | None]] = {
 }
 #: Cache of tree ids whose whole subtree passed :meth:`GitStore.layout_problem` (per role).
 _LAYOUT_CACHE_ENTRIES = 65536
+#: Loose objects per pack written by :meth:`GitStore.pack_loose` (bounds its memory).
+PACK_BATCH = 4096
+#: More packs than this are merged by :meth:`GitStore.consolidate_packs`.
+MAX_PACKS = 8
 
 
 def _tree_sort_key(name: bytes, mode: int) -> bytes:
@@ -264,6 +269,101 @@ class GitStore:
             for d in dirs:
                 fsync_dir(self._objects_dir / d)
             fsync_dir(self._objects_dir)
+
+    # -- packing ------------------------------------------------------------------------------
+
+    def loose_count(self) -> int:
+        """How many loose objects the repository holds (one directory listing per fan-out)."""
+        n = 0
+        for d in self._objects_dir.iterdir():
+            if len(d.name) == 2 and d.is_dir():
+                n += sum(1 for f in os.scandir(d) if len(f.name) == 38)
+        return n
+
+    def pack_count(self) -> int:
+        return len(list((self._objects_dir / "pack").glob("pack-*.pack")))
+
+    def pack_loose(self, *, batch: int = PACK_BATCH, deadline: float | None = None) -> int:
+        """Move loose objects into packs, ``batch`` objects per pack (bounded memory), until none
+        is left or ``time.monotonic()`` passes ``deadline``; return how many were packed.
+
+        A pack (data and index) is durable (in durability ``full``) before the loose copies are
+        deleted, so a crash or an error at any point leaves every object readable, at worst twice.
+        The caller holds the store's writer lock.
+        """
+        store = self._repo.object_store
+        packed = 0
+        while deadline is None or time.monotonic() < deadline:
+            ids: list[ObjectID] = []
+            for obj_id in store._iter_loose_objects():
+                ids.append(obj_id)
+                if len(ids) >= batch:
+                    break
+            if not ids:
+                break
+            objects: list[tuple[ShaFile, str | None]] = []
+            good: list[ObjectID] = []
+            for obj_id in ids:
+                try:
+                    obj = self._get(obj_id)
+                except IntegrityError:
+                    continue  # a damaged object stays loose, where verify reports it
+                if obj.id == obj_id:
+                    objects.append((obj, None))
+                    good.append(obj_id)
+            if not good:
+                break
+            self._add_pack(objects)
+            for obj_id in good:
+                store.delete_loose_object(obj_id)
+            packed += len(good)
+        for d in self._objects_dir.iterdir():  # fan-out directories left empty (4 KiB each)
+            if len(d.name) == 2:
+                try:
+                    d.rmdir()
+                except OSError:
+                    pass  # not empty
+        return packed
+
+    def consolidate_packs(self, *, max_packs: int = MAX_PACKS) -> int:
+        """Merge the smaller packs into one when there are more than ``max_packs``; return how
+        many packs were merged. The new pack is durable before the old ones are removed."""
+        store = self._repo.object_store
+        store._update_pack_cache()
+        packs = sorted(store.packs, key=len)
+        if len(packs) <= max_packs:
+            return 0
+        merge = packs[:-1]  # all but the largest: their total is bounded by the packing batches
+        objects: list[tuple[ShaFile, str | None]] = []
+        for pack in merge:
+            objects.extend((obj, None) for obj in pack.iterobjects())
+        self._add_pack(objects)
+        for pack in merge:
+            store._remove_pack(pack)
+        store._update_pack_cache()
+        return len(merge)
+
+    def _add_pack(self, objects: list[tuple[ShaFile, str | None]]) -> None:
+        store = self._repo.object_store
+        pack = store.add_objects(objects)
+        if pack is None:
+            return
+        pack_dir = self._objects_dir / "pack"
+        base = pack_dir / f"pack-{pack.name().decode()}"
+        for path in (base.with_suffix(".pack"), base.with_suffix(".idx")):
+            if path.exists():
+                private_file(path, 0o400)
+                if self._durable and not self._syncfs:
+                    fd = os.open(path, os.O_RDONLY)
+                    try:
+                        os.fsync(fd)
+                    finally:
+                        os.close(fd)
+        if self._durable:
+            if self._syncfs:
+                sync_filesystem(pack_dir)
+            else:
+                fsync_dir(pack_dir)
 
     def _get(self, obj_id: bytes) -> ShaFile:
         if not _HEX40.match(obj_id):

@@ -78,6 +78,10 @@ __all__ = ["MemoryStore", "Transaction", "StoreState", "STORE_FILE"]
 
 #: Marker and public configuration of a store directory.
 STORE_FILE = "memvault.json"
+#: :meth:`MemoryStore.close` packs loose objects once this store object has written this many
+#: (about 100 commits), spending at most ``CLOSE_PACK_SECONDS`` on it.
+PACK_AFTER_OBJECTS = 1000
+CLOSE_PACK_SECONDS = 3.0
 #: Largest ``memvault.json`` read (settings with a full allowlist and custom rules stay far below).
 MAX_CONFIG_BYTES = 16 * 1024 * 1024
 _STORE_FORMAT = "memvault-store"
@@ -377,6 +381,8 @@ class MemoryStore:
         #: Last-read times of files (for expiry), merged into ``access`` now and then.
         self.access_times = AccessTimes(root / ACCESS_FILE, self._keys.access, store_id)
         self._swept = False
+        #: Objects written by this store object since it last packed (see :meth:`close`).
+        self._objects_written = 0
         self._state_lock = threading.RLock()
         self._state: StoreState | None = None
         #: The branch value that maps to ``_state`` (differs while a recorded commit is unpublished).
@@ -558,12 +564,35 @@ class MemoryStore:
 
     def close(self) -> None:
         """Merge recorded reads into the access-time file (waiting at most 5 s for the writer
-        lock; they are advisory and dropped if it stays busy) and release the repository handle.
-        The store object must not be used afterwards."""
+        lock; they are advisory and dropped if it stays busy), pack the loose objects this store
+        object wrote if they are many (for at most :data:`CLOSE_PACK_SECONDS`), and release the
+        repository handle. The store object must not be used afterwards."""
         try:
             self.flush_access_times(wait=min(self.lock_timeout, 5.0), prune=True)
+            if self._objects_written >= PACK_AFTER_OBJECTS:
+                try:
+                    self.maintain(seconds=CLOSE_PACK_SECONDS, wait=0.0)
+                except MemvaultError:
+                    pass  # the objects stay loose, readable; the next close or `memvault gc` packs them
         finally:
             self.git.close()
+
+    def maintain(self, *, seconds: float | None = None, wait: float | None = None) -> tuple[int, int]:
+        """Pack loose objects (in batches of :data:`~memvault.gitstore.PACK_BATCH`) and merge the
+        packs when there are more than :data:`~memvault.gitstore.MAX_PACKS`; return ``(objects
+        packed, packs merged)``. Runs under the writer lock (waiting at most ``wait`` seconds,
+        default :attr:`lock_timeout`), for at most about ``seconds`` (default: until done).
+        Never part of a memory-tool command: :meth:`close` and ``memvault gc`` call it. Every
+        object stays readable throughout, and a crash at any point loses nothing."""
+        deadline = None if seconds is None else time.monotonic() + seconds
+        with self._lock.hold(timeout=wait):
+            try:
+                packed = self.git.pack_loose(deadline=deadline)
+                merged = self.git.consolidate_packs()
+            except OSError as err:
+                raise StorageError.from_os_error(err) from None
+        self._objects_written = 0
+        return packed, merged
 
     def note_read(self, node: Node) -> None:
         """Record that ``node`` was read by the memory tool (for ``expire``): in memory; merged
@@ -1034,6 +1063,7 @@ class MemoryStore:
         # Step 1: objects. A failure here leaves only unreferenced objects: the old state.
         try:
             self.git.write(objects)  # type: ignore[arg-type]
+            self._objects_written += len(objects)
             self._restrict_objects(objects)
         except Exception as err:
             self._discard_object_locks(objects)

@@ -1,0 +1,31 @@
+"""``memvault gc``: pack loose objects and merge packs (storage maintenance, never needed for
+correctness). :meth:`MemoryStore.close` does the same for the objects a session wrote, within a
+few seconds; this does all of it, for long-running writers or after an import."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from ..errors import ExitStatus
+from ._common import open_store as _open
+from ._common import print_json
+
+__all__ = ["register"]
+
+
+def _cmd_gc(args: argparse.Namespace) -> int:
+    with _open(args) as store:
+        packed, merged = store.maintain()
+        loose, packs = store.git.loose_count(), store.git.pack_count()
+    if args.json:
+        print_json({"packed": packed, "merged_packs": merged, "loose_objects": loose, "packs": packs})
+    else:
+        print(f"Packed {packed} loose objects; merged {merged} packs. Now {loose} loose objects and {packs} packs.")
+    return ExitStatus.SUCCESS
+
+
+def register(sub: Any) -> None:
+    s = sub.add_parser("gc", help="pack loose objects and merge packs (storage maintenance)")
+    s.add_argument("--json", action="store_true", help="machine-readable output")
+    s.set_defaults(func=_cmd_gc)

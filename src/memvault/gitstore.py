@@ -1,9 +1,12 @@
 """The git layer: the only module that imports ``dulwich``. It sees ciphertext bytes only.
 
-A bare repository with one branch, ``refs/heads/main``. Objects are written loose (fsynced in
-``full`` durability, together with their directories) before the branch moves; the branch moves
-by compare-and-swap. Every tree read back is checked against the one shape memvault writes, so a
-hostile repository (``..`` names, symlinks, gitlinks) is refused rather than interpreted:
+A bare repository with one branch, ``refs/heads/main``. Objects are written loose and made
+durable in ``full`` durability (one ``syncfs`` on Linux 5.8+, else an fsync per file and
+directory) before the branch moves; the branch moves by compare-and-swap.
+:meth:`GitStore.pack_loose` and :meth:`GitStore.consolidate_packs` move objects into a bounded
+number of packs, outside commands. Every tree read back is checked against the one shape
+memvault writes, so a hostile repository (``..`` names, symlinks, gitlinks) is refused rather
+than interpreted:
 
 - a tree is parsed here from its raw bytes, strictly: only modes ``100644`` and ``40000`` as git
   writes them, names ``[0-9a-z]{1,64}``, entries in git's order without duplicates; the error

@@ -87,8 +87,9 @@ def _duplicate(store_path: Path, entries: list[Entry]) -> bytes:
 
 
 def _unsorted(store_path: Path, entries: list[Entry]) -> bytes:
-    if len(entries) < 2:
-        entries = _git_sorted([*entries, (b"100644", b"f", _blob(store_path, b"x"))])
+    if len(entries) < 2:  # add a second entry, named unlike the first (else it is a duplicate)
+        name = b"e" if entries and entries[0][1] == b"f" else b"f"
+        entries = _git_sorted([*entries, (b"100644", name, _blob(store_path, b"x"))])
     return _raw(list(reversed(entries)))
 
 

@@ -229,12 +229,21 @@ _PLACEHOLDER_WORDS: Final[tuple[str, ...]] = (
     "environ", "process.env", "env[", "env(", "env.", "secrets.", "vault:", "sample", "notreal", "not_real",
     "here", "[", "...", "0123456789", "123456789", "abcdefgh", "qwerty12", "########", "••",
 )  # fmt: skip
-#: Any of ``_PLACEHOLDER_WORDS``: a regex for short values, one Hyperscan pass (UTF-8) for long ones.
+#: Any of ``_PLACEHOLDER_WORDS``: a regex for short values, one Aho-Corasick pass for long ones
+#: (the regex tries every word at every position).
 _PLACEHOLDER_RE: Final = re.compile("|".join(re.escape(w) for w in _PLACEHOLDER_WORDS))
 _PLACEHOLDER_LONG: Final = 96
-_PLACEHOLDER_SET: Final = PatternSet(
-    [Pattern("".join(f"\\x{b:02x}" for b in w.encode("utf-8")), starts=False) for w in _PLACEHOLDER_WORDS]
-)
+
+
+@functools.cache
+def _placeholder_automaton() -> Any:
+    automaton = _aho.Automaton()
+    for word in _PLACEHOLDER_WORDS:
+        automaton.add_word(word, None)
+    automaton.make_automaton()
+    return automaton
+
+
 #: Whole values that mean "no value": checked case-insensitively after stripping quotes.
 _NON_VALUES: Final[frozenset[str]] = frozenset(
     {
@@ -257,10 +266,10 @@ def is_placeholder(value: str) -> bool:
     low = v.lower()
     if low in _NON_VALUES or v in _AWS_EXAMPLES or v.startswith(("$", "%", "@", "&", "*")):
         return True
-    if len(low) < _PLACEHOLDER_LONG:
+    if len(low) < _PLACEHOLDER_LONG or _aho is None:
         if _PLACEHOLDER_RE.search(low) is not None:
             return True
-    elif _PLACEHOLDER_SET.scan(low.encode("utf-8", "surrogatepass")):
+    elif next(_placeholder_automaton().iter(low), None) is not None:
         return True
     return len(v) >= 6 and len(set(low)) <= 3
 

@@ -18,7 +18,6 @@ is damaged (:class:`~memvault.errors.IntegrityError`) rather than treating every
 
 from __future__ import annotations
 
-import os
 import struct
 import threading
 import time
@@ -28,7 +27,7 @@ from typing import Final
 
 from . import crypto
 from .errors import IntegrityError
-from .fsutil import atomic_write
+from .fsutil import atomic_write, read_bounded
 
 __all__ = ["AccessTimes", "FILE_NAME", "RESOLUTION", "FLUSH_SECONDS"]
 
@@ -105,13 +104,10 @@ class AccessTimes:
 
     def _read_disk(self) -> dict[bytes, int]:
         try:
-            with open(self._path, "rb") as f:
-                if os.fstat(f.fileno()).st_size > _MAX_FILE_BYTES:
-                    raise IntegrityError("The store's access-time file is larger than memvault writes it.")
-                sealed = f.read(_MAX_FILE_BYTES + 1)
+            sealed = read_bounded(self._path, _MAX_FILE_BYTES)
         except FileNotFoundError:
             return {}
-        except OSError:
+        except OSError:  # also a FIFO, a directory or a file larger than memvault writes it
             raise IntegrityError("The store's access-time file cannot be read.") from None
         return decode(self._key, self._store_id, sealed)
 

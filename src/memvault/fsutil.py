@@ -176,7 +176,7 @@ def restrict_modes(root: Path) -> None:
         dirnames[:] = [d for d in dirnames if not os.path.islink(os.path.join(dirpath, d))]
 
 
-def private_file(path: Path, mode: int = FILE_MODE) -> None:
+def private_file(path: str | Path, mode: int = FILE_MODE) -> None:
     """Drop group/other bits of one file created by code that honours the umask (``mode`` is
     the most it may keep)."""
     st = os.lstat(path)
@@ -184,7 +184,7 @@ def private_file(path: Path, mode: int = FILE_MODE) -> None:
         os.chmod(path, st.st_mode & mode)
 
 
-def private_dir(path: Path) -> None:
+def private_dir(path: str | Path) -> None:
     """Make one directory created by code that honours the umask 0700."""
     st = os.lstat(path)
     if st.st_mode & 0o777 != DIR_MODE:

@@ -74,9 +74,6 @@ class PatternSet:
         self._local = threading.local()
         self._lock = threading.Lock()
 
-    def __len__(self) -> int:
-        return len(self._patterns)
-
     def scan(self, data: bytes) -> list[tuple[int, int]]:
         """``(pattern index, start + shift)`` for every match start of every ``starts`` pattern and
         ``(pattern index, 0)`` once for each ``gate`` pattern that matches; in no particular order."""

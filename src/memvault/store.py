@@ -58,6 +58,7 @@ from .fsutil import (
     StoreLock,
     atomic_write,
     make_private_dir,
+    private_dir,
     private_file,
     read_bounded,
     restrict_modes,
@@ -1147,17 +1148,12 @@ class MemoryStore:
 
     def _restrict_objects(self, objects: list[object]) -> None:
         """Owner-only modes for loose objects and fan-out directories dulwich just created."""
-        base = os.fspath(self._objects_dir())  # plain strings: this runs for every object of every commit
+        base = os.fspath(self._objects_dir())  # plain strings: pathlib costs here, on every commit
         for d in {obj.id[:2].decode() for obj in objects}:  # type: ignore[attr-defined]
-            path = f"{base}/{d}"
-            if os.lstat(path).st_mode & 0o777 != DIR_MODE:
-                os.chmod(path, DIR_MODE)
+            private_dir(f"{base}/{d}")
         for obj in objects:
             oid = obj.id.decode()  # type: ignore[attr-defined]
-            path = f"{base}/{oid[:2]}/{oid[2:]}"
-            mode = os.lstat(path).st_mode
-            if mode & 0o077:
-                os.chmod(path, mode & 0o400)
+            private_file(f"{base}/{oid[:2]}/{oid[2:]}", 0o400)
 
     def _discard_object_locks(self, objects: list[object]) -> None:
         """Remove ``objects/xx/<id>.lock`` files a failed object write left behind (the caller

@@ -10,6 +10,7 @@ import argparse
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ExitStatus
+from ..protocol import format_size
 from ._common import fmt_time, print_json, terminal_safe
 from ._common import open_store as _open
 
@@ -17,14 +18,6 @@ if TYPE_CHECKING:
     from ..expiry import ExpireResult
 
 __all__ = ["register", "format_result"]
-
-
-def _size(n: int) -> str:
-    if n < 1024:
-        return f"{n}B"
-    if n < 1024 * 1024:
-        return f"{n / 1024:.1f}K"
-    return f"{n / (1024 * 1024):.1f}M"
 
 
 def format_result(result: ExpireResult) -> str:
@@ -42,7 +35,7 @@ def format_result(result: ExpireResult) -> str:
     for f in result.files:
         read = "never read" if f.last_read is None else f"read {fmt_time(f.last_read)}"
         lines.append(
-            f"  {terminal_safe(f.path):<{width}}  {_size(f.size):>7}  written {fmt_time(f.last_write)}, {read}"
+            f"  {terminal_safe(f.path):<{width}}  {format_size(f.size):>7}  written {fmt_time(f.last_write)}, {read}"
         )
     return "\n".join(lines) + "\n"
 

@@ -4,6 +4,7 @@ production default is m=64 MiB, t=3, p=4)."""
 from __future__ import annotations
 
 import os
+import struct
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -77,3 +78,22 @@ def seed_files(store: memvault.MemoryStore, files: dict[str, str], *, actor: str
             txn.write_file(parse_path(file), text.encode())
 
     store.transact(fill, command="setup", paths=(), actor=actor, session=session)
+
+
+@pytest.fixture
+def env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """The CLI's environment: a passphrase and ``$MEMVAULT_STORE`` pointing at ``tmp_path/store``."""
+    monkeypatch.delenv("MEMVAULT_KEY_FILE", raising=False)
+    monkeypatch.setenv("MEMVAULT_PASSPHRASE", "cli passphrase")
+    monkeypatch.setenv("MEMVAULT_STORE", str(tmp_path / "store"))
+    return tmp_path / "store"
+
+
+def keyring_records(data: bytes) -> list[tuple[int, int, int]]:
+    """(type, start, end) of every record of a keyring file, after its 21-byte header."""
+    out, pos = [], 21
+    while pos < len(data):
+        rtype, length = struct.unpack_from(">BH", data, pos)
+        out.append((rtype, pos, pos + 3 + length))
+        pos += 3 + length
+    return out

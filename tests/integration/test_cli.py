@@ -11,14 +11,6 @@ import memvault
 from memvault.cli import main
 
 
-@pytest.fixture
-def env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
-    monkeypatch.delenv("MEMVAULT_KEY_FILE", raising=False)
-    monkeypatch.setenv("MEMVAULT_PASSPHRASE", "cli passphrase")
-    monkeypatch.setenv("MEMVAULT_STORE", str(tmp_path / "store"))
-    return tmp_path / "store"
-
-
 def test_init_log_and_errors(env: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     assert main(["init"]) == 0
     assert capsys.readouterr().out == f"Created an empty memory store in {env}\n"

@@ -14,7 +14,7 @@ from dulwich.objects import Commit, Tree
 from dulwich.repo import Repo
 
 import memvault
-from conftest import PASSPHRASE, make_store
+from conftest import PASSPHRASE, keyring_records, make_store
 from memvault import records
 from memvault.errors import IntegrityError, RollbackDetectedError, WrongKeyError
 
@@ -238,18 +238,6 @@ def test_blob_object_replaced_by_other_valid_object_is_refused(store_path: Path)
         fresh.read_node(a)
 
 
-def _keyring_records(data: bytes) -> list[tuple[int, int, int]]:
-    """(type, start, end) of every record after the 21-byte header."""
-    import struct
-
-    out, pos = [], 21
-    while pos < len(data):
-        rtype, length = struct.unpack_from(">BH", data, pos)
-        out.append((rtype, pos, pos + 3 + length))
-        pos += 3 + length
-    return out
-
-
 def test_replayed_old_high_water_record_is_refused(store_path: Path) -> None:
     """Appending an old, authentic high-water record must not lower the mark."""
     store = make_store(store_path)
@@ -260,9 +248,9 @@ def test_replayed_old_high_water_record_is_refused(store_path: Path) -> None:
         ids.append(store.head[0])
     keyring = store_path / "keyring"
     data = keyring.read_bytes()
-    commits = [(s, e) for t, s, e in _keyring_records(data) if t == 2]
+    commits = [(s, e) for t, s, e in keyring_records(data) if t == 2]
     assert len(commits) == 4  # init + 3 creates
-    _, first_start, first_end = next(r for r in _keyring_records(data) if r[0] == 2 and r[1] == commits[1][0])
+    _, first_start, first_end = next(r for r in keyring_records(data) if r[0] == 2 and r[1] == commits[1][0])
     keyring.write_bytes(data + data[first_start:first_end])
     _set_branch(store_path, ids[0])
     with pytest.raises(IntegrityError):

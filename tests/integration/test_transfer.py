@@ -548,14 +548,6 @@ def test_plaintext_git_export_works_with_git(tmp_path: Path, store: memvault.Mem
 # -- CLI -------------------------------------------------------------------------------------------------
 
 
-@pytest.fixture
-def env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
-    monkeypatch.delenv("MEMVAULT_KEY_FILE", raising=False)
-    monkeypatch.setenv("MEMVAULT_PASSPHRASE", "cli passphrase")
-    monkeypatch.setenv("MEMVAULT_STORE", str(tmp_path / "store"))
-    return tmp_path / "store"
-
-
 def test_cli_import_and_export(env: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["init"]) == 0
     capsys.readouterr()

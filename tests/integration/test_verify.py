@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import struct
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,7 +15,7 @@ from dulwich.objects import Commit
 from dulwich.repo import Repo
 
 import memvault
-from conftest import PASSPHRASE, make_store
+from conftest import PASSPHRASE, keyring_records, make_store
 from memvault import records
 from memvault.cli import main
 from memvault.verify import Problem, VerifyReport, verify
@@ -126,18 +125,8 @@ def _forge_on_top(path: Path) -> bytes:
     return c.id
 
 
-def _keyring_records(data: bytes) -> list[tuple[int, int, int]]:
-    """(type, start, end) of every record after the 21-byte header."""
-    out, pos = [], 21
-    while pos < len(data):
-        rtype, length = struct.unpack_from(">BH", data, pos)
-        out.append((rtype, pos, pos + 3 + length))
-        pos += 3 + length
-    return out
-
-
 def _dek_record(data: bytes, dek_id: bytes) -> tuple[int, int]:
-    (start, end) = next((s, e) for t, s, e in _keyring_records(data) if t == 1 and data[s + 3 : s + 19] == dek_id)
+    (start, end) = next((s, e) for t, s, e in keyring_records(data) if t == 1 and data[s + 3 : s + 19] == dek_id)
     return start, end
 
 
@@ -185,7 +174,7 @@ def _no_plaintext(report: VerifyReport) -> None:
 def test_healthy_store_passes_with_exact_counts(seeded: Seeded) -> None:
     commits, objects, content, shards = _reachable(seeded.path)
     data = (seeded.path / "keyring").read_bytes()
-    dek_records = sum(1 for t, _s, _e in _keyring_records(data) if t == 1)
+    dek_records = sum(1 for t, _s, _e in keyring_records(data) if t == 1)
     calls: list[tuple[int, int]] = []
     with _open(seeded.path) as store:
         report = verify(store, progress=lambda done, total: calls.append((done, total)))
@@ -306,7 +295,7 @@ def test_missing_commit_object(seeded: Seeded) -> None:
     # data key is called an orphan for lack of the history that would use it.
     keyring = seeded.path / "keyring"
     data = bytearray(keyring.read_bytes())
-    _start, end = [(s, e) for t, s, e in _keyring_records(bytes(data)) if t == 2][4]
+    _start, end = [(s, e) for t, s, e in keyring_records(bytes(data)) if t == 2][4]
     data[end - 1] ^= 0x01
     keyring.write_bytes(bytes(data))
     report = _verify(seeded.path)
@@ -344,7 +333,7 @@ def test_branch_reset_to_an_older_commit(seeded: Seeded) -> None:
     ]  # fmt: skip
     # Every data key written after #6 is now referenced by nothing on the branch: warnings only.
     data = (seeded.path / "keyring").read_bytes()
-    later = [s for t, s, _e in _keyring_records(data) if t == 1 and s >= seeded.keyring_sizes[6]]
+    later = [s for t, s, _e in keyring_records(data) if t == 1 and s >= seeded.keyring_sizes[6]]
     assert len(later) > 0
     assert _codes(report)[1:] == [("warning", "orphan-key")] * len(later)
     assert report.commits == 7 and report.head_seq == 6
@@ -397,7 +386,7 @@ def test_fork_is_a_rollback_error(seeded: Seeded, tmp_path: Path) -> None:
 def test_damaged_commit_record_in_the_keyring(seeded: Seeded) -> None:
     keyring = seeded.path / "keyring"
     data = bytearray(keyring.read_bytes())
-    commit_records = [(s, e) for t, s, e in _keyring_records(bytes(data)) if t == 2]
+    commit_records = [(s, e) for t, s, e in keyring_records(bytes(data)) if t == 2]
     _start, end = commit_records[5]  # the record of #5
     data[end - 1] ^= 0x01  # its MAC
     keyring.write_bytes(bytes(data))

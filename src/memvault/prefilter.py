@@ -60,12 +60,19 @@ class PatternSet:
     """A set of :class:`Pattern` s, compiled on first use. Thread-safe: each thread scans with
     its own Hyperscan scratch space."""
 
-    __slots__ = ("_patterns", "_hyperscan", "_adjust", "_db", "_fallback", "_local", "_lock")
+    __slots__ = ("_patterns", "_groups", "_hyperscan", "_adjust", "_db", "_fallback", "_local", "_lock")
 
-    def __init__(self, patterns: Sequence[Pattern], *, hyperscan: bool = HYPERSCAN) -> None:
-        """``hyperscan=False`` uses the ``re`` fallback even when Hyperscan is installed (the
-        tests compare the two). ValueError if a ``starts`` pattern is not fixed-length."""
+    def __init__(
+        self, patterns: Sequence[Pattern], *, groups: Sequence[int] | None = None, hyperscan: bool = HYPERSCAN
+    ) -> None:
+        """``groups[i]`` names the group of pattern ``i`` for :meth:`grouped` (default: ``i``).
+        ``hyperscan=False`` uses the ``re`` fallback even when Hyperscan is installed (the tests
+        compare the two). ValueError if a ``starts`` pattern is not fixed-length, or ``groups``
+        does not name one group per pattern."""
         self._patterns = tuple(patterns)
+        self._groups = tuple(range(len(self._patterns))) if groups is None else tuple(groups)
+        if len(self._groups) != len(self._patterns):
+            raise ValueError("groups must name one group per pattern")
         self._hyperscan = hyperscan and _hs is not None and bool(self._patterns)
         #: For a starts pattern, what turns the end offset Hyperscan reports into the offset wanted.
         self._adjust = tuple(p.shift - width(p.regex) if p.starts else 0 for p in self._patterns)
@@ -91,6 +98,33 @@ class PatternSet:
                 out.extend((i, m.start() + shift) for m in rx.finditer(data))
             elif rx.search(data) is not None:
                 out.append((i, 0))
+        return out
+
+    def grouped(self, datas: Sequence[bytes]) -> dict[int, list[int]]:
+        """What :meth:`scan` reports for each of ``datas`` (which must be of one length), gathered
+        by group: ``{group: offsets}`` for the groups with any report, the offsets in no
+        particular order and possibly repeated (a gate group reports ``0`` for each match)."""
+        out: dict[int, list[int]] = {}
+        groups = self._groups
+        if self._hyperscan:
+            scratch = getattr(self._local, "scratch", None)
+            if scratch is None:
+                scratch = self._local.scratch = _hs.Scratch(self._database())
+            hits: list[tuple[int, int]] = []
+            for data in datas:
+                self._db.scan(data, match_event_handler=_collect, context=hits, scratch=scratch)
+            adjust, patterns = self._adjust, self._patterns
+            for i, end in hits:
+                offset = end + adjust[i] if patterns[i].starts else 0
+                got = out.get(groups[i])
+                if got is None:
+                    out[groups[i]] = [offset]
+                else:
+                    got.append(offset)
+            return out
+        for data in datas:
+            for i, offset in self.scan(data):
+                out.setdefault(groups[i], []).append(offset)
         return out
 
     def _database(self) -> Any:

@@ -172,6 +172,17 @@ def test_gate_and_shift_semantics() -> None:
     assert hits == [(0, 0), (0, 4), (0, 8), (1, 8), (2, 0), (3, 0), (3, 4), (3, 8)]
 
 
+def test_grouped_gathers_what_scan_reports() -> None:
+    patterns = [Pattern("ab"), Pattern("[^x]ab", shift=1), Pattern("zz", starts=False), Pattern("AB", caseless=True)]
+    for engine in {False, prefilter.HYPERSCAN}:
+        ps = PatternSet(patterns, groups=[7, 7, 3, 5], hyperscan=engine)
+        got = ps.grouped([b"ab xab yab zz zz", b"zzAB"])
+        assert {g: sorted(v) for g, v in got.items()} == {7: [0, 4, 8, 8], 3: [0, 0], 5: [0, 2, 4, 8]}
+        assert ps.grouped([b"nothing here"]) == {}
+    with pytest.raises(ValueError, match="one group per pattern"):
+        PatternSet(patterns, groups=[1, 2])
+
+
 def test_scans_from_many_threads_agree() -> None:
     scrubber = Scrubber()
     texts = NOTES[:40]
@@ -200,14 +211,17 @@ def test_scrubber_on_the_re_fallback_finds_the_same(monkeypatch: pytest.MonkeyPa
     texts = [*NOTES[:150], "token: " + "Ab1" * 40, "\n".join(_PIECES)]
     expected = [scrubber.scan(t) for t in texts]
     assert sum(map(len, expected)) > 100
-    monkeypatch.setattr(scrub, "_PROBE_SET", PatternSet(_all_patterns(), hyperscan=False))
+    monkeypatch.setattr(scrub, "_PROBE_SET", scrub._probe_set(hyperscan=False))
     assert [scrubber.scan(t) for t in texts] == expected
 
 
-def test_long_values_find_placeholders_like_short_ones(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Values of 96 characters or more are searched with Aho-Corasick, shorter ones with a regex:
-    the same answer either way (checked against the regex alone)."""
+def test_placeholders_found_alike_with_and_without_aho_corasick(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Placeholder words are searched with Aho-Corasick, or with a regex when ``pyahocorasick`` is
+    missing: the same answer either way, for short and long values."""
     values = [
+        "A1b2c3",
+        "your-key",
+        "A1b2...",
         "A1b2" * 30,
         "A1b2" * 30 + "xxxx",
         "your_" + "Zq9" * 40,
@@ -219,4 +233,4 @@ def test_long_values_find_placeholders_like_short_ones(monkeypatch: pytest.Monke
     got = [scrub.is_placeholder(v) for v in values]
     monkeypatch.setattr(scrub, "_aho", None)
     assert [scrub.is_placeholder(v) for v in values] == got
-    assert got == [False, True, True, True, True, True, True]
+    assert got == [False, True, True, False, True, True, True, True, True, True]

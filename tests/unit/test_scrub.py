@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
+from memvault import scrub
 from memvault.scrub import CREDENTIAL_KINDS, KINDS, PII_KINDS, Finding, Scrubber, github_checksum_valid, iban_valid
 from memvault.settings import CustomRule, ScrubSettings, StoreSettings
 
@@ -283,3 +284,24 @@ def test_finding_api() -> None:
     assert (f.kind, f.start, f.end) == ("email", 1, 5)
     with pytest.raises(TypeError):
         S.scan(b"bytes")  # type: ignore[arg-type]
+
+
+def test_entropy_at_least_agrees_with_the_entropy() -> None:
+    """The bounds that usually decide ``entropy_at_least`` never change its answer: checked on
+    random strings of every length up to 200 over small and large alphabets, at thresholds that
+    sit exactly on the entropy of uniform strings (8 distinct characters: exactly 3.0 bits)."""
+    from memvault.scrub import entropy_at_least, shannon_entropy
+
+    rng = random.Random(11)
+    alphabets = ["ab", "abcd", "abcdefgh", string.hexdigits, string.ascii_letters + string.digits + "+/", "aab"]
+    values = ["", "a", "abcdefgh", "abcdefgh" * 5, "abcd" * 9, "ab" * 30, "a" * 50 + "bcdefgh"]
+    for n in range(1, 201):
+        for alphabet in alphabets:
+            values.append("".join(rng.choice(alphabet) for _ in range(n)))
+    decided_by_bounds = 0
+    for value in values:
+        for bits in (0.0, 1.0, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5):
+            assert entropy_at_least(value, bits) == (shannon_entropy(value) >= bits), (value, bits)
+            low, high = (0.0, 0.0) if not value else scrub._entropy_bounds(len(value), len(set(value)))
+            decided_by_bounds += high < bits - 1e-9 or low > bits + 1e-9
+    assert decided_by_bounds > len(values)  # the fast path is taken, not only the count

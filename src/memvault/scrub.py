@@ -341,7 +341,6 @@ def _random_looking(value: str, *, min_len: int = 16, min_entropy: float = 3.0) 
 
 #: Non-ASCII characters that case-insensitive matching or ``str.lower`` equate with an ASCII letter.
 _ODD_CASE: Final[dict[int, str]] = {0x130: "i", 0x131: "i", 0x17F: "s", 0x212A: "k"}
-_ODD_CASE_RE: Final = re.compile("[\u0130\u0131\u017f\u212a]")
 
 
 def _projections(text: str) -> tuple[bytes, ...]:
@@ -350,8 +349,8 @@ def _projections(text: str) -> tuple[bytes, ...]:
     if text.isascii():
         return (text.encode("ascii"),)
     plain = text.encode("ascii", "replace")
-    if _ODD_CASE_RE.search(text) is None:
-        return (plain,)
+    if "\u0130" not in text and "\u0131" not in text and "\u017f" not in text and "\u212a" not in text:
+        return (plain,)  # (four substring searches cost a fifth of a regex search for any of them)
     return plain, text.translate(_ODD_CASE).encode("ascii", "replace")
 
 

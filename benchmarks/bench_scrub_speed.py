@@ -5,6 +5,9 @@ For each corpus, the notes are repeated until they total about 3 MB, then timed 
 - ``per-note``: ``scan`` called on every note in turn (how the store uses it: one call per write);
 - ``joined``: ``scan`` called once on all of those notes joined by newlines (one ~3 MB text).
 
+The held-out corpus is also timed in two halves: its benign notes (every one written to hold a
+near miss: a placeholder, a hash, an example key) and its notes with labelled findings.
+
 Each figure is the median of ``--runs`` timed runs (default 5).
 
     python benchmarks/bench_scrub_speed.py [--runs 5] [--mb 3]
@@ -22,15 +25,20 @@ from pathlib import Path
 from memvault.scrub import Scrubber
 
 ROOT = Path(__file__).resolve().parent.parent
-CORPORA = {
-    "dev": ROOT / "tests" / "scrub" / "dev_corpus.jsonl",
-    "public": ROOT / "tests" / "scrub" / "public_examples.jsonl",
-    "heldout": ROOT / "tests" / "scrub" / "heldout_corpus.jsonl",
+_HELDOUT = ROOT / "tests" / "scrub" / "heldout_corpus.jsonl"
+#: name -> (path, which notes: all, only those without labelled spans, only those with some)
+CORPORA: dict[str, tuple[Path, str]] = {
+    "dev": (ROOT / "tests" / "scrub" / "dev_corpus.jsonl", "all"),
+    "public": (ROOT / "tests" / "scrub" / "public_examples.jsonl", "all"),
+    "heldout": (_HELDOUT, "all"),
+    "  benign": (_HELDOUT, "benign"),
+    "  labelled": (_HELDOUT, "labelled"),
 }
 
 
-def load_notes(path: Path, target_bytes: int) -> list[str]:
-    notes = [json.loads(line)["text"] for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+def load_notes(path: Path, target_bytes: int, which: str = "all") -> list[str]:
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    notes = [r["text"] for r in rows if which == "all" or bool(r.get("spans")) == (which == "labelled")]
     out: list[str] = []
     total = 0
     while total < target_bytes:
@@ -58,11 +66,11 @@ def main() -> None:
     args = ap.parse_args()
     scrubber = Scrubber()
     print(f"{'corpus':<10}{'MB':>8}{'notes':>8}{'per-note MB/s':>16}{'joined MB/s':>14}")
-    for name, path in CORPORA.items():
+    for name, (path, which) in CORPORA.items():
         if not path.exists():
             print(f"{name:<10}  (missing: {path})")
             continue
-        notes = load_notes(path, int(args.mb * 1e6))
+        notes = load_notes(path, int(args.mb * 1e6), which)
         joined = "\n".join(notes)
         nbytes = sum(len(n.encode("utf-8")) for n in notes)
         per_note = median_mb_per_s(lambda ns=notes: [scrubber.scan(n) for n in ns], nbytes, args.runs)

@@ -413,9 +413,11 @@ _Detector = Callable[[str, tuple[list[int], ...]], Iterable[_Cand]]
 class _Rule:
     kind: str
     #: Where the rule's regexes can start, or what must occur for it to report anything; the rule
-    #: runs when any probe reports (always, when there are none).
+    #: runs when any probe reports (always, when there are none) ...
     probes: tuple[tuple[Pattern, ...], ...]
     detect: _Detector
+    #: ... or, if set, only when every probe reports (its detector finds nothing otherwise).
+    every_probe: bool = False
 
 
 _T: Final = r"A-Za-z0-9_\-"  # token characters
@@ -1006,6 +1008,7 @@ _RULES: Final[tuple[_Rule, ...]] = (
             _anywhere("aws", "secret_access", "secretaccess", "(?:akia|asia)[a-z0-9]{16}", caseless=True),
         ),
         _aws_secret,
+        every_probe=True,
     ),
     _Rule(
         "google_api_key",
@@ -1097,6 +1100,7 @@ _RULES: Final[tuple[_Rule, ...]] = (
             _anywhere("twilio", "auth_token", "authtoken", "ac[0-9a-f]{32}", caseless=True),
         ),
         _twilio_token,
+        every_probe=True,
     ),
     _Rule(
         "sendgrid_api_key",
@@ -1181,6 +1185,7 @@ _RULES: Final[tuple[_Rule, ...]] = (
             _at("dob", r"d\.o", r"do\.", "date", "data", "birth", "born", "geb", "fecha", r"n\?", caseless=True),
         ),
         _dob,
+        every_probe=True,
     ),
 )
 #: The shared numeric scan (phone, credit_card, ssn).
@@ -1264,10 +1269,13 @@ class Scrubber:
         rules = [r for r in _RULES if r.kind in active or any(k in active for k in _RULE_EXTRA_KINDS.get(r.kind, ()))]
         if active & _NUMERIC_KINDS:
             rules.append(_NUMBERS)
-        #: (probe indices, detector) per built-in rule that can report an active kind, and the
-        #: index in it of the rule each probe belongs to; custom rules always run.
-        self._plan: tuple[tuple[tuple[int, ...], _Detector], ...] = tuple((_probe_ids(r), r.detect) for r in rules)
-        self._rule_of: dict[int, int] = {p: i for i, (probes, _) in enumerate(self._plan) for p in probes}
+        #: (probe indices, detector, whether every probe must report) per built-in rule that can
+        #: report an active kind, and the index in it of the rule each probe belongs to; custom
+        #: rules always run.
+        self._plan: tuple[tuple[tuple[int, ...], _Detector, bool], ...] = tuple(
+            (_probe_ids(r), r.detect, r.every_probe) for r in rules
+        )
+        self._rule_of: dict[int, int] = {p: i for i, (probes, _, _) in enumerate(self._plan) for p in probes}
         self._always: tuple[_Detector, ...] = tuple(
             _custom_detector(c) for c in settings.custom_rules if c.kind in active
         )
@@ -1296,10 +1304,12 @@ class Scrubber:
         cands: list[_Cand] = []
         rule_of, plan = self._rule_of, self._plan
         for i in sorted({rule_of[p] for p in reported if p in rule_of}):
-            probes, detect = plan[i]
+            probes, detect, every_probe = plan[i]
             if len(probes) == 1:
                 got = reported[probes[0]]
                 starts: tuple[list[int], ...] = (got if len(got) == 1 else sorted(set(got)),)
+            elif every_probe and not all(p in reported for p in probes):
+                continue
             else:
                 starts = tuple(sorted(set(reported[p])) if p in reported else [] for p in probes)
             cands.extend(detect(text, starts))

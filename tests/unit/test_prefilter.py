@@ -117,6 +117,24 @@ def test_prefilter_hides_nothing_next_to_findings() -> None:
     assert checked > 2000
 
 
+def test_rules_run_only_when_every_probe_reports_need_them_all() -> None:
+    """A rule marked ``every_probe`` is skipped unless each of its probes reports: its detector,
+    given every offset for all its probes but one and nothing for that one, finds nothing."""
+    rules = [r for r in scrub._RULES if r.every_probe]
+    assert {r.kind for r in rules} == {"aws_secret_access_key", "twilio_auth_token", "dob"}
+    texts = [*NOTES, "\n".join(_PIECES), *(s for s, _, _ in SNIPPETS)]
+    found = 0
+    for rule in rules:
+        for text in texts:
+            everywhere = list(range(len(text) + 1))
+            full = tuple(everywhere if any(p.starts for p in probe) else [0] for probe in rule.probes)
+            found += len(list(rule.detect(text, full)))
+            for missing in range(len(rule.probes)):
+                starts = tuple([] if i == missing else got for i, got in enumerate(full))
+                assert list(rule.detect(text, starts)) == [], (rule.kind, missing, text[:80])
+    assert found > 20  # the same texts do give findings when every probe reports
+
+
 def test_odd_case_table_is_complete() -> None:
     """Every non-ASCII character that ``re.IGNORECASE`` equates with an ASCII letter, or whose
     ``str.lower`` holds one, is in ``_ODD_CASE`` mapped to that letter."""

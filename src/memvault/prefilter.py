@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 import threading
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -60,7 +60,7 @@ class PatternSet:
     """A set of :class:`Pattern` s, compiled on first use. Thread-safe: each thread scans with
     its own Hyperscan scratch space."""
 
-    __slots__ = ("_patterns", "_groups", "_hyperscan", "_adjust", "_db", "_fallback", "_local", "_lock")
+    __slots__ = ("_patterns", "_groups", "_hyperscan", "_adjust", "_gather", "_db", "_fallback", "_local", "_lock")
 
     def __init__(
         self, patterns: Sequence[Pattern], *, groups: Sequence[int] | None = None, hyperscan: bool = HYPERSCAN
@@ -76,6 +76,7 @@ class PatternSet:
         self._hyperscan = hyperscan and _hs is not None and bool(self._patterns)
         #: For a starts pattern, what turns the end offset Hyperscan reports into the offset wanted.
         self._adjust = tuple(p.shift - width(p.regex) if p.starts else 0 for p in self._patterns)
+        self._gather = _gatherer(self._groups, tuple(p.starts for p in self._patterns), self._adjust)
         self._db: Any = None
         self._fallback: tuple[tuple[int, re.Pattern[bytes], bool, int], ...] | None = None
         self._local = threading.local()
@@ -105,23 +106,14 @@ class PatternSet:
         by group: ``{group: offsets}`` for the groups with any report, the offsets in no
         particular order and possibly repeated (a gate group reports ``0`` for each match)."""
         out: dict[int, list[int]] = {}
-        groups = self._groups
         if self._hyperscan:
             scratch = getattr(self._local, "scratch", None)
             if scratch is None:
                 scratch = self._local.scratch = _hs.Scratch(self._database())
-            hits: list[tuple[int, int]] = []
             for data in datas:
-                self._db.scan(data, match_event_handler=_collect, context=hits, scratch=scratch)
-            adjust, patterns = self._adjust, self._patterns
-            for i, end in hits:
-                offset = end + adjust[i] if patterns[i].starts else 0
-                got = out.get(groups[i])
-                if got is None:
-                    out[groups[i]] = [offset]
-                else:
-                    got.append(offset)
+                self._db.scan(data, match_event_handler=self._gather, context=out, scratch=scratch)
             return out
+        groups = self._groups
         for data in datas:
             for i, offset in self.scan(data):
                 out.setdefault(groups[i], []).append(offset)
@@ -162,6 +154,23 @@ class PatternSet:
 
 def _collect(index: int, _start: int, end: int, _flags: int, hits: list[tuple[int, int]]) -> None:
     hits.append((index, end))
+
+
+def _gatherer(
+    groups: tuple[int, ...], starts: tuple[bool, ...], adjust: tuple[int, ...]
+) -> Callable[[int, int, int, int, dict[int, list[int]]], None]:
+    """A Hyperscan match handler that files each match under its group (in the callback: one
+    Python call per match, no list of matches to walk again)."""
+
+    def gather(index: int, _start: int, end: int, _flags: int, out: dict[int, list[int]]) -> None:
+        offset = end + adjust[index] if starts[index] else 0
+        got = out.get(groups[index])
+        if got is None:
+            out[groups[index]] = [offset]
+        else:
+            got.append(offset)
+
+    return gather
 
 
 def width(regex: str) -> int:

@@ -22,6 +22,7 @@ than interpreted:
 
 from __future__ import annotations
 
+import binascii
 import hashlib
 import os
 import re
@@ -36,9 +37,28 @@ from dulwich.refs import Ref
 from dulwich.repo import Repo
 
 from .errors import IntegrityError
-from .fsutil import fsync_dir, private_file, read_bounded, sync_filesystem, syncfs_available, write_all
+from .fsutil import (
+    DIR_MODE,
+    fsync_dir,
+    private_dir,
+    private_file,
+    read_bounded,
+    sync_filesystem,
+    syncfs_available,
+    write_all,
+)
 
-__all__ = ["GitStore", "BRANCH", "MODE_BLOB", "MODE_TREE", "IDENTITY", "MAX_OBJECT_BYTES", "LAYOUT_ROLES"]
+__all__ = [
+    "GitStore",
+    "GitObject",
+    "serialize_tree",
+    "BRANCH",
+    "MODE_BLOB",
+    "MODE_TREE",
+    "IDENTITY",
+    "MAX_OBJECT_BYTES",
+    "LAYOUT_ROLES",
+]
 
 BRANCH = Ref(b"refs/heads/main")
 MODE_BLOB = 0o100644
@@ -129,6 +149,80 @@ def parse_tree_strict(raw: bytes) -> tuple[dict[bytes, tuple[int, bytes]], str |
     return out, None
 
 
+def _header(type_name: bytes, size: int) -> bytes:
+    return type_name + b" " + str(size).encode() + b"\0"
+
+
+def serialize_tree(entries: Mapping[bytes, tuple[int, bytes]]) -> bytes:
+    """The raw body of the tree ``name -> (mode, hex id)``: entries in git's order (a tree
+    sorts as if its name ended in ``/``), each ``<octal mode> <name>\\0<20-byte id>``."""
+    items = sorted(entries.items(), key=lambda kv: kv[0] + b"/" if kv[1][0] == MODE_TREE else kv[0])
+    return b"".join(
+        (b"40000 " if mode == MODE_TREE else b"%o " % mode) + name + b"\0" + binascii.a2b_hex(obj_id)
+        for name, (mode, obj_id) in items
+    )
+
+
+class GitObject:
+    """A git object built by memvault: its type, raw body and hex id, the id computed once.
+
+    ``id`` is the SHA-1 of ``<type> <size>\\0<body>`` as 40 lower-case hex bytes, the same
+    value git and dulwich compute; :meth:`as_raw_string` returns the body (the names follow
+    dulwich's ``ShaFile``)."""
+
+    __slots__ = ("type_name", "_body", "id")
+
+    def __init__(self, type_name: bytes, body: bytes) -> None:
+        self.type_name = type_name
+        self._body = body
+        digest = hashlib.sha1(_header(type_name, len(body)), usedforsecurity=False)
+        digest.update(body)
+        self.id: bytes = digest.hexdigest().encode()
+
+    def as_raw_string(self) -> bytes:
+        return self._body
+
+
+_O_LOOSE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+
+
+def _open_loose_lock(directory: str, lock: str) -> int:
+    """Create ``lock`` (mode 0400, exclusive), making the fan-out ``directory`` (0700) if it is
+    missing and replacing a ``lock`` a crashed writer left."""
+    try:
+        return os.open(lock, _O_LOOSE, 0o400)
+    except FileNotFoundError:
+        try:
+            os.mkdir(directory, DIR_MODE)
+        except FileExistsError:
+            pass
+        else:
+            private_dir(directory)  # mkdir honours the umask, which may take owner bits
+    except FileExistsError:
+        os.unlink(lock)  # the caller holds the writer lock: no live writer owns it
+    return os.open(lock, _O_LOOSE, 0o400)
+
+
+def _write_loose_file(directory: str, final: str, data: bytes, *, fsync: bool) -> None:
+    """Write ``data`` to ``final`` atomically: ``<final>.lock``, optionally fsynced, renamed."""
+    lock = final + ".lock"
+    fd = _open_loose_lock(directory, lock)
+    try:
+        try:
+            write_all(fd, data)
+            if fsync:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(lock, final)
+    except BaseException:
+        try:
+            os.unlink(lock)
+        except OSError:
+            pass
+        raise
+
+
 class GitStore:
     """A bare dulwich repository used as an object store plus one compare-and-swap ref."""
 
@@ -154,6 +248,8 @@ class GitStore:
         self._repo.object_store.fsync_object_files = durable and not self._syncfs
         self._repo.object_store.loose_object_size_limit = MAX_OBJECT_BYTES
         self._objects_dir = path / "objects"
+        self._objects_base = os.fspath(self._objects_dir)  # plain strings: pathlib costs per object
+        self._compression = self._repo.object_store.loose_compression_level
         self._ref_file = path / "refs" / "heads" / "main"
         self._layout_ok: dict[tuple[bytes, str], None] = {}
 
@@ -234,43 +330,62 @@ class GitStore:
     # -- objects ------------------------------------------------------------------------------
 
     @staticmethod
-    def blob(data: bytes) -> Blob:
-        return Blob.from_string(data)
+    def blob(data: bytes) -> GitObject:
+        return GitObject(b"blob", data)
 
     @staticmethod
-    def tree(entries: Mapping[bytes, tuple[int, bytes]]) -> Tree:
-        """A tree from ``name -> (mode, id)``."""
-        tree = Tree()
-        for name, (mode, obj_id) in entries.items():
-            tree.add(name, mode, ObjectID(obj_id))
-        return tree
+    def tree(entries: Mapping[bytes, tuple[int, bytes]]) -> GitObject:
+        """A tree from ``name -> (mode, id)`` (modes :data:`MODE_BLOB` / :data:`MODE_TREE`,
+        hex ids), serialised as git does: entries in git's order, mode in octal without padding."""
+        return GitObject(b"tree", serialize_tree(entries))
 
     @staticmethod
-    def commit(tree_id: bytes, parent: bytes | None, message: bytes) -> Commit:
-        c = Commit()
-        c.tree = ObjectID(tree_id)
-        c.parents = [ObjectID(parent)] if parent is not None else []
-        c.author = c.committer = IDENTITY
-        c.author_time = c.commit_time = 0
-        c.author_timezone = c.commit_timezone = 0
-        c.encoding = None
-        c.message = message
-        return c
+    def commit(
+        tree_id: bytes, parent: bytes | None, message: bytes, *, author: bytes = IDENTITY, time: int = 0
+    ) -> GitObject:
+        """The commit memvault writes: ``tree``, at most one ``parent``, ``author`` and committer
+        at ``time`` (UTC, ``+0000``; by default the constant :data:`IDENTITY` at time 0), no other
+        header, then ``message``. Byte for byte what git (and dulwich) write for those fields."""
+        if not _HEX40.match(tree_id) or (parent is not None and not _HEX40.match(parent)):
+            raise ValueError("commit ids must be 40 lower-case hex digits")
+        if b"\n" in author:
+            raise ValueError("an identity is one line")
+        stamp = author + b" " + str(time).encode() + b" +0000\n"
+        head = b"tree " + tree_id + b"\n" + (b"parent " + parent + b"\n" if parent is not None else b"")
+        return GitObject(b"commit", head + b"author " + stamp + b"committer " + stamp + b"\n" + message)
 
-    def write(self, objects: Iterable[ShaFile]) -> None:
+    def write(self, objects: Iterable[GitObject]) -> None:
         """Write objects loose; in durable mode make them and their fan-out directories durable
-        (one syncfs on Linux, else an fsync per object file and directory)."""
-        store = self._repo.object_store
+        (one syncfs on Linux, else an fsync per object file and directory).
+
+        Each object is written to ``objects/xx/<rest>.lock`` (created ``O_EXCL`` with its final
+        mode 0400, so no ``chmod`` follows) and renamed into place, so an object file appears
+        whole or not at all; without syncfs the file is fsynced before the rename. The zlib
+        stream uses the repository's ``core.looseCompression`` level (0, stored, for stores
+        memvault creates: their objects are ciphertext). A new fan-out directory is created 0700.
+        An object already present is written again (same bytes, renamed over it), which costs
+        less than probing for it. The caller holds the store's writer lock, so a ``.lock`` file
+        found is the leftover of a crashed writer and is replaced. On an error, the ``.lock``
+        file of the object being written is removed (best effort) and the error propagates;
+        objects written before it stay, unreferenced.
+        """
+        fsync_each = self._durable and not self._syncfs
         dirs: set[str] = set()
+        level = self._compression
         for obj in objects:
-            store.add_object(obj)  # an object already present is only touched, not rewritten
-            dirs.add(obj.id[:2].decode())
+            obj_id = obj.id.decode()
+            directory = f"{self._objects_base}/{obj_id[:2]}"
+            final = f"{directory}/{obj_id[2:]}"
+            body = obj.as_raw_string()
+            data = zlib.compress(_header(obj.type_name, len(body)) + body, level)
+            _write_loose_file(directory, final, data, fsync=fsync_each)
+            dirs.add(directory)
         if self._durable:
             if self._syncfs:
                 sync_filesystem(self._objects_dir)
                 return
             for d in dirs:
-                fsync_dir(self._objects_dir / d)
+                fsync_dir(Path(d))
             fsync_dir(self._objects_dir)
 
     # -- packing ------------------------------------------------------------------------------

@@ -58,13 +58,11 @@ from .fsutil import (
     StoreLock,
     atomic_write,
     make_private_dir,
-    private_dir,
-    private_file,
     read_bounded,
     restrict_modes,
     wipe_leftovers,
 )
-from .gitstore import MODE_BLOB, MODE_TREE, GitStore
+from .gitstore import MODE_BLOB, MODE_TREE, GitObject, GitStore
 from .keyring import ZERO_ID, HighWater, Keyring
 from .keys import Subkeys, Unlock, b64decode, b64encode, load_slots, new_slot, read_key_file, unlock_master_keys
 from .paths import ROOT, MemoryPath, fold_key
@@ -739,7 +737,6 @@ class MemoryStore:
                     self._load_commit(hw.commit_id)  # authenticate before serving or publishing
                     head = hw.commit_id
                     if writer and self.git.compare_and_swap(ref, head):
-                        self._restrict_ref()
                         ref = head
                 elif self._durable:
                     raise RollbackDetectedError(
@@ -1000,7 +997,7 @@ class MemoryStore:
             return result
 
     def _commit(self, state: StoreState, txn: Transaction, meta: CommitMeta) -> None:
-        objects: list[object] = []
+        objects: list[GitObject] = []
         dek_records: list[bytes] = []
         new_nodes: dict[str, Node | None] = {}
         touched_shards: set[bytes] = set()
@@ -1062,11 +1059,9 @@ class MemoryStore:
         objects.append(commit)
         # Step 1: objects. A failure here leaves only unreferenced objects: the old state.
         try:
-            self.git.write(objects)  # type: ignore[arg-type]
+            self.git.write(objects)
             self._objects_written += len(objects)
-            self._restrict_objects(objects)
         except Exception as err:
-            self._discard_object_locks(objects)
             raise _storage_error(err) from None
         # Step 2: the keyring records the commit (the point of no return once it is durable).
         # The keyring was read by _sync under this same lock: the chain is current.
@@ -1101,7 +1096,6 @@ class MemoryStore:
                     raise failure
                 raise _storage_error(failure) from None
             raise ConflictError("Error: The memory store changed concurrently; retry the command.")
-        self._restrict_ref()
         # Published. Fold the changes into the cached state.
         try:
             for path in sorted(new_nodes, key=lambda p: -p.count("/")):
@@ -1143,40 +1137,9 @@ class MemoryStore:
             return hw is not None and hw.commit_id != commit_id
         return True
 
-    def _objects_dir(self) -> Path:
-        return self.root / "repo" / "objects"
-
-    def _restrict_objects(self, objects: list[object]) -> None:
-        """Owner-only modes for loose objects and fan-out directories dulwich just created."""
-        base = os.fspath(self._objects_dir())  # plain strings: pathlib costs here, on every commit
-        for d in {obj.id[:2].decode() for obj in objects}:  # type: ignore[attr-defined]
-            private_dir(f"{base}/{d}")
-        for obj in objects:
-            oid = obj.id.decode()  # type: ignore[attr-defined]
-            private_file(f"{base}/{oid[:2]}/{oid[2:]}", 0o400)
-
-    def _discard_object_locks(self, objects: list[object]) -> None:
-        """Remove ``objects/xx/<id>.lock`` files a failed object write left behind (the caller
-        holds the writer lock, so they are this writer's)."""
-        base = self._objects_dir()
-        for obj in objects:
-            oid = obj.id.decode()  # type: ignore[attr-defined]
-            try:
-                os.unlink(base / oid[:2] / f"{oid[2:]}.lock")
-            except OSError:
-                pass
-
     def _remove_ref_lock(self) -> None:
         try:
             os.unlink(self.root / "repo" / "refs" / "heads" / "main.lock")
-        except OSError:
-            pass
-
-    def _restrict_ref(self) -> None:
-        """Owner-only mode for the branch file just renamed into place (best effort: the commit
-        already stands, and the store directory is 0700)."""
-        try:
-            private_file(self.root / "repo" / "refs" / "heads" / "main")
         except OSError:
             pass
 
@@ -1184,7 +1147,7 @@ class MemoryStore:
         self,
         tree_id: bytes | None,
         changes: dict[tuple[bytes, ...], tuple[int, bytes] | None],
-        objects: list[object],
+        objects: list[GitObject],
     ) -> bytes:
         """Write the trees on the changed paths (bounded fan-out); return the new root id."""
         new_id = self._apply_subtree(tree_id, changes, objects)
@@ -1198,7 +1161,7 @@ class MemoryStore:
         self,
         tree_id: bytes | None,
         changes: dict[tuple[bytes, ...], tuple[int, bytes] | None],
-        objects: list[object],
+        objects: list[GitObject],
     ) -> bytes | None:
         entries = dict(self._tree(tree_id)) if tree_id is not None else {}
         grouped: dict[bytes, dict[tuple[bytes, ...], tuple[int, bytes] | None]] = {}

@@ -60,6 +60,7 @@ PHASES: list[tuple[str, str, str]] = [
     ("object serialisation: trees", "memvault.store", "MemoryStore._apply_tree"),
     ("object serialisation: commit", "memvault.gitstore", "GitStore.commit"),
     ("loose object writes", "memvault.gitstore", "GitStore.write"),
+    ("syncfs (objects durable)", "memvault.fsutil", "_syncfs"),
     ("loose object chmod 0400", "memvault.store", "MemoryStore._restrict_objects"),
     ("keyring append", "memvault.keyring", "Keyring.append"),
     ("ref update (CAS)", "memvault.gitstore", "GitStore.compare_and_swap"),

@@ -28,6 +28,7 @@ import os
 import re
 import time
 import zlib
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
@@ -85,6 +86,9 @@ LAYOUT_ROLES: dict[str, tuple[re.Pattern[bytes], int, str | None]] = {
 }
 #: Cache of tree ids whose whole subtree passed :meth:`GitStore.layout_problem` (per role).
 _LAYOUT_CACHE_ENTRIES = 65536
+#: Trees whose parsed entries :meth:`GitStore.tree_entries` keeps (every tree of one state is
+#: at most 291: root, ``c``, 16 + 256 below it, ``i`` and 16 below it).
+_TREE_CACHE_ENTRIES = 4096
 #: Loose objects per pack written by :meth:`GitStore.pack_loose` (bounds its memory).
 PACK_BATCH = 4096
 #: More packs than this are merged by :meth:`GitStore.consolidate_packs`.
@@ -251,7 +255,10 @@ class GitStore:
         self._objects_base = os.fspath(self._objects_dir)  # plain strings: pathlib costs per object
         self._compression = self._repo.object_store.loose_compression_level
         self._ref_file = path / "refs" / "heads" / "main"
+        self._ref_path = os.fspath(self._ref_file)
+        self._ref_lock = self._ref_path + ".lock"
         self._layout_ok: dict[tuple[bytes, str], None] = {}
+        self._trees: OrderedDict[bytes, dict[bytes, tuple[int, bytes]]] = OrderedDict()
 
     @classmethod
     def init(cls, path: Path, *, durable: bool) -> GitStore:
@@ -276,7 +283,7 @@ class GitStore:
     def head(self) -> bytes | None:
         """The branch's commit id (40 hex bytes), or None before the first commit."""
         try:
-            data = read_bounded(self._ref_file, _MAX_REF_BYTES).strip()
+            data = read_bounded(self._ref_path, _MAX_REF_BYTES).strip()
         except FileNotFoundError:
             # `git pack-refs` (run by `git gc`) moves the branch into packed-refs.
             try:
@@ -302,13 +309,8 @@ class GitStore:
         """
         if self.head() != old:
             return False
-        lock = self._ref_file.with_name("main.lock")
-        try:
-            os.unlink(lock)
-        except FileNotFoundError:
-            pass
-        self._ref_file.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        lock = self._ref_lock
+        fd = self._create_ref_lock(lock)
         try:
             try:
                 write_all(fd, new + b"\n")  # a short write (disk filling up) must not truncate the branch
@@ -322,10 +324,22 @@ class GitStore:
             except OSError:
                 pass
             raise
-        os.replace(lock, self._ref_file)
+        os.replace(lock, self._ref_path)
         if self._durable:
             fsync_dir(self._ref_file.parent)
         return True
+
+    def _create_ref_lock(self, lock: str) -> int:
+        """Create ``main.lock`` exclusively (mode 0600), first removing one a crashed writer left
+        (the caller holds the store lock) or making ``refs/heads`` if it is missing."""
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+        try:
+            return os.open(lock, flags, 0o600)
+        except FileExistsError:
+            os.unlink(lock)
+        except FileNotFoundError:
+            self._ref_file.parent.mkdir(parents=True, exist_ok=True)
+        return os.open(lock, flags, 0o600)
 
     # -- objects ------------------------------------------------------------------------------
 
@@ -560,6 +574,24 @@ class GitStore:
             raise IntegrityError(f"The store's git repository holds a tree memvault did not write: {problem}.")
         return entries
 
+    def tree_entries(self, obj_id: bytes) -> dict[bytes, tuple[int, bytes]]:
+        """:meth:`read_tree`, remembered by id (a tree's content is fixed by its id): the trees
+        :meth:`layout_problem` checked and those :meth:`remember_tree` was told about are not
+        read again while they stay among the last :data:`_TREE_CACHE_ENTRIES`. The caller must
+        not modify the result. (:meth:`read_tree` always reads, for ``verify``.)"""
+        entries = self._trees.get(obj_id)
+        if entries is None:
+            entries = self.read_tree(obj_id)
+            self.remember_tree(obj_id, entries)
+        return entries
+
+    def remember_tree(self, obj_id: bytes, entries: dict[bytes, tuple[int, bytes]]) -> None:
+        """Keep the entries of a tree just written (or read) for :meth:`tree_entries`; the
+        caller no longer modifies ``entries``."""
+        self._trees[obj_id] = entries
+        if len(self._trees) > _TREE_CACHE_ENTRIES:
+            self._trees.popitem(last=False)
+
     def tree_problem(self, obj_id: bytes) -> str | None:
         """What a tree that is intact (matches its id) holds that memvault never writes, or None
         (clean, or not readable as a tree: :meth:`read_tree` raises for those)."""
@@ -578,7 +610,7 @@ class GitStore:
         key = (tree_id, role)
         if key in self._layout_ok:
             return None
-        entries = self.read_tree(tree_id)
+        entries = self.tree_entries(tree_id)
         if role == "root":
             for name, (mode, _id) in entries.items():
                 if name not in (b"c", b"i") or mode != MODE_TREE:

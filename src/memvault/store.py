@@ -88,7 +88,6 @@ _CONFIG_MAC = b"memvault/v1/config"
 _MESSAGE_RE = re.compile(rb"\Amemvault\n\nMemvault-Meta: ([A-Za-z0-9+/=]+)\nMemvault-Tag: ([0-9a-f]{64})\n\Z")
 #: Decrypted file contents kept in memory for repeated views (bytes).
 _CONTENT_CACHE_BYTES = 8 * 1024 * 1024
-_TREE_CACHE_ENTRIES = 4096
 #: Decoded index shards kept by blob id (history walks reuse unchanged shards).
 _SHARD_CACHE_ENTRIES = 1024
 T = TypeVar("T")
@@ -386,7 +385,6 @@ class MemoryStore:
         #: The branch value that maps to ``_state`` (differs while a recorded commit is unpublished).
         self._served_ref: bytes | None = None
         self._scrubber: Scrubber | None = None
-        self._tree_cache: OrderedDict[bytes, dict[bytes, tuple[int, bytes]]] = OrderedDict()
         self._content_cache: OrderedDict[bytes, bytes] = OrderedDict()
         self._content_cache_size = 0
         self._shard_cache: OrderedDict[bytes, dict[bytes, Node]] = OrderedDict()
@@ -871,13 +869,8 @@ class MemoryStore:
             return self._load_state(commit_id, seq, tree_id, None)
 
     def _tree(self, tree_id: bytes) -> dict[bytes, tuple[int, bytes]]:
-        entries = self._tree_cache.get(tree_id)
-        if entries is None:
-            entries = self.git.read_tree(tree_id)
-            self._tree_cache[tree_id] = entries
-            if len(self._tree_cache) > _TREE_CACHE_ENTRIES:
-                self._tree_cache.popitem(last=False)
-        return entries
+        """Entries of a tree (cached; never modify the result)."""
+        return self.git.tree_entries(tree_id)
 
     def _shard_blob_ids(self, tree_id: bytes) -> dict[bytes, bytes]:
         """``shard -> index blob id`` for the tree ``tree_id`` (layout ``i/<h0>/<h1>``)."""
@@ -1184,7 +1177,7 @@ class MemoryStore:
             return None
         tree = GitStore.tree(entries)
         objects.append(tree)
-        self._tree_cache[tree.id] = entries
+        self.git.remember_tree(tree.id, entries)
         return tree.id
 
     def _write_initial_commit(self) -> None:

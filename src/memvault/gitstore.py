@@ -415,9 +415,11 @@ class GitStore:
     def pack_count(self) -> int:
         return len(list((self._objects_dir / "pack").glob("pack-*.pack")))
 
-    def pack_loose(self, *, batch: int = PACK_BATCH, deadline: float | None = None) -> int:
+    def pack_loose(self, *, batch: int = PACK_BATCH, deadline: float | None = None, keep_dirs: bool = False) -> int:
         """Move loose objects into packs, ``batch`` objects per pack (bounded memory), until none
-        is left or ``time.monotonic()`` passes ``deadline``; return how many were packed.
+        is left or ``time.monotonic()`` passes ``deadline``; return how many were packed. The
+        fan-out directories left empty are removed (4 KiB each) unless ``keep_dirs``: the next
+        commits would create most of them again, one more inode creation per object at first.
 
         A pack (data and index) is durable (in durability ``full``) before the loose copies are
         deleted, so a crash or an error at any point leaves every object readable, at worst twice.
@@ -449,12 +451,13 @@ class GitStore:
             for obj_id in good:
                 store.delete_loose_object(obj_id)
             packed += len(good)
-        for d in self._objects_dir.iterdir():  # fan-out directories left empty (4 KiB each)
-            if len(d.name) == 2:
-                try:
-                    d.rmdir()
-                except OSError:
-                    pass  # not empty
+        if not keep_dirs:
+            for d in self._objects_dir.iterdir():  # fan-out directories left empty (4 KiB each)
+                if len(d.name) == 2:
+                    try:
+                        d.rmdir()
+                    except OSError:
+                        pass  # not empty
         return packed
 
     def consolidate_packs(self, *, max_packs: int = MAX_PACKS) -> int:

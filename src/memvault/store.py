@@ -567,23 +567,27 @@ class MemoryStore:
             self.flush_access_times(wait=min(self.lock_timeout, 5.0), prune=True)
             if self._objects_written >= PACK_AFTER_OBJECTS:
                 try:
-                    self.maintain(seconds=CLOSE_PACK_SECONDS, wait=0.0)
+                    self.maintain(seconds=CLOSE_PACK_SECONDS, wait=0.0, keep_dirs=True)
                 except MemvaultError:
                     pass  # the objects stay loose, readable; the next close or `memvault gc` packs them
         finally:
             self.git.close()
 
-    def maintain(self, *, seconds: float | None = None, wait: float | None = None) -> tuple[int, int]:
+    def maintain(
+        self, *, seconds: float | None = None, wait: float | None = None, keep_dirs: bool = False
+    ) -> tuple[int, int]:
         """Pack loose objects (in batches of :data:`~memvault.gitstore.PACK_BATCH`) and merge the
         packs when there are more than :data:`~memvault.gitstore.MAX_PACKS`; return ``(objects
         packed, packs merged)``. Runs under the writer lock (waiting at most ``wait`` seconds,
         default :attr:`lock_timeout`), for at most about ``seconds`` (default: until done).
+        Emptied fan-out directories are removed unless ``keep_dirs`` (:meth:`close` keeps them for
+        the next session's commits; ``memvault gc`` removes them).
         Never part of a memory-tool command: :meth:`close` and ``memvault gc`` call it. Every
         object stays readable throughout, and a crash at any point loses nothing."""
         deadline = None if seconds is None else time.monotonic() + seconds
         with self._lock.hold(timeout=wait):
             try:
-                packed = self.git.pack_loose(deadline=deadline)
+                packed = self.git.pack_loose(deadline=deadline, keep_dirs=keep_dirs)
                 merged = self.git.consolidate_packs()
             except OSError as err:
                 raise StorageError.from_os_error(err) from None

@@ -1,6 +1,8 @@
 """The git layer: the only module that imports ``dulwich``. It sees ciphertext bytes only.
 
-A bare repository with one branch, ``refs/heads/main``. Objects are written loose and made
+A bare repository with one branch, ``refs/heads/main``. memvault serialises the objects it
+writes itself (:class:`GitObject`: each id hashed once) and writes them loose, each to a
+``.lock`` file created with its final mode and renamed into place, made
 durable in ``full`` durability (one ``syncfs`` on Linux 5.8+, else an fsync per file and
 directory) before the branch moves; the branch moves by compare-and-swap.
 :meth:`GitStore.pack_loose` and :meth:`GitStore.consolidate_packs` move objects into a bounded
@@ -305,16 +307,25 @@ class GitStore:
         The caller holds the store lock, which makes read-compare-write atomic among memvault
         writers. The new value goes through ``main.lock`` (git's own lock protocol, so a git
         client never sees a half-written ref); a ``main.lock`` found here was left by a crashed
-        writer and is removed. fsync follows the store's durability setting.
+        writer and is removed.
+
+        Durability ``full``: the branch's first value (``old`` is None) is always fsynced, file
+        and directory. A later move is fsynced only where syncfs is unavailable: with syncfs it
+        becomes durable with the next commit's :meth:`write` (whose syncfs covers it), and until
+        then a power loss can only take the branch back to ``old``, the parent of the commit the
+        keyring records as durable, which every open then serves and the next writer publishes
+        (docs/format.md §7). In the fallback, :meth:`write` also fsyncs ``refs/heads``, so the
+        same holds when writers with and without syncfs share a store.
         """
         if self.head() != old:
             return False
+        sync = self._durable and (old is None or not self._syncfs)
         lock = self._ref_lock
         fd = self._create_ref_lock(lock)
         try:
             try:
                 write_all(fd, new + b"\n")  # a short write (disk filling up) must not truncate the branch
-                if self._durable:
+                if sync:
                     os.fsync(fd)
             finally:
                 os.close(fd)
@@ -325,7 +336,7 @@ class GitStore:
                 pass
             raise
         os.replace(lock, self._ref_path)
-        if self._durable:
+        if sync:
             fsync_dir(self._ref_file.parent)
         return True
 
@@ -369,8 +380,9 @@ class GitStore:
         return GitObject(b"commit", head + b"author " + stamp + b"committer " + stamp + b"\n" + message)
 
     def write(self, objects: Iterable[GitObject]) -> None:
-        """Write objects loose; in durable mode make them and their fan-out directories durable
-        (one syncfs on Linux, else an fsync per object file and directory).
+        """Write objects loose; in durable mode make them and their fan-out directories durable,
+        and with them the previous branch move (:meth:`compare_and_swap`): one syncfs on Linux,
+        else an fsync per object file and directory, then ``objects/`` and ``refs/heads``.
 
         Each object is written to ``objects/xx/<rest>.lock`` (created ``O_EXCL`` with its final
         mode 0400, so no ``chmod`` follows) and renamed into place, so an object file appears
@@ -396,11 +408,15 @@ class GitStore:
             dirs.add(directory)
         if self._durable:
             if self._syncfs:
-                sync_filesystem(self._objects_dir)
+                sync_filesystem(self._objects_dir)  # also the previous commit's branch move
                 return
             for d in dirs:
                 fsync_dir(Path(d))
             fsync_dir(self._objects_dir)
+            try:
+                fsync_dir(self._ref_file.parent)  # a branch move another writer left unsynced
+            except FileNotFoundError:
+                pass  # the branch is packed (git pack-refs): compare_and_swap makes the directory
 
     # -- packing ------------------------------------------------------------------------------
 

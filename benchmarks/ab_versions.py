@@ -9,6 +9,9 @@ under another package name, seeds one store per version and durability plus the 
 runs the same workload on all of them round-robin (``bench_tool.run_phase``), so every version
 sees the same phases of the host. It prints, per command, each backend's median latency and its
 ratio to the reference (median over runs of the per-run ratio of medians), and the geomean.
+Where a store's directories land on the disk changes its file-creation cost for the whole run
+(seen: the same code 2x apart in one run), so ``--repeat`` seeds fresh stores several times and
+reports the median geomean.
 
     git archive main src | tar -x -C /tmp/base
     python benchmarks/ab_versions.py --base-src /tmp/base/src --sizes 1000 --runs 3
@@ -68,6 +71,46 @@ def make_store(mv: ModuleType, name: str, root: Path, workload: Workload, durabi
     return Backend(name, tool.call, store.close, {})
 
 
+def bench_once(
+    n: int, rep: int, args: argparse.Namespace, base: ModuleType, new: ModuleType, modes: list[str], d: Path
+) -> dict[str, float]:
+    """One interleaved run on freshly seeded stores; print its table, return each backend's geomean."""
+    workload = Workload(n=n, per_command=args.warmup + args.ops * args.runs, seed=args.seed)
+    backends = [make_reference(d / "reference", workload)]
+    for mode in modes:
+        backends.append(make_store(base, f"base-{mode}", d / f"base-{mode}", workload, mode))
+        backends.append(make_store(new, f"new-{mode}", d / f"new-{mode}", workload, mode))
+    rng = random.Random(f"schedule/{args.seed}/{n}/{rep}")
+    commands = list(MUTATION_COMMANDS)
+    try:
+        run_phase(backends, workload, commands, args.warmup, args.chunk, rng, run=None)
+        for run in range(args.runs):
+            gc.collect()
+            run_phase(backends, workload, commands, args.ops, args.chunk, rng, run=run)
+    finally:
+        for b in backends:
+            b.close()
+        shutil.rmtree(d, ignore_errors=True)
+    ref = backends[0]
+    print(f"\nN = {n:,}, repeat {rep + 1}: {args.runs} runs x {args.ops} ops per command per backend, interleaved")
+    names = [b.name for b in backends[1:]]
+    print("| command | reference µs | " + " | ".join(f"{x} µs | {x} ratio" for x in names) + " |")
+    print("|---|---:|" + "---:|---:|" * len(names))
+    ratios: dict[str, list[float]] = {x: [] for x in names}
+    for c in commands:
+        ref_med = [statistics.median(r) / 1000 for r in ref.samples[c]]
+        cells = [f"{statistics.median(ref_med):,.0f}"]
+        for b in backends[1:]:
+            meds = [statistics.median(r) / 1000 for r in b.samples[c]]
+            ratio = statistics.median([m / r for m, r in zip(meds, ref_med, strict=True)])
+            ratios[b.name].append(ratio)
+            cells += [f"{statistics.median(meds):,.0f}", f"{ratio:.2f}"]
+        print(f"| {c} | " + " | ".join(cells) + " |")
+    geo = {x: bench_tool._geomean(ratios[x]) for x in names}
+    print("| geomean mutations | | " + " | ".join(f"| {geo[x]:.2f}" for x in names) + " |")
+    return geo
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--base-src", type=Path, required=True, help="src directory of the other memvault")
@@ -78,6 +121,7 @@ def main() -> int:
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--chunk", type=int, default=3)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--repeat", type=int, default=1, help="fresh stores this many times per size")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="memvault-ab-"))
     try:
@@ -87,38 +131,18 @@ def main() -> int:
         print(f"new:  {Path(memvault.__file__).parent}\nbase: {args.base_src} (imported as {ALIAS})")
         print(f"command: {' '.join(sys.argv)}\ndate: {time.strftime('%Y-%m-%dT%H:%M:%S%z')}")
         modes = args.durability.split(",")
+        summary: dict[int, dict[str, list[float]]] = {}
         for n in (int(x) for x in args.sizes.split(",")):
-            workload = Workload(n=n, per_command=args.warmup + args.ops * args.runs, seed=args.seed)
-            d = work / f"n{n}"
-            backends = [make_reference(d / "reference", workload)]
-            for mode in modes:
-                backends.append(make_store(base, f"base-{mode}", d / f"base-{mode}", workload, mode))
-                backends.append(make_store(memvault, f"new-{mode}", d / f"new-{mode}", workload, mode))
-            rng = random.Random(f"schedule/{args.seed}/{n}")
-            commands = list(MUTATION_COMMANDS)
-            run_phase(backends, workload, commands, args.warmup, args.chunk, rng, run=None)
-            for run in range(args.runs):
-                gc.collect()
-                run_phase(backends, workload, commands, args.ops, args.chunk, rng, run=run)
-            for b in backends:
-                b.close()
-            ref = backends[0]
-            print(f"\nN = {n:,}: {args.runs} runs x {args.ops} ops per command per backend, interleaved")
-            names = [b.name for b in backends[1:]]
-            print("| command | reference µs | " + " | ".join(f"{x} µs | {x} ratio" for x in names) + " |")
-            print("|---|---:|" + "---:|---:|" * len(names))
-            ratios: dict[str, list[float]] = {x: [] for x in names}
-            for c in commands:
-                ref_med = [statistics.median(r) / 1000 for r in ref.samples[c]]
-                cells = [f"{statistics.median(ref_med):,.0f}"]
-                for b in backends[1:]:
-                    meds = [statistics.median(r) / 1000 for r in b.samples[c]]
-                    ratio = statistics.median([m / r for m, r in zip(meds, ref_med, strict=True)])
-                    ratios[b.name].append(ratio)
-                    cells += [f"{statistics.median(meds):,.0f}", f"{ratio:.2f}"]
-                print(f"| {c} | " + " | ".join(cells) + " |")
-            geo = [f"{bench_tool._geomean(ratios[x]):.2f}" for x in names]
-            print("| geomean mutations | | " + " | ".join(f"| {g}" for g in geo) + " |")
+            for rep in range(args.repeat):
+                geo = bench_once(n, rep, args, base, memvault, modes, work / f"n{n}-r{rep}")
+                for name, value in geo.items():
+                    summary.setdefault(n, {}).setdefault(name, []).append(value)
+        if args.repeat > 1:
+            print("\nGeomean of the mutation ratios per repeat (fresh stores each time), and their median:")
+            for n, per in summary.items():
+                for name, values in per.items():
+                    shown = ", ".join(f"{v:.2f}" for v in values)
+                    print(f"N = {n:,} {name}: median {statistics.median(values):.2f} ({shown})")
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return 0

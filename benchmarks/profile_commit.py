@@ -60,6 +60,7 @@ PHASES: list[tuple[str, str, str]] = [
     ("object serialisation: trees", "memvault.store", "MemoryStore._apply_tree"),
     ("object serialisation: commit", "memvault.gitstore", "GitStore.commit"),
     ("loose object writes", "memvault.gitstore", "GitStore.write"),
+    ("syncfs (objects durable)", "memvault.fsutil", "_syncfs"),
     ("loose object chmod 0400", "memvault.store", "MemoryStore._restrict_objects"),
     ("keyring append", "memvault.keyring", "Keyring.append"),
     ("ref update (CAS)", "memvault.gitstore", "GitStore.compare_and_swap"),
@@ -67,6 +68,7 @@ PHASES: list[tuple[str, str, str]] = [
     ("cache update", "memvault.store", "StoreState.add"),
     ("cache update", "memvault.store", "StoreState.remove"),
     ("cache update", "memvault.store", "MemoryStore._cache_content"),
+    ("commit glue (nodes, shards, ids)", "memvault.store", "MemoryStore._commit"),
     ("transact (rest: txn body, glue)", "memvault.store", "MemoryStore.transact"),
     ("tool.call (rest: dispatch, formatting)", "memvault.tool", "MemoryTool.call"),
 ]
@@ -147,7 +149,14 @@ def install(profiler: Profiler) -> None:
     import memvault.tool  # noqa: F401
 
     for label, module_name, attr in PHASES:
-        owner, name = _resolve(module_name, attr)
+        try:
+            owner, name = _resolve(module_name, attr)
+            if name not in (owner.__dict__ if isinstance(owner, type) else vars(owner)):
+                raise AttributeError(name)
+        except AttributeError:
+            # Not in this version of memvault (e.g. a step an optimisation removed): the phase
+            # stays empty, so one script profiles the code before and after such a change.
+            continue
         original = owner.__dict__[name] if isinstance(owner, type) else getattr(owner, name)
         is_static = isinstance(original, staticmethod)
         fn = original.__func__ if is_static else original

@@ -191,7 +191,7 @@ def private_dir(path: str | Path) -> None:
         os.chmod(path, DIR_MODE)
 
 
-def read_bounded(path: Path, limit: int, *, offset: int = 0) -> bytes:
+def read_bounded(path: str | Path, limit: int, *, offset: int = 0) -> bytes:
     """The bytes of the regular file ``path`` from ``offset``, which must hold at most ``limit``
     bytes in all: FileNotFoundError if absent, OSError for a FIFO, a device, a directory or a
     bigger file (opened without blocking, so a FIFO never hangs). Symbolic links are followed."""

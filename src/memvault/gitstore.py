@@ -1,6 +1,8 @@
 """The git layer: the only module that imports ``dulwich``. It sees ciphertext bytes only.
 
-A bare repository with one branch, ``refs/heads/main``. Objects are written loose and made
+A bare repository with one branch, ``refs/heads/main``. memvault serialises the objects it
+writes itself (:class:`GitObject`: each id hashed once) and writes them loose, each to a
+``.lock`` file created with its final mode and renamed into place, made
 durable in ``full`` durability (one ``syncfs`` on Linux 5.8+, else an fsync per file and
 directory) before the branch moves; the branch moves by compare-and-swap.
 :meth:`GitStore.pack_loose` and :meth:`GitStore.consolidate_packs` move objects into a bounded
@@ -22,11 +24,13 @@ than interpreted:
 
 from __future__ import annotations
 
+import binascii
 import hashlib
 import os
 import re
 import time
 import zlib
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
@@ -36,9 +40,28 @@ from dulwich.refs import Ref
 from dulwich.repo import Repo
 
 from .errors import IntegrityError
-from .fsutil import fsync_dir, private_file, read_bounded, sync_filesystem, syncfs_available, write_all
+from .fsutil import (
+    DIR_MODE,
+    fsync_dir,
+    private_dir,
+    private_file,
+    read_bounded,
+    sync_filesystem,
+    syncfs_available,
+    write_all,
+)
 
-__all__ = ["GitStore", "BRANCH", "MODE_BLOB", "MODE_TREE", "IDENTITY", "MAX_OBJECT_BYTES", "LAYOUT_ROLES"]
+__all__ = [
+    "GitStore",
+    "GitObject",
+    "serialize_tree",
+    "BRANCH",
+    "MODE_BLOB",
+    "MODE_TREE",
+    "IDENTITY",
+    "MAX_OBJECT_BYTES",
+    "LAYOUT_ROLES",
+]
 
 BRANCH = Ref(b"refs/heads/main")
 MODE_BLOB = 0o100644
@@ -65,6 +88,9 @@ LAYOUT_ROLES: dict[str, tuple[re.Pattern[bytes], int, str | None]] = {
 }
 #: Cache of tree ids whose whole subtree passed :meth:`GitStore.layout_problem` (per role).
 _LAYOUT_CACHE_ENTRIES = 65536
+#: Trees whose parsed entries :meth:`GitStore.tree_entries` keeps (every tree of one state is
+#: at most 291: root, ``c``, 16 + 256 below it, ``i`` and 16 below it).
+_TREE_CACHE_ENTRIES = 4096
 #: Loose objects per pack written by :meth:`GitStore.pack_loose` (bounds its memory).
 PACK_BATCH = 4096
 #: More packs than this are merged by :meth:`GitStore.consolidate_packs`.
@@ -129,6 +155,80 @@ def parse_tree_strict(raw: bytes) -> tuple[dict[bytes, tuple[int, bytes]], str |
     return out, None
 
 
+def _header(type_name: bytes, size: int) -> bytes:
+    return type_name + b" " + str(size).encode() + b"\0"
+
+
+def serialize_tree(entries: Mapping[bytes, tuple[int, bytes]]) -> bytes:
+    """The raw body of the tree ``name -> (mode, hex id)``: entries in git's order (a tree
+    sorts as if its name ended in ``/``), each ``<octal mode> <name>\\0<20-byte id>``."""
+    items = sorted(entries.items(), key=lambda kv: kv[0] + b"/" if kv[1][0] == MODE_TREE else kv[0])
+    return b"".join(
+        (b"40000 " if mode == MODE_TREE else b"%o " % mode) + name + b"\0" + binascii.a2b_hex(obj_id)
+        for name, (mode, obj_id) in items
+    )
+
+
+class GitObject:
+    """A git object built by memvault: its type, raw body and hex id, the id computed once.
+
+    ``id`` is the SHA-1 of ``<type> <size>\\0<body>`` as 40 lower-case hex bytes, the same
+    value git and dulwich compute; :meth:`as_raw_string` returns the body (the names follow
+    dulwich's ``ShaFile``)."""
+
+    __slots__ = ("type_name", "_body", "id")
+
+    def __init__(self, type_name: bytes, body: bytes) -> None:
+        self.type_name = type_name
+        self._body = body
+        digest = hashlib.sha1(_header(type_name, len(body)), usedforsecurity=False)
+        digest.update(body)
+        self.id: bytes = digest.hexdigest().encode()
+
+    def as_raw_string(self) -> bytes:
+        return self._body
+
+
+_O_LOOSE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+
+
+def _open_loose_lock(directory: str, lock: str) -> int:
+    """Create ``lock`` (mode 0400, exclusive), making the fan-out ``directory`` (0700) if it is
+    missing and replacing a ``lock`` a crashed writer left."""
+    try:
+        return os.open(lock, _O_LOOSE, 0o400)
+    except FileNotFoundError:
+        try:
+            os.mkdir(directory, DIR_MODE)
+        except FileExistsError:
+            pass
+        else:
+            private_dir(directory)  # mkdir honours the umask, which may take owner bits
+    except FileExistsError:
+        os.unlink(lock)  # the caller holds the writer lock: no live writer owns it
+    return os.open(lock, _O_LOOSE, 0o400)
+
+
+def _write_loose_file(directory: str, final: str, data: bytes, *, fsync: bool) -> None:
+    """Write ``data`` to ``final`` atomically: ``<final>.lock``, optionally fsynced, renamed."""
+    lock = final + ".lock"
+    fd = _open_loose_lock(directory, lock)
+    try:
+        try:
+            write_all(fd, data)
+            if fsync:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(lock, final)
+    except BaseException:
+        try:
+            os.unlink(lock)
+        except OSError:
+            pass
+        raise
+
+
 class GitStore:
     """A bare dulwich repository used as an object store plus one compare-and-swap ref."""
 
@@ -154,8 +254,13 @@ class GitStore:
         self._repo.object_store.fsync_object_files = durable and not self._syncfs
         self._repo.object_store.loose_object_size_limit = MAX_OBJECT_BYTES
         self._objects_dir = path / "objects"
+        self._objects_base = os.fspath(self._objects_dir)  # plain strings: pathlib costs per object
+        self._compression = self._repo.object_store.loose_compression_level
         self._ref_file = path / "refs" / "heads" / "main"
+        self._ref_path = os.fspath(self._ref_file)
+        self._ref_lock = self._ref_path + ".lock"
         self._layout_ok: dict[tuple[bytes, str], None] = {}
+        self._trees: OrderedDict[bytes, dict[bytes, tuple[int, bytes]]] = OrderedDict()
 
     @classmethod
     def init(cls, path: Path, *, durable: bool) -> GitStore:
@@ -180,7 +285,7 @@ class GitStore:
     def head(self) -> bytes | None:
         """The branch's commit id (40 hex bytes), or None before the first commit."""
         try:
-            data = read_bounded(self._ref_file, _MAX_REF_BYTES).strip()
+            data = read_bounded(self._ref_path, _MAX_REF_BYTES).strip()
         except FileNotFoundError:
             # `git pack-refs` (run by `git gc`) moves the branch into packed-refs.
             try:
@@ -202,21 +307,25 @@ class GitStore:
         The caller holds the store lock, which makes read-compare-write atomic among memvault
         writers. The new value goes through ``main.lock`` (git's own lock protocol, so a git
         client never sees a half-written ref); a ``main.lock`` found here was left by a crashed
-        writer and is removed. fsync follows the store's durability setting.
+        writer and is removed.
+
+        Durability ``full``: the branch's first value (``old`` is None) is always fsynced, file
+        and directory. A later move is fsynced only where syncfs is unavailable: with syncfs it
+        becomes durable with the next commit's :meth:`write` (whose syncfs covers it), and until
+        then a power loss can only take the branch back to ``old``, the parent of the commit the
+        keyring records as durable, which every open then serves and the next writer publishes
+        (docs/format.md §7). In the fallback, :meth:`write` also fsyncs ``refs/heads``, so the
+        same holds when writers with and without syncfs share a store.
         """
         if self.head() != old:
             return False
-        lock = self._ref_file.with_name("main.lock")
-        try:
-            os.unlink(lock)
-        except FileNotFoundError:
-            pass
-        self._ref_file.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        sync = self._durable and (old is None or not self._syncfs)
+        lock = self._ref_lock
+        fd = self._create_ref_lock(lock)
         try:
             try:
                 write_all(fd, new + b"\n")  # a short write (disk filling up) must not truncate the branch
-                if self._durable:
+                if sync:
                     os.fsync(fd)
             finally:
                 os.close(fd)
@@ -226,52 +335,88 @@ class GitStore:
             except OSError:
                 pass
             raise
-        os.replace(lock, self._ref_file)
-        if self._durable:
+        os.replace(lock, self._ref_path)
+        if sync:
             fsync_dir(self._ref_file.parent)
         return True
+
+    def _create_ref_lock(self, lock: str) -> int:
+        """Create ``main.lock`` exclusively (mode 0600), first removing one a crashed writer left
+        (the caller holds the store lock) or making ``refs/heads`` if it is missing."""
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+        try:
+            return os.open(lock, flags, 0o600)
+        except FileExistsError:
+            os.unlink(lock)
+        except FileNotFoundError:
+            self._ref_file.parent.mkdir(parents=True, exist_ok=True)
+        return os.open(lock, flags, 0o600)
 
     # -- objects ------------------------------------------------------------------------------
 
     @staticmethod
-    def blob(data: bytes) -> Blob:
-        return Blob.from_string(data)
+    def blob(data: bytes) -> GitObject:
+        return GitObject(b"blob", data)
 
     @staticmethod
-    def tree(entries: Mapping[bytes, tuple[int, bytes]]) -> Tree:
-        """A tree from ``name -> (mode, id)``."""
-        tree = Tree()
-        for name, (mode, obj_id) in entries.items():
-            tree.add(name, mode, ObjectID(obj_id))
-        return tree
+    def tree(entries: Mapping[bytes, tuple[int, bytes]]) -> GitObject:
+        """A tree from ``name -> (mode, id)`` (modes :data:`MODE_BLOB` / :data:`MODE_TREE`,
+        hex ids), serialised as git does: entries in git's order, mode in octal without padding."""
+        return GitObject(b"tree", serialize_tree(entries))
 
     @staticmethod
-    def commit(tree_id: bytes, parent: bytes | None, message: bytes) -> Commit:
-        c = Commit()
-        c.tree = ObjectID(tree_id)
-        c.parents = [ObjectID(parent)] if parent is not None else []
-        c.author = c.committer = IDENTITY
-        c.author_time = c.commit_time = 0
-        c.author_timezone = c.commit_timezone = 0
-        c.encoding = None
-        c.message = message
-        return c
+    def commit(
+        tree_id: bytes, parent: bytes | None, message: bytes, *, author: bytes = IDENTITY, time: int = 0
+    ) -> GitObject:
+        """The commit memvault writes: ``tree``, at most one ``parent``, ``author`` and committer
+        at ``time`` (UTC, ``+0000``; by default the constant :data:`IDENTITY` at time 0), no other
+        header, then ``message``. Byte for byte what git (and dulwich) write for those fields."""
+        if not _HEX40.match(tree_id) or (parent is not None and not _HEX40.match(parent)):
+            raise ValueError("commit ids must be 40 lower-case hex digits")
+        if b"\n" in author:
+            raise ValueError("an identity is one line")
+        stamp = author + b" " + str(time).encode() + b" +0000\n"
+        head = b"tree " + tree_id + b"\n" + (b"parent " + parent + b"\n" if parent is not None else b"")
+        return GitObject(b"commit", head + b"author " + stamp + b"committer " + stamp + b"\n" + message)
 
-    def write(self, objects: Iterable[ShaFile]) -> None:
-        """Write objects loose; in durable mode make them and their fan-out directories durable
-        (one syncfs on Linux, else an fsync per object file and directory)."""
-        store = self._repo.object_store
+    def write(self, objects: Iterable[GitObject]) -> None:
+        """Write objects loose; in durable mode make them and their fan-out directories durable,
+        and with them the previous branch move (:meth:`compare_and_swap`): one syncfs on Linux,
+        else an fsync per object file and directory, then ``objects/`` and ``refs/heads``.
+
+        Each object is written to ``objects/xx/<rest>.lock`` (created ``O_EXCL`` with its final
+        mode 0400, so no ``chmod`` follows) and renamed into place, so an object file appears
+        whole or not at all; without syncfs the file is fsynced before the rename. The zlib
+        stream uses the repository's ``core.looseCompression`` level (0, stored, for stores
+        memvault creates: their objects are ciphertext). A new fan-out directory is created 0700.
+        An object already present is written again (same bytes, renamed over it), which costs
+        less than probing for it. The caller holds the store's writer lock, so a ``.lock`` file
+        found is the leftover of a crashed writer and is replaced. On an error, the ``.lock``
+        file of the object being written is removed (best effort) and the error propagates;
+        objects written before it stay, unreferenced.
+        """
+        fsync_each = self._durable and not self._syncfs
         dirs: set[str] = set()
+        level = self._compression
         for obj in objects:
-            store.add_object(obj)  # an object already present is only touched, not rewritten
-            dirs.add(obj.id[:2].decode())
+            obj_id = obj.id.decode()
+            directory = f"{self._objects_base}/{obj_id[:2]}"
+            final = f"{directory}/{obj_id[2:]}"
+            body = obj.as_raw_string()
+            data = zlib.compress(_header(obj.type_name, len(body)) + body, level)
+            _write_loose_file(directory, final, data, fsync=fsync_each)
+            dirs.add(directory)
         if self._durable:
             if self._syncfs:
-                sync_filesystem(self._objects_dir)
+                sync_filesystem(self._objects_dir)  # also the previous commit's branch move
                 return
             for d in dirs:
-                fsync_dir(self._objects_dir / d)
+                fsync_dir(Path(d))
             fsync_dir(self._objects_dir)
+            try:
+                fsync_dir(self._ref_file.parent)  # a branch move another writer left unsynced
+            except FileNotFoundError:
+                pass  # the branch is packed (git pack-refs): compare_and_swap makes the directory
 
     # -- packing ------------------------------------------------------------------------------
 
@@ -286,9 +431,11 @@ class GitStore:
     def pack_count(self) -> int:
         return len(list((self._objects_dir / "pack").glob("pack-*.pack")))
 
-    def pack_loose(self, *, batch: int = PACK_BATCH, deadline: float | None = None) -> int:
+    def pack_loose(self, *, batch: int = PACK_BATCH, deadline: float | None = None, keep_dirs: bool = False) -> int:
         """Move loose objects into packs, ``batch`` objects per pack (bounded memory), until none
-        is left or ``time.monotonic()`` passes ``deadline``; return how many were packed.
+        is left or ``time.monotonic()`` passes ``deadline``; return how many were packed. The
+        fan-out directories left empty are removed (4 KiB each) unless ``keep_dirs``: the next
+        commits would create most of them again, one more inode creation per object at first.
 
         A pack (data and index) is durable (in durability ``full``) before the loose copies are
         deleted, so a crash or an error at any point leaves every object readable, at worst twice.
@@ -320,12 +467,13 @@ class GitStore:
             for obj_id in good:
                 store.delete_loose_object(obj_id)
             packed += len(good)
-        for d in self._objects_dir.iterdir():  # fan-out directories left empty (4 KiB each)
-            if len(d.name) == 2:
-                try:
-                    d.rmdir()
-                except OSError:
-                    pass  # not empty
+        if not keep_dirs:
+            for d in self._objects_dir.iterdir():  # fan-out directories left empty (4 KiB each)
+                if len(d.name) == 2:
+                    try:
+                        d.rmdir()
+                    except OSError:
+                        pass  # not empty
         return packed
 
     def consolidate_packs(self, *, max_packs: int = MAX_PACKS) -> int:
@@ -445,6 +593,24 @@ class GitStore:
             raise IntegrityError(f"The store's git repository holds a tree memvault did not write: {problem}.")
         return entries
 
+    def tree_entries(self, obj_id: bytes) -> dict[bytes, tuple[int, bytes]]:
+        """:meth:`read_tree`, remembered by id (a tree's content is fixed by its id): the trees
+        :meth:`layout_problem` checked and those :meth:`remember_tree` was told about are not
+        read again while they stay among the last :data:`_TREE_CACHE_ENTRIES`. The caller must
+        not modify the result. (:meth:`read_tree` always reads, for ``verify``.)"""
+        entries = self._trees.get(obj_id)
+        if entries is None:
+            entries = self.read_tree(obj_id)
+            self.remember_tree(obj_id, entries)
+        return entries
+
+    def remember_tree(self, obj_id: bytes, entries: dict[bytes, tuple[int, bytes]]) -> None:
+        """Keep the entries of a tree just written (or read) for :meth:`tree_entries`; the
+        caller no longer modifies ``entries``."""
+        self._trees[obj_id] = entries
+        if len(self._trees) > _TREE_CACHE_ENTRIES:
+            self._trees.popitem(last=False)
+
     def tree_problem(self, obj_id: bytes) -> str | None:
         """What a tree that is intact (matches its id) holds that memvault never writes, or None
         (clean, or not readable as a tree: :meth:`read_tree` raises for those)."""
@@ -463,7 +629,7 @@ class GitStore:
         key = (tree_id, role)
         if key in self._layout_ok:
             return None
-        entries = self.read_tree(tree_id)
+        entries = self.tree_entries(tree_id)
         if role == "root":
             for name, (mode, _id) in entries.items():
                 if name not in (b"c", b"i") or mode != MODE_TREE:

@@ -143,6 +143,10 @@ class Keyring:
                 data = f.read(max(0, st.st_size - self._offset))  # later appends: next refresh
         except OSError:
             raise IntegrityError("The store's keyring cannot be read.") from None
+        self._consume(data)
+
+    def _consume(self, data: bytes) -> None:
+        """Parse the complete records at the start of ``data``, the bytes at :attr:`_offset`."""
         pos = 0
         while pos + _RECORD.size <= len(data):
             rtype, length = _RECORD.unpack_from(data, pos)
@@ -274,7 +278,9 @@ class Keyring:
                 raise
         finally:
             os.close(fd)
-        self.refresh()
+        # The file now holds exactly ``records`` from ``start`` (the caller holds the store lock):
+        # take them in without reading them back.
+        self._consume(records)
         return start
 
     def _undo_append(self, fd: int, start: int, *, durable: bool) -> None:

@@ -206,7 +206,8 @@ class StoreSettings(BaseModel):
     max_total_bytes: int = Field(default=DEFAULT_MAX_TOTAL_BYTES, ge=1)
     #: A file view without ``view_range`` shows at most this many characters of content.
     view_max_chars: int = Field(default=16_000, ge=100)
-    #: ``full``: objects, keyring and ref are durable (fsync or syncfs) before a command returns.
+    #: ``full``: objects and the keyring record are durable (fsync or syncfs) before a command
+    #: returns, and with them the commit (the branch move is synced then or by the next commit).
     #: ``none``: nothing is fsynced (fast; a power loss may lose recent commands).
     durability: Literal["full", "none"] = "full"
     #: Sensitive-data scrubber applied to every write (see :mod:`memvault.scrub`).

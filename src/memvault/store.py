@@ -58,13 +58,11 @@ from .fsutil import (
     StoreLock,
     atomic_write,
     make_private_dir,
-    private_dir,
-    private_file,
     read_bounded,
     restrict_modes,
     wipe_leftovers,
 )
-from .gitstore import MODE_BLOB, MODE_TREE, GitStore
+from .gitstore import MODE_BLOB, MODE_TREE, GitObject, GitStore
 from .keyring import ZERO_ID, HighWater, Keyring
 from .keys import Subkeys, Unlock, b64decode, b64encode, load_slots, new_slot, read_key_file, unlock_master_keys
 from .paths import ROOT, MemoryPath, fold_key
@@ -90,7 +88,6 @@ _CONFIG_MAC = b"memvault/v1/config"
 _MESSAGE_RE = re.compile(rb"\Amemvault\n\nMemvault-Meta: ([A-Za-z0-9+/=]+)\nMemvault-Tag: ([0-9a-f]{64})\n\Z")
 #: Decrypted file contents kept in memory for repeated views (bytes).
 _CONTENT_CACHE_BYTES = 8 * 1024 * 1024
-_TREE_CACHE_ENTRIES = 4096
 #: Decoded index shards kept by blob id (history walks reuse unchanged shards).
 _SHARD_CACHE_ENTRIES = 1024
 T = TypeVar("T")
@@ -388,7 +385,6 @@ class MemoryStore:
         #: The branch value that maps to ``_state`` (differs while a recorded commit is unpublished).
         self._served_ref: bytes | None = None
         self._scrubber: Scrubber | None = None
-        self._tree_cache: OrderedDict[bytes, dict[bytes, tuple[int, bytes]]] = OrderedDict()
         self._content_cache: OrderedDict[bytes, bytes] = OrderedDict()
         self._content_cache_size = 0
         self._shard_cache: OrderedDict[bytes, dict[bytes, Node]] = OrderedDict()
@@ -571,23 +567,27 @@ class MemoryStore:
             self.flush_access_times(wait=min(self.lock_timeout, 5.0), prune=True)
             if self._objects_written >= PACK_AFTER_OBJECTS:
                 try:
-                    self.maintain(seconds=CLOSE_PACK_SECONDS, wait=0.0)
+                    self.maintain(seconds=CLOSE_PACK_SECONDS, wait=0.0, keep_dirs=True)
                 except MemvaultError:
                     pass  # the objects stay loose, readable; the next close or `memvault gc` packs them
         finally:
             self.git.close()
 
-    def maintain(self, *, seconds: float | None = None, wait: float | None = None) -> tuple[int, int]:
+    def maintain(
+        self, *, seconds: float | None = None, wait: float | None = None, keep_dirs: bool = False
+    ) -> tuple[int, int]:
         """Pack loose objects (in batches of :data:`~memvault.gitstore.PACK_BATCH`) and merge the
         packs when there are more than :data:`~memvault.gitstore.MAX_PACKS`; return ``(objects
         packed, packs merged)``. Runs under the writer lock (waiting at most ``wait`` seconds,
         default :attr:`lock_timeout`), for at most about ``seconds`` (default: until done).
+        Emptied fan-out directories are removed unless ``keep_dirs`` (:meth:`close` keeps them for
+        the next session's commits; ``memvault gc`` removes them).
         Never part of a memory-tool command: :meth:`close` and ``memvault gc`` call it. Every
         object stays readable throughout, and a crash at any point loses nothing."""
         deadline = None if seconds is None else time.monotonic() + seconds
         with self._lock.hold(timeout=wait):
             try:
-                packed = self.git.pack_loose(deadline=deadline)
+                packed = self.git.pack_loose(deadline=deadline, keep_dirs=keep_dirs)
                 merged = self.git.consolidate_packs()
             except OSError as err:
                 raise StorageError.from_os_error(err) from None
@@ -739,7 +739,6 @@ class MemoryStore:
                     self._load_commit(hw.commit_id)  # authenticate before serving or publishing
                     head = hw.commit_id
                     if writer and self.git.compare_and_swap(ref, head):
-                        self._restrict_ref()
                         ref = head
                 elif self._durable:
                     raise RollbackDetectedError(
@@ -874,13 +873,8 @@ class MemoryStore:
             return self._load_state(commit_id, seq, tree_id, None)
 
     def _tree(self, tree_id: bytes) -> dict[bytes, tuple[int, bytes]]:
-        entries = self._tree_cache.get(tree_id)
-        if entries is None:
-            entries = self.git.read_tree(tree_id)
-            self._tree_cache[tree_id] = entries
-            if len(self._tree_cache) > _TREE_CACHE_ENTRIES:
-                self._tree_cache.popitem(last=False)
-        return entries
+        """Entries of a tree (cached; never modify the result)."""
+        return self.git.tree_entries(tree_id)
 
     def _shard_blob_ids(self, tree_id: bytes) -> dict[bytes, bytes]:
         """``shard -> index blob id`` for the tree ``tree_id`` (layout ``i/<h0>/<h1>``)."""
@@ -1000,7 +994,7 @@ class MemoryStore:
             return result
 
     def _commit(self, state: StoreState, txn: Transaction, meta: CommitMeta) -> None:
-        objects: list[object] = []
+        objects: list[GitObject] = []
         dek_records: list[bytes] = []
         new_nodes: dict[str, Node | None] = {}
         touched_shards: set[bytes] = set()
@@ -1062,11 +1056,9 @@ class MemoryStore:
         objects.append(commit)
         # Step 1: objects. A failure here leaves only unreferenced objects: the old state.
         try:
-            self.git.write(objects)  # type: ignore[arg-type]
+            self.git.write(objects)
             self._objects_written += len(objects)
-            self._restrict_objects(objects)
         except Exception as err:
-            self._discard_object_locks(objects)
             raise _storage_error(err) from None
         # Step 2: the keyring records the commit (the point of no return once it is durable).
         # The keyring was read by _sync under this same lock: the chain is current.
@@ -1101,7 +1093,6 @@ class MemoryStore:
                     raise failure
                 raise _storage_error(failure) from None
             raise ConflictError("Error: The memory store changed concurrently; retry the command.")
-        self._restrict_ref()
         # Published. Fold the changes into the cached state.
         try:
             for path in sorted(new_nodes, key=lambda p: -p.count("/")):
@@ -1143,40 +1134,9 @@ class MemoryStore:
             return hw is not None and hw.commit_id != commit_id
         return True
 
-    def _objects_dir(self) -> Path:
-        return self.root / "repo" / "objects"
-
-    def _restrict_objects(self, objects: list[object]) -> None:
-        """Owner-only modes for loose objects and fan-out directories dulwich just created."""
-        base = os.fspath(self._objects_dir())  # plain strings: pathlib costs here, on every commit
-        for d in {obj.id[:2].decode() for obj in objects}:  # type: ignore[attr-defined]
-            private_dir(f"{base}/{d}")
-        for obj in objects:
-            oid = obj.id.decode()  # type: ignore[attr-defined]
-            private_file(f"{base}/{oid[:2]}/{oid[2:]}", 0o400)
-
-    def _discard_object_locks(self, objects: list[object]) -> None:
-        """Remove ``objects/xx/<id>.lock`` files a failed object write left behind (the caller
-        holds the writer lock, so they are this writer's)."""
-        base = self._objects_dir()
-        for obj in objects:
-            oid = obj.id.decode()  # type: ignore[attr-defined]
-            try:
-                os.unlink(base / oid[:2] / f"{oid[2:]}.lock")
-            except OSError:
-                pass
-
     def _remove_ref_lock(self) -> None:
         try:
             os.unlink(self.root / "repo" / "refs" / "heads" / "main.lock")
-        except OSError:
-            pass
-
-    def _restrict_ref(self) -> None:
-        """Owner-only mode for the branch file just renamed into place (best effort: the commit
-        already stands, and the store directory is 0700)."""
-        try:
-            private_file(self.root / "repo" / "refs" / "heads" / "main")
         except OSError:
             pass
 
@@ -1184,7 +1144,7 @@ class MemoryStore:
         self,
         tree_id: bytes | None,
         changes: dict[tuple[bytes, ...], tuple[int, bytes] | None],
-        objects: list[object],
+        objects: list[GitObject],
     ) -> bytes:
         """Write the trees on the changed paths (bounded fan-out); return the new root id."""
         new_id = self._apply_subtree(tree_id, changes, objects)
@@ -1198,7 +1158,7 @@ class MemoryStore:
         self,
         tree_id: bytes | None,
         changes: dict[tuple[bytes, ...], tuple[int, bytes] | None],
-        objects: list[object],
+        objects: list[GitObject],
     ) -> bytes | None:
         entries = dict(self._tree(tree_id)) if tree_id is not None else {}
         grouped: dict[bytes, dict[tuple[bytes, ...], tuple[int, bytes] | None]] = {}
@@ -1221,7 +1181,7 @@ class MemoryStore:
             return None
         tree = GitStore.tree(entries)
         objects.append(tree)
-        self._tree_cache[tree.id] = entries
+        self.git.remember_tree(tree.id, entries)
         return tree.id
 
     def _write_initial_commit(self) -> None:

@@ -708,9 +708,9 @@ class _Replay:
             f"{subject}\n\nmemvault-commit: {commit_id.decode()}\nmemvault-seq: {meta.seq}\n"
             f"memvault-session: {display(meta.session)}\n"
         )
-        commit = GitStore.commit(root, parent, message.encode("utf-8"))
-        commit.author = commit.committer = _identity(meta.actor)
-        commit.author_time = commit.commit_time = int(meta.time)
+        commit = GitStore.commit(
+            root, parent, message.encode("utf-8"), author=_identity(meta.actor), time=int(meta.time)
+        )
         git_id = self._add(commit)
         self.git.write(self.objects)
         self.objects = []

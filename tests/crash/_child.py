@@ -57,6 +57,7 @@ POINTS: dict[str, str] = {
 
 COUNTER_RE = re.compile(r"\[count: (\d+)\]")
 LOST_RACE = "No replacement was performed"
+LOOSE_OBJECT_RE = re.compile(r"[\\/]objects[\\/][0-9a-f]{2}[\\/][0-9a-f]{38}\Z")
 
 
 def die() -> None:
@@ -78,12 +79,14 @@ def _wrap(owner: Any, name: str, *, before: bool, action: Callable[[], None] = d
     setattr(owner, name, wrapper)
 
 
+def _is_loose_object(path: Any) -> bool:
+    """Whether ``path`` names a loose object file (``objects/xx/<38 hex>``)."""
+    return LOOSE_OBJECT_RE.search(os.fsdecode(path)) is not None
+
+
 def arm(point: str, action: Callable[[], None] = die) -> None:
     """Install the crash point ``point`` in this process (``action`` replaces dying only for the
     points that wrap a whole step)."""
-    import dulwich.file
-    import dulwich.object_store
-
     from memvault.gitstore import GitStore
     from memvault.keyring import Keyring
 
@@ -100,23 +103,28 @@ def arm(point: str, action: Callable[[], None] = die) -> None:
     elif point == "cas_after":
         _wrap(GitStore, "compare_and_swap", before=False, action=action)
     elif point == "loose_object_after_first":
-        _wrap(dulwich.object_store.DiskObjectStore, "add_object", before=False)
+        # Die right after the first loose object was renamed into place.
+        real_replace = os.replace
+
+        def replace_then_die(src: Any, dst: Any) -> None:
+            real_replace(src, dst)
+            if _is_loose_object(dst):
+                die()
+
+        os.replace = replace_then_die  # type: ignore[assignment]
     elif point == "loose_object_torn":
         # The first loose object: half its bytes in ``<object>.lock``, never renamed into place.
-        real_close = dulwich.file._GitFile.close
-        seen = {"n": 0}
+        real_replace = os.replace
 
-        def close(self: Any) -> None:
-            if os.sep + "objects" + os.sep in os.fsdecode(self._filename):
-                seen["n"] += 1
-                if seen["n"] == 1:
-                    self._file.flush()
-                    size = os.fstat(self._file.fileno()).st_size
-                    os.ftruncate(self._file.fileno(), size // 2)
-                    die()
-            real_close(self)
+        def torn(src: Any, dst: Any) -> None:
+            if _is_loose_object(dst):
+                fd = os.open(src, os.O_WRONLY)
+                os.ftruncate(fd, os.fstat(fd).st_size // 2)
+                os.close(fd)
+                die()
+            real_replace(src, dst)
 
-        dulwich.file._GitFile.close = close  # type: ignore[method-assign]
+        os.replace = torn  # type: ignore[assignment]
     elif point == "ref_lock_left":
         # Die holding ``refs/heads/main.lock`` (new id written, not yet renamed over the ref).
         import memvault.gitstore
@@ -215,9 +223,6 @@ def main(argv: list[str]) -> int:
         arm(point)
         return _run_one(store_path, json.loads(command))
     if mode == "zygote":
-        import dulwich.file  # noqa: F401
-        import dulwich.object_store  # noqa: F401
-
         import memvault.protocol  # noqa: F401
 
         for line in sys.stdin:

@@ -214,7 +214,14 @@ def test_fault_at_each_kind_of_write_step(
     fired = fault_sweep(template, tmp_path, name, ERRNOS, caplog, every=False)
     kinds = {step.split(" ", 2)[1] for step in fired}
     # Every kind of step of a commit was hit (object writes, syncs, renames, the keyring, the ref).
-    assert {"open", "write", "fsync", "replace", "mkdir", "fdatasync", "ftruncate", "chmod"} <= kinds, kinds
+    # A commit takes no chmod step: its files are created with their final modes (tested below).
+    # With syncfs it takes no fsync either (objects and the previous branch move are synced by
+    # syncfs, not an os call, and its failure is tested in test_syncfs): the fsync steps are each
+    # failed by the test without syncfs below.
+    expected = {"open", "write", "replace", "mkdir", "fdatasync", "ftruncate"}
+    if not memvault.fsutil.syncfs_available():
+        expected.add("fsync")
+    assert expected <= kinds, kinds
     assert any("keyring" in s for s in fired) and any("refs/heads/main" in s for s in fired)
 
 
@@ -564,6 +571,51 @@ def test_modes_whatever_the_umask(tmp_path: Path, umask: int) -> None:
             assert mode & 0o077 == 0 and mode & 0o400, (str(p.relative_to(path)), oct(mode))
     assert seen["dirs"] > 10 and seen["files"] > 20
     assert (path / "lock").exists() and (path / "repo" / "refs" / "heads" / "main").exists()
+
+
+@pytest.mark.parametrize("umask", [0, 0o022], ids=["umask0", "umask022"])
+def test_commands_create_files_owner_only_from_the_start(
+    tmp_path: Path, umask: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every file a memory command creates in the store is created owner-only (loose objects
+    read-only), so none is ever readable by others, not even between its creation and a chmod;
+    and no command changes a mode afterwards."""
+    path = tmp_path / "store"
+    store = make_store(path)
+    seed_files(store, INITIAL, actor="setup", session="s")
+    tool = memvault.MemoryTool(store)
+    created: list[tuple[str, int]] = []
+    chmods: list[str] = []
+    real_open, real_chmod = os.open, os.chmod
+    root = str(path) + os.sep
+
+    def spy_open(p: Any, flags: int, mode: int = 0o777, *args: Any, **kwargs: Any) -> int:
+        if flags & os.O_CREAT and os.fsdecode(os.fspath(p)).startswith(root):
+            created.append((os.fsdecode(os.fspath(p))[len(root) :], mode))
+        return int(real_open(p, flags, mode, *args, **kwargs))
+
+    def spy_chmod(p: Any, *args: Any, **kwargs: Any) -> None:
+        chmods.append(os.fsdecode(os.fspath(p)))
+        real_chmod(p, *args, **kwargs)
+
+    old = os.umask(umask)
+    monkeypatch.setattr(os, "open", spy_open)
+    monkeypatch.setattr(os, "chmod", spy_chmod)
+    try:
+        for name in ("str_replace", "create", "insert", "rename_dir"):
+            tool.call(COMMANDS[name])
+        tool.call({"command": "delete", "path": "/memories/archive"})
+    finally:
+        os.umask(old)
+        monkeypatch.undo()
+    objects = [(p, m) for p, m in created if "/objects/" in p]
+    assert len(objects) >= 5 * 5, created  # every command's loose objects were seen
+    assert all(mode & 0o077 == 0 for _p, mode in created), created
+    assert all(mode == 0o400 for _p, mode in objects), objects
+    assert chmods == []
+    for p in [path, *path.rglob("*")]:
+        mode = stat.S_IMODE(p.lstat().st_mode)
+        assert mode == 0o700 if p.is_dir() else mode & 0o077 == 0, (str(p.relative_to(path)), oct(mode))
 
 
 def test_leftovers_of_a_killed_writer_are_wiped_by_the_next_writer(

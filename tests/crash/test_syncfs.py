@@ -54,7 +54,33 @@ def test_durable_commit_uses_one_syncfs(tmp_path: Path, monkeypatch: pytest.Monk
     count = Counter(monkeypatch)
     memvault.MemoryTool(store).call({"command": "create", "path": "/memories/a.md", "file_text": "a\n"})
     assert count.syncfs == 1  # all 9 objects and their directories at once
-    assert count.fsync <= 2  # the branch file and its directory; the keyring uses fdatasync
+    assert count.fsync == 0  # the keyring uses fdatasync; the branch move is synced by the next syncfs
+    # ... which comes before that commit's keyring record: the branch on disk is then never more
+    # than one commit behind the keyring (the recorded commit a fresh open serves).
+    order: list[tuple[str, bytes | None]] = []
+    real_syncfs, real_fdatasync = fsutil._syncfs, os.fdatasync
+    monkeypatch.setattr(fsutil, "_syncfs", lambda fd: (order.append(("syncfs", store.git.head())), real_syncfs(fd)))
+    monkeypatch.setattr(os, "fdatasync", lambda fd: (order.append(("fdatasync", None)), real_fdatasync(fd))[1])
+    before = store.head[0]
+    memvault.MemoryTool(store).call({"command": "create", "path": "/memories/b.md", "file_text": "b\n"})
+    assert order == [("syncfs", before), ("fdatasync", None)]
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="names the synced files through /proc")
+def test_the_first_branch_value_is_fsynced(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Creating a store writes the branch for the first time: no earlier keyring record could
+    stand in for it, so it is fsynced (file and directory) even where syncfs is used."""
+    synced: list[str] = []
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    make_store(tmp_path / "s", StoreSettings(durability="full"))
+    heads = str(tmp_path / "s" / "repo" / "refs" / "heads")
+    assert heads + "/main.lock" in synced and heads in synced
 
 
 def test_fallback_fsyncs_every_object_and_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -25,6 +25,10 @@ def _files(store: memvault.MemoryStore) -> dict[str, bytes]:
     return {p.text: snap.read(p) for p in snap.descendants(root) if not snap.is_dir(p)}
 
 
+def _fanout_dirs(store_path: Path) -> list[str]:
+    return [d.name for d in (store_path / "repo" / "objects").iterdir() if len(d.name) == 2 and d.is_dir()]
+
+
 def _edits(store: memvault.MemoryStore, n: int, start: int = 0) -> None:
     tool = memvault.MemoryTool(store)
     for i in range(start, start + n):
@@ -39,6 +43,7 @@ def test_maintain_packs_everything_and_keeps_history(tmp_path: Path) -> None:
     packed, _merged = store.maintain()
     assert packed > 12 * 8
     assert store.git.loose_count() == 0 and store.git.pack_count() >= 1
+    assert _fanout_dirs(tmp_path / "s") == []  # emptied fan-out directories removed
     # every pack file owner-only, read-only
     for f in (tmp_path / "s" / "repo" / "objects" / "pack").iterdir():
         assert f.stat().st_mode & 0o077 == 0
@@ -92,9 +97,13 @@ def test_close_packs_what_a_busy_session_wrote(tmp_path: Path, monkeypatch: pyte
     assert again.git.loose_count() > 0 and again.git.pack_count() == 0
     _edits(again, 6, start=10)
     again.close()
+    # close keeps the emptied fan-out directories for the next session's objects
+    assert len(_fanout_dirs(tmp_path / "s")) > 5
     with memvault.MemoryStore.open(tmp_path / "s", passphrase=PASSPHRASE) as third:
         assert third.git.loose_count() == 0
         assert len(_files(third)) == 9
+        third.maintain()  # what `memvault gc` runs: removes them
+    assert _fanout_dirs(tmp_path / "s") == []
 
 
 def test_a_failure_while_packing_loses_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

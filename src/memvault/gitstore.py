@@ -40,7 +40,7 @@ from pathlib import Path
 
 from dulwich.errors import ChecksumMismatch, ObjectFormatException
 from dulwich.objects import Commit, ObjectID, RawObjectID, ShaFile
-from dulwich.pack import Pack, load_pack_index
+from dulwich.pack import Pack
 from dulwich.refs import Ref
 from dulwich.repo import Repo
 
@@ -81,6 +81,7 @@ _MAX_REF_BYTES = 4096
 _MODE_TEXT = {b"100644": MODE_BLOB, b"40000": MODE_TREE}
 _HEX1 = re.compile(rb"\A[0-9a-f]\Z")
 _HEX62 = re.compile(rb"\A[0-9a-f]{62}\Z")
+_PACK_NAME = re.compile(r"\Apack-[0-9a-f]{40}\.pack\Z")
 #: The tree layout of docs/format.md 5.3 by role: (name pattern, mode, child role or None).
 #: ``root`` holds only ``c`` and/or ``i``; every other tree is non-empty.
 LAYOUT_ROLES: dict[str, tuple[re.Pattern[bytes], int, str | None]] = {
@@ -113,6 +114,8 @@ _TMP_PREFIXES = ("tmp_pack_", "tmp_idx_")
 #: Files that belong to a pack ``pack-<id>`` besides ``.pack`` and ``.idx`` (written by git).
 _PACK_EXTRAS = (".rev", ".bitmap", ".mtimes")
 _MERGE_CHUNK = 1024 * 1024
+#: First bytes an undeltified entry can start with (type 1-4 in bits 4-6, the size's low bits).
+_PLAIN_TYPE_BYTES = frozenset(b for b in range(256) if (b >> 4) & 7 in (1, 2, 3, 4))
 
 
 def _tree_sort_key(name: bytes, mode: int) -> bytes:
@@ -294,6 +297,34 @@ def pack_index(entries: list[tuple[bytes, int, int]], pack_checksum: bytes) -> b
     return body + hashlib.sha1(body, usedforsecurity=False).digest()
 
 
+def read_pack_index(data: bytes) -> list[tuple[int, bytes, int]] | None:
+    """``(offset, 20-byte id, crc32)`` of every entry of a version 2 pack index, sorted by
+    offset; None if ``data`` is not a well-formed version 2 index (its own checksum included)."""
+    if len(data) < 1072 or data[:8] != b"\377tOc\0\0\0\2":
+        return None
+    if hashlib.sha1(data[:-20], usedforsecurity=False).digest() != data[-20:]:
+        return None
+    n = struct.unpack_from(">I", data, 8 + 255 * 4)[0]
+    ids_at = 1032
+    crcs_at = ids_at + 20 * n
+    offsets_at = crcs_at + 4 * n
+    large_at = offsets_at + 4 * n
+    if large_at + 40 > len(data):
+        return None
+    crcs = struct.unpack_from(f">{n}I", data, crcs_at)
+    offsets = list(struct.unpack_from(f">{n}I", data, offsets_at))
+    large_count = (len(data) - 40 - large_at) // 8
+    for i, offset in enumerate(offsets):
+        if offset & 0x80000000:
+            j = offset & 0x7FFFFFFF
+            if j >= large_count:
+                return None
+            offsets[i] = struct.unpack_from(">Q", data, large_at + 8 * j)[0]
+    entries = [(offsets[i], data[ids_at + 20 * i : ids_at + 20 * i + 20], crcs[i]) for i in range(n)]
+    entries.sort()
+    return entries
+
+
 def build_pack(objects: Iterable[GitObject], level: int) -> tuple[bytes, bytes, str]:
     """``(pack, idx, name)`` of one git pack (version 2) holding ``objects`` undeltified, each
     zlib stream at ``level`` (a duplicate id is stored once), its version 2 index, and the pack's
@@ -362,6 +393,11 @@ class GitStore:
         self._objects_base = os.fspath(self._objects_dir)  # plain strings: pathlib costs per object
         self._pack_dir = self._objects_dir / "pack"
         self._pack_base = os.fspath(self._pack_dir)
+        #: Sizes of packs seen, by file name (``pack-<checksum>.pack``: fixed for a name).
+        self._pack_sizes: dict[str, int] = {}
+        #: Commit packs this object wrote since its last merge (:meth:`write_pack`); its first
+        #: commit looks for a merge (a process may write only one commit).
+        self._packs_written = MERGE_AT
         self._compression = self._repo.object_store.loose_compression_level
         self._ref_file = path / "refs" / "heads" / "main"
         self._ref_path = os.fspath(self._ref_file)
@@ -543,9 +579,12 @@ class GitStore:
         ``pack-<checksum>.idx``). git and dulwich use a pack only once its ``.idx`` exists, so a
         pack appears whole or not at all. The caller holds the store's writer lock.
 
-        With ``merge`` the smallest packs are first merged into one when at least
-        :data:`MERGE_AT` of them break the geometric progression (:func:`geometric_merge`) and they
-        hold at most :data:`MERGE_BYTES` together: the merged pack is written the same way before
+        With ``merge`` (looked for at this object's first commit and then once it has written
+        :data:`MERGE_AT` - 1 packs since its last merge, so most commits do not even list the pack
+        directory) the smallest packs are
+        first merged into one when at least :data:`MERGE_AT` of them break the geometric
+        progression (:func:`geometric_merge`) and they hold at most :data:`MERGE_BYTES` together:
+        the merged pack is written the same way before
         the commit's pack, made durable by the same sync, and only then are the packs it replaces
         removed. A failure of the merge leaves those packs in place (the commit goes on without
         it). On an error the error propagates after removing (best effort) the temporary file
@@ -556,7 +595,7 @@ class GitStore:
         fsync_each = self._durable and not self._syncfs
         data, idx, name = build_pack(objects, self._compression)
         merged: tuple[str, list[str]] | None = None
-        if merge:
+        if merge and self._packs_written >= MERGE_AT - 1:
             try:
                 plan = self._merge_plan(MERGE_AT, MERGE_BYTES)
                 merged = self._write_merged(plan, fsync=fsync_each) if plan else None
@@ -570,7 +609,9 @@ class GitStore:
             if merged is not None:
                 self._remove_pack_files(merged[0])
             raise
+        self._packs_written += 1
         if merged is not None:
+            self._packs_written = 0
             self._retire(merged[1])
 
     def _install_pack(self, data: bytes, idx: bytes, name: str, *, fsync: bool) -> str:
@@ -642,14 +683,23 @@ class GitStore:
         except FileNotFoundError:
             return []
         out = []
+        sizes = self._pack_sizes
         for name in names:
             if name.endswith(".pack"):
                 stem = name[:-5]
                 if stem + ".idx" in names and stem + ".keep" not in names:
-                    try:
-                        out.append((os.stat(f"{self._pack_base}/{name}").st_size, f"{self._pack_base}/{stem}"))
-                    except FileNotFoundError:
-                        continue
+                    size = sizes.get(name)
+                    if size is None:
+                        try:
+                            size = os.stat(f"{self._pack_base}/{name}").st_size
+                        except FileNotFoundError:
+                            continue
+                        if _PACK_NAME.match(name):  # named by its checksum: its size is fixed
+                            sizes[name] = size
+                    out.append((size, f"{self._pack_base}/{stem}"))
+        if len(sizes) > 4 * len(out) + 64:
+            for name in [n for n in sizes if n not in names]:
+                del sizes[name]
         out.sort()
         return out
 
@@ -673,21 +723,15 @@ class GitStore:
         (a pack whose index or entries are not as git writes them is left out). Undeltified
         entries are copied as they are (with their index CRC); a delta (a pack ``git gc`` wrote)
         is resolved and stored whole. Not synced here (``fsync``: each file, no directory)."""
-        sources: list[tuple[str, list[tuple[int, bytes, int | None]], int]] = []
+        sources: list[tuple[str, list[tuple[int, bytes, int]], int]] = []
         for base in bases:
             try:
-                index = load_pack_index(base + ".idx", self._repo.object_store.object_format)
-                try:
-                    entries = sorted((offset, bytes(raw_id), crc) for raw_id, offset, crc in index.iterentries())
-                finally:
-                    index.close()
+                entries = read_pack_index(read_bounded(base + ".idx", MAX_OBJECT_BYTES))
                 size = os.stat(base + ".pack").st_size
             except FileNotFoundError:
                 continue
-            except Exception:  # noqa: S112 - a damaged or foreign index: leave that pack alone
-                continue
             if not entries or entries[0][0] < 12 or entries[-1][0] >= size - 20:
-                continue
+                continue  # a damaged or foreign index (e.g. version 1): leave that pack alone
             if any(a[0] >= b[0] for a, b in zip(entries, entries[1:], strict=False)):
                 continue
             sources.append((base, entries, size))
@@ -727,7 +771,7 @@ class GitStore:
         return base, [b for b, _e, _s in sources]
 
     def _copy_entries(
-        self, fd: int, sources: list[tuple[str, list[tuple[int, bytes, int | None]], int]], count: int, seen: set[bytes]
+        self, fd: int, sources: list[tuple[str, list[tuple[int, bytes, int]], int]], count: int, seen: set[bytes]
     ) -> tuple[list[tuple[bytes, int, int]], bytes]:
         """Stream the entries of ``sources`` into the pack open at ``fd``: header, entries (each
         id once), SHA-1 trailer. Returns the new index entries and the trailer."""
@@ -752,6 +796,16 @@ class GitStore:
             with open(base + ".pack", "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
                 if len(data) != size or data[:4] != b"PACK":
                     raise IntegrityError()
+                plain = _PLAIN_TYPE_BYTES
+                if not any(raw_id in seen or data[start] not in plain for start, raw_id, _crc in entries):
+                    # neither duplicates nor deltas: the entries as one block, offsets shifted
+                    shift = offset - entries[0][0]
+                    index.extend((raw_id, crc, start + shift) for start, raw_id, crc in entries)
+                    seen.update(raw_id for _start, raw_id, _crc in entries)
+                    block = data[entries[0][0] : size - 20]
+                    emit(block)
+                    offset += len(block)
+                    continue
                 pack: Pack | None = None
                 try:
                     for i, (start, raw_id, crc) in enumerate(entries):
@@ -765,8 +819,8 @@ class GitStore:
                                 pack = Pack(base, object_format=self._repo.object_store.object_format)
                             type_num, body = pack.get_raw(RawObjectID(raw_id))
                             entry = _entry_header(type_num, len(body)) + zlib.compress(body, self._compression)
-                            crc = None
-                        index.append((raw_id, zlib.crc32(entry) if crc is None else crc, offset))
+                            crc = zlib.crc32(entry)
+                        index.append((raw_id, crc, offset))
                         emit(entry)
                         offset += len(entry)
                 finally:

@@ -125,6 +125,20 @@ def test_commands_keep_the_pack_count_logarithmic(tmp_path: Path) -> None:
     assert verify(store).ok
 
 
+def test_one_command_per_store_object_keeps_the_pack_count_bounded(tmp_path: Path) -> None:
+    """A process may write a single commit (the CLI does): each store object's first commit
+    looks for a merge, so the packs do not pile up."""
+    make_store(tmp_path / "s", StoreSettings(durability="none")).close()
+    counts = []
+    for i in range(30):
+        with memvault.MemoryStore.open(tmp_path / "s", passphrase=PASSPHRASE) as store:
+            _edits(store, 1, start=i)
+            counts.append(store.git.pack_count())
+    assert max(counts) <= gitstore.MERGE_AT + 4, counts
+    with memvault.MemoryStore.open(tmp_path / "s", passphrase=PASSPHRASE) as store:
+        assert len(_files(store)) == 30 and verify(store).ok
+
+
 @pytest.mark.parametrize("seed", range(5))
 def test_geometric_merge_bounds_packs_and_rewrites(seed: int) -> None:
     """Simulated: packs of random sizes arrive one at a time and are merged as the commands

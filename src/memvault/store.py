@@ -76,8 +76,9 @@ __all__ = ["MemoryStore", "Transaction", "StoreState", "STORE_FILE"]
 
 #: Marker and public configuration of a store directory.
 STORE_FILE = "memvault.json"
-#: :meth:`MemoryStore.close` packs loose objects once this store object has written this many
-#: (about 100 commits), spending at most ``CLOSE_PACK_SECONDS`` on it.
+#: :meth:`MemoryStore.close` merges packs (and packs loose objects of older stores) once this store
+#: object has written this many objects (about 100 commits), packing for at most
+#: ``CLOSE_PACK_SECONDS``.
 PACK_AFTER_OBJECTS = 1000
 CLOSE_PACK_SECONDS = 3.0
 #: ... and merges packs holding at most this many bytes together (``memvault gc`` merges any).
@@ -565,16 +566,17 @@ class MemoryStore:
 
     def close(self) -> None:
         """Merge recorded reads into the access-time file (waiting at most 5 s for the writer
-        lock; they are advisory and dropped if it stays busy), pack the loose objects this store
-        object wrote if they are many (for at most :data:`CLOSE_PACK_SECONDS`), and release the
-        repository handle. The store object must not be used afterwards."""
+        lock; they are advisory and dropped if it stays busy), run :meth:`maintain` if this store
+        object wrote many objects (merging packs of up to :data:`CLOSE_MERGE_BYTES` together,
+        packing loose objects for at most :data:`CLOSE_PACK_SECONDS`), and release the repository
+        handle. The store object must not be used afterwards."""
         try:
             self.flush_access_times(wait=min(self.lock_timeout, 5.0), prune=True)
             if self._objects_written >= PACK_AFTER_OBJECTS:
                 try:
                     self.maintain(seconds=CLOSE_PACK_SECONDS, wait=0.0, keep_dirs=True, merge_bytes=CLOSE_MERGE_BYTES)
                 except MemvaultError:
-                    pass  # the objects stay loose, readable; the next close or `memvault gc` packs them
+                    pass  # everything stays readable; the next close or `memvault gc` does it
         finally:
             self.git.close()
 

@@ -267,3 +267,27 @@ def test_read_pack_index_refuses_damaged_indexes_without_raising() -> None:
     body[8 + 255 * 4 : 8 + 256 * 4] = (10**6).to_bytes(4, "big")
     forged = bytes(body) + __import__("hashlib").sha1(bytes(body)).digest()
     assert gitstore.read_pack_index(forged) is None
+
+
+def test_a_reader_whose_packs_were_merged_away_mid_use_reads_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The reader has opened the indexes of packs (a lookup that missed) but not their data when
+    another writer merges them away: dulwich finds the files gone, rescans and reads from the
+    merged pack."""
+    writer = make_store(tmp_path / "s", StoreSettings(durability="full"))
+    for i in range(4):
+        _create(writer, i)
+    reader = memvault.MemoryStore.open(tmp_path / "s", passphrase=PASSPHRASE)
+    expected = _files(reader)
+    reader.forget_cached_plaintext()
+    assert not reader.git.contains(b"0" * 40)  # every pack's index looked at, no data read
+    monkeypatch.setattr(gitstore, "geometric_merge", len)  # the writer's next commit merges them all
+    monkeypatch.setattr(gitstore, "MERGE_AT", 2)
+    before = {p.name for p in _pack_dir(writer).glob("*.pack")}
+    _create(writer, 9)
+    after = {p.name for p in _pack_dir(writer).glob("*.pack")}
+    assert not before & after  # every pack the reader knew is gone
+    assert _files(reader) == {**expected, "/memories/n009.md": b"note 9\n"}
+    reader.close()
+    writer.close()

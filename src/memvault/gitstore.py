@@ -30,6 +30,7 @@ import mmap
 import os
 import re
 import secrets
+import stat
 import struct
 import time
 import weakref
@@ -109,11 +110,15 @@ MERGE_BYTES = 2 * 1024 * 1024
 _PACK_TYPES = {b"commit": 1, b"tree": 2, b"blob": 3, b"tag": 4}
 _TYPE_NAMES = {v: k for k, v in _PACK_TYPES.items()}
 _PACK_PREFIX = "pack-"
-#: Temporary names of packs and indexes being written (git's own prefixes).
-_TMP_PREFIXES = ("tmp_pack_", "tmp_idx_")
+#: memvault's temporary names of packs and indexes being written (git's prefixes, 16 random hex
+#: digits where git uses 6 characters).
+_TMP_NAME = re.compile(r"\Atmp_(pack|idx)_[0-9a-f]{16}\Z")
+#: A pack without its index is removed once it is this old (:meth:`GitStore.sweep_pack_leftovers`).
+ORPHAN_PACK_SECONDS = 600.0
 #: Files that belong to a pack ``pack-<id>`` besides ``.pack`` and ``.idx`` (written by git).
 _PACK_EXTRAS = (".rev", ".bitmap", ".mtimes")
 _MERGE_CHUNK = 1024 * 1024
+_PACK_SIGNATURES = (b"PACK\0\0\0\2", b"PACK\0\0\0\3")
 #: First bytes an undeltified entry can start with (type 1-4 in bits 4-6, the size's low bits).
 _PLAIN_TYPE_BYTES = frozenset(b for b in range(256) if (b >> 4) & 7 in (1, 2, 3, 4))
 
@@ -323,6 +328,18 @@ def read_pack_index(data: bytes) -> list[tuple[int, bytes, int]] | None:
     entries = [(offsets[i], data[ids_at + 20 * i : ids_at + 20 * i + 20], crcs[i]) for i in range(n)]
     entries.sort()
     return entries
+
+
+def _pack_head(path: str) -> tuple[bytes, int]:
+    """The first 12 bytes (signature, version, object count) and the size of a regular file."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError("not a regular file")
+        return os.pread(fd, 12, 0), st.st_size
+    finally:
+        os.close(fd)
 
 
 def build_pack(objects: Iterable[GitObject], level: int) -> tuple[bytes, bytes, str]:
@@ -727,11 +744,13 @@ class GitStore:
         for base in bases:
             try:
                 entries = read_pack_index(read_bounded(base + ".idx", MAX_OBJECT_BYTES))
-                size = os.stat(base + ".pack").st_size
-            except FileNotFoundError:
+                head, size = _pack_head(base + ".pack") if entries else (b"", 0)
+            except OSError:  # gone, or not a regular file: leave that pack alone
                 continue
-            if not entries or entries[0][0] < 12 or entries[-1][0] >= size - 20:
-                continue  # a damaged or foreign index (e.g. version 1): leave that pack alone
+            if not entries or head[:8] not in _PACK_SIGNATURES or head[8:] != len(entries).to_bytes(4, "big"):
+                continue  # a damaged or foreign index (e.g. version 1) or pack: leave that pack alone
+            if entries[0][0] < 12 or entries[-1][0] >= size - 20:
+                continue
             if any(a[0] >= b[0] for a, b in zip(entries, entries[1:], strict=False)):
                 continue
             sources.append((base, entries, size))
@@ -856,22 +875,34 @@ class GitStore:
             pass
 
     def sweep_pack_leftovers(self) -> int:
-        """Remove what a crashed or failed pack writer left in ``objects/pack``: temporary files
-        (``tmp_pack_*``, ``tmp_idx_*``) and a ``.pack`` without its ``.idx`` (never used by git or
-        dulwich; its objects are also in the packs a merge was replacing, or unreferenced).
-        Returns how many files were removed. The caller holds the store's writer lock."""
+        """Remove what a crashed or failed pack writer left in ``objects/pack``: memvault's
+        temporary files (``tmp_pack_<16 hex>``, ``tmp_idx_<16 hex>``), and a ``.pack`` without its
+        ``.idx`` (never used by git or dulwich; its objects are unreferenced, or also in a durable
+        merged pack) once it is :data:`ORPHAN_PACK_SECONDS` old: a ``git gc`` run alongside may be
+        between renaming its new pack and its index. git's own temporary files (6 random
+        characters) are left to git. Returns how many files were removed. The caller holds the
+        store's writer lock."""
         try:
             names = set(os.listdir(self._pack_base))
         except FileNotFoundError:
             return 0
+        cutoff = time.time() - ORPHAN_PACK_SECONDS
         removed = 0
         for name in names:
-            if name.startswith(_TMP_PREFIXES) or (name.endswith(".pack") and name[:-5] + ".idx" not in names):
+            path = f"{self._pack_base}/{name}"
+            if not _TMP_NAME.match(name):
+                if not name.endswith(".pack") or name[:-5] + ".idx" in names:
+                    continue
                 try:
-                    os.unlink(f"{self._pack_base}/{name}")
+                    if os.lstat(path).st_mtime > cutoff:
+                        continue
                 except OSError:
                     continue
-                removed += 1
+            try:
+                os.unlink(path)
+            except OSError:
+                continue
+            removed += 1
         return removed
 
     def loose_count(self) -> int:

@@ -550,8 +550,9 @@ class MemoryStore:
     def _sweep_leftovers(self) -> None:
         """Wipe temporary files of atomic writes, key-slot removals and keyring rewrites that a
         crashed or failed writer left behind (they may hold wrapped key material). Caller holds
-        the writer lock. Unfinished packs (``objects/pack/tmp_*``, a ``.pack`` without its
-        ``.idx``) are removed too. Torn loose objects (``objects/xx/*.lock``, from writers before
+        the writer lock. Unfinished packs are removed too (:meth:`GitStore.sweep_pack_leftovers`:
+        memvault's ``objects/pack/tmp_*`` files, and a ``.pack`` without its ``.idx`` once it is 10
+        minutes old). Torn loose objects (``objects/xx/*.lock``, from writers before
         commits were packs) are never read and are left: finding them would cost a scan of every
         object directory."""
         wipe_leftovers(self.root / "keys", (".json.tmp-",))
@@ -594,12 +595,14 @@ class MemoryStore:
         ``merge_bytes`` together if given); return ``(objects packed, packs merged)``. Runs under
         the writer lock (waiting at most ``wait`` seconds, default :attr:`lock_timeout`); packing
         stops after about ``seconds`` (default: when done). Emptied fan-out directories are removed
-        unless ``keep_dirs``. Never part of a memory-tool command: :meth:`close` and ``memvault
-        gc`` call it. Every object stays readable throughout, and a crash at any point loses
-        nothing."""
+        unless ``keep_dirs``, and so is what a crashed pack writer left
+        (:meth:`GitStore.sweep_pack_leftovers`). Never part of a memory-tool command:
+        :meth:`close` and ``memvault gc`` call it. Every object stays readable throughout, and a
+        crash at any point loses nothing."""
         deadline = None if seconds is None else time.monotonic() + seconds
         with self._lock.hold(timeout=wait):
             try:
+                self.git.sweep_pack_leftovers()
                 packed = self.git.pack_loose(deadline=deadline, keep_dirs=keep_dirs)
                 merged = self.git.consolidate_packs(max_bytes=merge_bytes)
             except OSError as err:

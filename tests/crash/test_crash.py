@@ -195,8 +195,16 @@ def check_recovery(path: Path, point: str, command: dict[str, Any], before: Stat
 
     # The next writer (a fresh open) succeeds, with no rollback alarm.
     writer = open_store(path)
+    orphans = orphan_packs(pack_dir)
     run(writer, NEXT)
-    assert not list(pack_dir.glob("tmp_*")) and not orphan_packs(pack_dir)  # the writer swept them
+    assert not list(pack_dir.glob("tmp_*"))  # the writer swept the temporary files
+    assert orphan_packs(pack_dir) == orphans  # a pack without index is left while young (git gc)
+    for orphan in orphans:  # ... and swept by a writer once old
+        os.utime(orphan, (time.time() - 3600, time.time() - 3600))
+    if orphans:
+        with open_store(path) as sweeper:
+            sweeper.maintain(wait=5)  # what `memvault gc` runs
+        assert not orphan_packs(pack_dir)
     state = read_state(writer)
     assert state in final_candidates(outcome, before, after)
     published = state == with_next(after)

@@ -8,6 +8,7 @@ import errno
 import os
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -113,15 +114,20 @@ def test_leftovers_of_a_crashed_pack_writer_are_swept_by_the_next_writer(tmp_pat
     pack_dir = tmp_path / "s" / "repo" / "objects" / "pack"
     real = sorted(p.name for p in pack_dir.iterdir())
     orphan = pack_dir / ("pack-" + "ab" * 20 + ".pack")
+    young = pack_dir / ("pack-" + "cd" * 20 + ".pack")  # maybe a `git gc` between its renames
+    git_tmp = pack_dir / "tmp_pack_Xy12Zw"  # git's own temporary name
     leftovers = [pack_dir / "tmp_pack_0123456789abcdef", pack_dir / "tmp_idx_fedcba9876543210", orphan]
-    for p in leftovers:
+    for p in [*leftovers, young, git_tmp]:
         p.write_bytes(b"PACK torn")
+    old = time.time() - gitstore.ORPHAN_PACK_SECONDS - 60
+    os.utime(orphan, (old, old))
     with memvault.MemoryStore.open(tmp_path / "s", passphrase=PASSPHRASE) as reader:
         assert _files(reader) == {"/memories/n000.md": b"note 0\n"}
     assert all(p.exists() for p in leftovers)  # a reader leaves them (it holds no lock)
     with memvault.MemoryStore.open(tmp_path / "s", passphrase=PASSPHRASE) as writer:
         _create(writer, 1)
         assert not any(p.exists() for p in leftovers)
+        assert young.exists() and git_tmp.exists()  # left: git may be writing them
         assert set(real) <= {p.name for p in pack_dir.iterdir()}  # the real packs stay
         assert len(_files(writer)) == 2
 
@@ -291,3 +297,26 @@ def test_a_reader_whose_packs_were_merged_away_mid_use_reads_on(
     assert _files(reader) == {**expected, "/memories/n009.md": b"note 9\n"}
     reader.close()
     writer.close()
+
+
+def test_a_merge_leaves_a_pack_that_is_not_as_git_writes_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pack whose header disagrees with its index (or whose index is damaged) is not merged:
+    the others are, and every object stays where it can be read."""
+    monkeypatch.setattr(gitstore, "MERGE_AT", 10**6)  # no merge in the commands
+    store = make_store(tmp_path / "s", StoreSettings(durability="none"))
+    for i in range(3):
+        _create(store, i)
+    packs = sorted(_pack_dir(store).glob("*.pack"), key=lambda p: p.stat().st_mtime_ns)
+    odd, broken_idx = packs[-1], packs[-2].with_suffix(".idx")
+    for path in (odd, broken_idx):
+        os.chmod(path, 0o600)
+    data = bytearray(odd.read_bytes())
+    data[11] += 1  # one object more than its index lists
+    odd.write_bytes(bytes(data))
+    idx = bytearray(broken_idx.read_bytes())
+    idx[-1] ^= 1  # the index's own checksum
+    broken_idx.write_bytes(bytes(idx))
+    monkeypatch.setattr(gitstore, "geometric_merge", len)
+    assert store.git.consolidate_packs() == 2  # the two intact packs
+    names = {p.name for p in _pack_dir(store).glob("*.pack")}
+    assert odd.name in names and broken_idx.with_suffix(".pack").name in names and len(names) == 3

@@ -1,14 +1,18 @@
 """The git layer: the only module that imports ``dulwich``. It sees ciphertext bytes only.
 
 A bare repository with one branch, ``refs/heads/main``. memvault serialises the objects it
-writes itself (:class:`GitObject`: each id hashed once) and writes them loose, each to a
-``.lock`` file created with its final mode and renamed into place, made
-durable in ``full`` durability (one ``syncfs`` on Linux 5.8+, else an fsync per file and
-directory) before the branch moves; the branch moves by compare-and-swap.
-:meth:`GitStore.pack_loose` and :meth:`GitStore.consolidate_packs` move objects into a bounded
-number of packs, outside commands. Every tree read back is checked against the one shape
-memvault writes, so a hostile repository (``..`` names, symlinks, gitlinks) is refused rather
-than interpreted:
+writes itself (:class:`GitObject`: each id hashed once). A commit's objects are one git pack and
+its index (:meth:`GitStore.write_pack`, built by :func:`build_pack`), each written under a
+temporary name with its final mode and renamed into place, the index last, made durable in
+``full`` durability (one ``syncfs`` on Linux 5.8+, else an fsync per file and directory) before
+the branch moves; the branch moves by compare-and-swap. Packs are merged geometrically
+(:func:`geometric_merge`: a few small ones by commands, bigger ones by
+:meth:`GitStore.consolidate_packs`), so there are logarithmically many. Loose objects (stores
+written before commits were packs; :meth:`GitStore.write` still writes them, for the plaintext
+export) are read, and packed by :meth:`GitStore.pack_loose`. Every blob and tree read is checked
+against its id, packed ones included (dulwich does not check those). Every tree read back is
+checked against the one shape memvault writes, so a hostile repository (``..`` names, symlinks,
+gitlinks) is refused rather than interpreted:
 
 - a tree is parsed here from its raw bytes, strictly: only modes ``100644`` and ``40000`` as git
   writes them, names ``[0-9a-z]{1,64}``, entries in git's order without duplicates; the error
@@ -543,9 +547,11 @@ class GitStore:
         return GitObject(b"commit", head + b"author " + stamp + b"committer " + stamp + b"\n" + message)
 
     def write(self, objects: Iterable[GitObject]) -> None:
-        """Write objects loose; in durable mode make them and their fan-out directories durable,
-        and with them the previous branch move (:meth:`compare_and_swap`): one syncfs on Linux,
-        else an fsync per object file and directory, then ``objects/`` and ``refs/heads``.
+        """Write objects loose (commits of a memvault store use :meth:`write_pack`; this is for
+        the repository of ``memvault export``, and for tests of stores written before commits were
+        packs); in durable mode make them and their fan-out directories durable, and with them the
+        previous branch move (:meth:`compare_and_swap`): one syncfs on Linux, else an fsync per
+        object file and directory, then ``objects/`` and ``refs/heads``.
 
         Each object is written to ``objects/xx/<rest>.lock`` (created ``O_EXCL`` with its final
         mode 0400, so no ``chmod`` follows) and renamed into place, so an object file appears

@@ -33,6 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import zlib
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -122,9 +123,9 @@ def main(argv: list[str] | None = None) -> int:
     formula_mismatch = 0
     content_sizes: list[int] = []
     original_write = GitStore.write
+    original_write_pack = GitStore.write_pack
 
-    def tallying_write(self: GitStore, objects: Any) -> None:
-        objects = list(objects)
+    def tally(self: GitStore, objects: list[Any]) -> None:
         for obj in objects:
             raw = obj.as_raw_string()
             if obj.type_name == b"blob":
@@ -135,12 +136,23 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             counts[kind] += 1
             written[kind] += len(raw)
-            loose_file_bytes[kind] += len(obj.as_legacy_object(compression_level=0))
+            header = obj.type_name + b" " + str(len(raw)).encode() + b"\0"
+            loose_file_bytes[kind] += len(zlib.compress(header + raw, 0))  # as a loose object
             if kind == "content blobs":
                 content_sizes.append(len(raw))
+
+    def tallying_write(self: GitStore, objects: Any) -> None:
+        objects = list(objects)
+        tally(self, objects)
         original_write(self, objects)
 
+    def tallying_write_pack(self: GitStore, objects: Any, **kwargs: Any) -> None:
+        objects = list(objects)  # a commit's objects (one pack each commit)
+        tally(self, objects)
+        original_write_pack(self, objects, **kwargs)
+
     GitStore.write = tallying_write  # type: ignore[method-assign]
+    GitStore.write_pack = tallying_write_pack  # type: ignore[method-assign]
 
     base = Path(tempfile.mkdtemp(prefix="memvault-growth-", dir=args.tmpdir))
     started = time.perf_counter()

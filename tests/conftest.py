@@ -3,10 +3,11 @@ production default is m=64 MiB, t=3, p=4)."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import struct
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -24,8 +25,8 @@ def make_store(path: Path, settings: StoreSettings | None = None) -> memvault.Me
 
 
 def all_store_bytes(root: Path) -> list[tuple[str, bytes]]:
-    """Every file under root, plus every zlib stream (git loose objects) inflated: what someone
-    holding a copy of the store directory has, for canary scans."""
+    """Every file under root, plus every zlib stream inflated (git loose objects, and each object
+    of a pack): what someone holding a copy of the store directory has, for canary scans."""
     out = []
     for dirpath, _dirs, files in os.walk(root):
         for name in files:
@@ -36,7 +37,99 @@ def all_store_bytes(root: Path) -> list[tuple[str, bytes]]:
                 out.append((str(p) + " (inflated)", zlib.decompress(data)))
             except zlib.error:
                 pass
+            if name.endswith(".pack"):
+                for i, (_type, _start, _end, body) in enumerate(pack_entries(data)):
+                    out.append((f"{p} (object {i}, inflated)", body))
     return out
+
+
+def pack_entries(data: bytes) -> list[tuple[int, int, int, bytes]]:
+    """``(type, start, end, inflated data)`` of every entry of a git pack, in pack order (a
+    delta's data is the delta itself)."""
+    count = struct.unpack(">I", data[8:12])[0]
+    out = []
+    pos = 12
+    for _ in range(count):
+        start = pos
+        byte = data[pos]
+        type_num = (byte >> 4) & 7
+        pos += 1
+        while byte & 0x80:
+            byte = data[pos]
+            pos += 1
+        if type_num == 6:  # ofs-delta: base offset varint
+            while data[pos] & 0x80:
+                pos += 1
+            pos += 1
+        elif type_num == 7:  # ref-delta: base id
+            pos += 20
+        inflater = zlib.decompressobj()
+        body = inflater.decompress(data[pos:])
+        pos = len(data) - len(inflater.unused_data)
+        out.append((type_num, start, pos, body))
+    return out
+
+
+def rewrite_packed_object(store_path: Path, obj_id: bytes, body: bytes | Callable[[bytes], bytes] | None) -> None:
+    """Damage the store's packs holding ``obj_id`` as a disk or an attacker could: its entry
+    holds ``body`` (or ``body(old data)``) instead (a well-formed zlib stream: only the id check
+    can tell), or with ``body=None`` the object is gone from the packs and their indexes (every
+    other object stays)."""
+    from dulwich.object_format import SHA1
+    from dulwich.pack import load_pack_index
+
+    from memvault.gitstore import _entry_header, pack_index
+
+    raw_id = bytes.fromhex(obj_id.decode())
+    found = False
+    for idx_path in (store_path / "repo" / "objects" / "pack").glob("*.idx"):
+        index = load_pack_index(str(idx_path), SHA1)
+        try:
+            ids = {offset: bytes(sha) for sha, offset, _crc in index.iterentries()}
+        finally:
+            index.close()
+        if raw_id not in ids.values():
+            continue
+        pack_path = idx_path.with_suffix(".pack")
+        parts, entries, offset = [], [], 12
+        for type_num, start, _end, data in pack_entries(pack_path.read_bytes()):
+            sha = ids[start]
+            if sha == raw_id:
+                if body is None:
+                    continue
+                data = body(data) if callable(body) else body
+            entry = _entry_header(type_num, len(data)) + zlib.compress(data, 0)
+            entries.append((sha, zlib.crc32(entry), offset))
+            parts.append(entry)
+            offset += len(entry)
+        pack = b"PACK" + struct.pack(">II", 2, len(entries)) + b"".join(parts)
+        checksum = hashlib.sha1(pack).digest()
+        for path, new in ((pack_path, pack + checksum), (idx_path, pack_index(entries, checksum))):
+            os.chmod(path, 0o600)
+            path.write_bytes(new)
+        found = True
+    assert found, "the object is in no pack"
+
+
+def unpack_to_loose(store: memvault.MemoryStore) -> None:
+    """Turn every packed object of ``store`` into a loose object and remove the packs: the
+    layout of stores written before commits were packs (memvault reads both)."""
+    from dulwich.object_format import SHA1
+    from dulwich.pack import Pack
+
+    from memvault.gitstore import GitObject
+
+    pack_dir = store.root / "repo" / "objects" / "pack"
+    for idx_path in list(pack_dir.glob("*.idx")):
+        pack = Pack(str(idx_path.with_suffix("")), object_format=SHA1)
+        try:
+            objects = [GitObject(obj.type_name, obj.as_raw_string()) for obj in pack.iterobjects()]
+        finally:
+            pack.close()
+        store.git.write(objects)
+        idx_path.unlink()
+        idx_path.with_suffix(".pack").unlink()
+    store.git._repo.object_store._update_pack_cache()
 
 
 @pytest.fixture

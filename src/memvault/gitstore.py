@@ -1,14 +1,18 @@
 """The git layer: the only module that imports ``dulwich``. It sees ciphertext bytes only.
 
 A bare repository with one branch, ``refs/heads/main``. memvault serialises the objects it
-writes itself (:class:`GitObject`: each id hashed once) and writes them loose, each to a
-``.lock`` file created with its final mode and renamed into place, made
-durable in ``full`` durability (one ``syncfs`` on Linux 5.8+, else an fsync per file and
-directory) before the branch moves; the branch moves by compare-and-swap.
-:meth:`GitStore.pack_loose` and :meth:`GitStore.consolidate_packs` move objects into a bounded
-number of packs, outside commands. Every tree read back is checked against the one shape
-memvault writes, so a hostile repository (``..`` names, symlinks, gitlinks) is refused rather
-than interpreted:
+writes itself (:class:`GitObject`: each id hashed once). A commit's objects are one git pack and
+its index (:meth:`GitStore.write_pack`, built by :func:`build_pack`), each written under a
+temporary name with its final mode and renamed into place, the index last, made durable in
+``full`` durability (one ``syncfs`` on Linux 5.8+, else an fsync per file and directory) before
+the branch moves; the branch moves by compare-and-swap. Packs are merged geometrically
+(:func:`geometric_merge`: a few small ones by commands, bigger ones by
+:meth:`GitStore.consolidate_packs`), so there are logarithmically many. Loose objects (stores
+written before commits were packs; :meth:`GitStore.write` still writes them, for the plaintext
+export) are read, and packed by :meth:`GitStore.pack_loose`. Every blob and tree read is checked
+against its id, packed ones included (dulwich does not check those). Every tree read back is
+checked against the one shape memvault writes, so a hostile repository (``..`` names, symlinks,
+gitlinks) is refused rather than interpreted:
 
 - a tree is parsed here from its raw bytes, strictly: only modes ``100644`` and ``40000`` as git
   writes them, names ``[0-9a-z]{1,64}``, entries in git's order without duplicates; the error
@@ -26,16 +30,22 @@ from __future__ import annotations
 
 import binascii
 import hashlib
+import mmap
 import os
 import re
+import secrets
+import stat
+import struct
 import time
+import weakref
 import zlib
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from dulwich.errors import ChecksumMismatch, ObjectFormatException
-from dulwich.objects import Blob, Commit, ObjectID, ShaFile, Tree
+from dulwich.objects import Commit, ObjectID, RawObjectID, ShaFile
+from dulwich.pack import Pack
 from dulwich.refs import Ref
 from dulwich.repo import Repo
 
@@ -44,7 +54,6 @@ from .fsutil import (
     DIR_MODE,
     fsync_dir,
     private_dir,
-    private_file,
     read_bounded,
     sync_filesystem,
     syncfs_available,
@@ -77,6 +86,7 @@ _MAX_REF_BYTES = 4096
 _MODE_TEXT = {b"100644": MODE_BLOB, b"40000": MODE_TREE}
 _HEX1 = re.compile(rb"\A[0-9a-f]\Z")
 _HEX62 = re.compile(rb"\A[0-9a-f]{62}\Z")
+_PACK_NAME = re.compile(r"\Apack-[0-9a-f]{40}\.pack\Z")
 #: The tree layout of docs/format.md 5.3 by role: (name pattern, mode, child role or None).
 #: ``root`` holds only ``c`` and/or ``i``; every other tree is non-empty.
 LAYOUT_ROLES: dict[str, tuple[re.Pattern[bytes], int, str | None]] = {
@@ -93,8 +103,28 @@ _LAYOUT_CACHE_ENTRIES = 65536
 _TREE_CACHE_ENTRIES = 4096
 #: Loose objects per pack written by :meth:`GitStore.pack_loose` (bounds its memory).
 PACK_BATCH = 4096
-#: More packs than this are merged by :meth:`GitStore.consolidate_packs`.
-MAX_PACKS = 8
+#: A command merges the smallest packs (:meth:`GitStore.write_pack`) once this many of them break
+#: the geometric progression (:func:`geometric_merge`), so the fixed cost of a merge (two files,
+#: removals) is paid about once per this many commits.
+MERGE_AT = 8
+#: ... and only packs that together hold at most this many bytes: bigger merges wait for
+#: ``close``/``memvault gc`` (:meth:`GitStore.consolidate_packs`), so a command's merge stays small.
+MERGE_BYTES = 2 * 1024 * 1024
+#: git's pack type numbers.
+_PACK_TYPES = {b"commit": 1, b"tree": 2, b"blob": 3, b"tag": 4}
+_TYPE_NAMES = {v: k for k, v in _PACK_TYPES.items()}
+_PACK_PREFIX = "pack-"
+#: memvault's temporary names of packs and indexes being written (git's prefixes, 16 random hex
+#: digits where git uses 6 characters).
+_TMP_NAME = re.compile(r"\Atmp_(pack|idx)_[0-9a-f]{16}\Z")
+#: A pack without its index is removed once it is this old (:meth:`GitStore.sweep_pack_leftovers`).
+ORPHAN_PACK_SECONDS = 600.0
+#: Files that belong to a pack ``pack-<id>`` besides ``.pack`` and ``.idx`` (written by git).
+_PACK_EXTRAS = (".rev", ".bitmap", ".mtimes")
+_MERGE_CHUNK = 1024 * 1024
+_PACK_SIGNATURES = (b"PACK\0\0\0\2", b"PACK\0\0\0\3")
+#: First bytes an undeltified entry can start with (type 1-4 in bits 4-6, the size's low bits).
+_PLAIN_TYPE_BYTES = frozenset(b for b in range(256) if (b >> 4) & 7 in (1, 2, 3, 4))
 
 
 def _tree_sort_key(name: bytes, mode: int) -> bytes:
@@ -229,6 +259,133 @@ def _write_loose_file(directory: str, final: str, data: bytes, *, fsync: bool) -
         raise
 
 
+def _entry_header(type_num: int, size: int) -> bytes:
+    """A pack entry's header: type and inflated size, git's little-endian base-128 varint."""
+    byte = (type_num << 4) | (size & 0x0F)
+    size >>= 4
+    out = bytearray()
+    while size:
+        out.append(byte | 0x80)
+        byte = size & 0x7F
+        size >>= 7
+    out.append(byte)
+    return bytes(out)
+
+
+def pack_index(entries: list[tuple[bytes, int, int]], pack_checksum: bytes) -> bytes:
+    """The version 2 ``.idx`` of a pack: ``entries`` are ``(20-byte id, crc32, offset)`` (any
+    order, no duplicate ids), ``pack_checksum`` the pack's trailing SHA-1."""
+    entries = sorted(entries)
+    counts = [0] * 256
+    for raw_id, _crc, _offset in entries:
+        counts[raw_id[0]] += 1
+    fanout, running = [], 0
+    for c in counts:
+        running += c
+        fanout.append(running)
+    offsets: list[int] = []
+    large: list[int] = []
+    for _raw_id, _crc, offset in entries:
+        if offset < 0x80000000:
+            offsets.append(offset)
+        else:
+            offsets.append(0x80000000 | len(large))
+            large.append(offset)
+    n = len(entries)
+    body = b"".join(
+        (
+            b"\377tOc\0\0\0\2",
+            struct.pack(">256I", *fanout),
+            b"".join(e[0] for e in entries),
+            struct.pack(f">{n}I", *(e[1] for e in entries)),
+            struct.pack(f">{n}I", *offsets),
+            struct.pack(f">{len(large)}Q", *large),
+            pack_checksum,
+        )
+    )
+    return body + hashlib.sha1(body, usedforsecurity=False).digest()
+
+
+def read_pack_index(data: bytes) -> list[tuple[int, bytes, int]] | None:
+    """``(offset, 20-byte id, crc32)`` of every entry of a version 2 pack index, sorted by
+    offset; None if ``data`` is not a well-formed version 2 index (its own checksum included)."""
+    if len(data) < 1072 or data[:8] != b"\377tOc\0\0\0\2":
+        return None
+    if hashlib.sha1(data[:-20], usedforsecurity=False).digest() != data[-20:]:
+        return None
+    n = struct.unpack_from(">I", data, 8 + 255 * 4)[0]
+    ids_at = 1032
+    crcs_at = ids_at + 20 * n
+    offsets_at = crcs_at + 4 * n
+    large_at = offsets_at + 4 * n
+    if large_at + 40 > len(data):
+        return None
+    crcs = struct.unpack_from(f">{n}I", data, crcs_at)
+    offsets = list(struct.unpack_from(f">{n}I", data, offsets_at))
+    large_count = (len(data) - 40 - large_at) // 8
+    for i, offset in enumerate(offsets):
+        if offset & 0x80000000:
+            j = offset & 0x7FFFFFFF
+            if j >= large_count:
+                return None
+            offsets[i] = struct.unpack_from(">Q", data, large_at + 8 * j)[0]
+    entries = [(offsets[i], data[ids_at + 20 * i : ids_at + 20 * i + 20], crcs[i]) for i in range(n)]
+    entries.sort()
+    return entries
+
+
+def _pack_head(path: str) -> tuple[bytes, int]:
+    """The first 12 bytes (signature, version, object count) and the size of a regular file."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError("not a regular file")
+        return os.pread(fd, 12, 0), st.st_size
+    finally:
+        os.close(fd)
+
+
+def build_pack(objects: Iterable[GitObject], level: int) -> tuple[bytes, bytes, str]:
+    """``(pack, idx, name)`` of one git pack (version 2) holding ``objects`` undeltified, each
+    zlib stream at ``level`` (a duplicate id is stored once), its version 2 index, and the pack's
+    name: the hex SHA-1 trailer of the pack, as git names packs."""
+    seen: set[bytes] = set()
+    parts: list[bytes] = [b""]
+    entries: list[tuple[bytes, int, int]] = []
+    offset = 12
+    for obj in objects:
+        raw_id = binascii.a2b_hex(obj.id)
+        if raw_id in seen:
+            continue
+        seen.add(raw_id)
+        body = obj.as_raw_string()
+        entry = _entry_header(_PACK_TYPES[obj.type_name], len(body)) + zlib.compress(body, level)
+        entries.append((raw_id, zlib.crc32(entry), offset))
+        parts.append(entry)
+        offset += len(entry)
+    parts[0] = b"PACK" + struct.pack(">II", 2, len(entries))
+    data = b"".join(parts)
+    checksum = hashlib.sha1(data, usedforsecurity=False).digest()
+    return data + checksum, pack_index(entries, checksum), checksum.hex()
+
+
+def geometric_merge(sizes: list[int]) -> int:
+    """How many of the smallest packs (``sizes`` sorted ascending) to merge into one so that every
+    pack is at least twice as large as all smaller ones together; 0 for none.
+
+    That invariant keeps the number of packs logarithmic in the number of objects, and an object
+    is rewritten only into a pack at least 1.5 times as large as the one it leaves, so at most
+    logarithmically often in all. Merging the smallest ``k`` (the last index where the invariant
+    fails, plus one) restores it in one step."""
+    k, total = 0, 0
+    for i, size in enumerate(sizes):
+        if i and size < 2 * total:
+            k = i + 1
+        total += size
+    return k
+
+
 class GitStore:
     """A bare dulwich repository used as an object store plus one compare-and-swap ref."""
 
@@ -255,10 +412,20 @@ class GitStore:
         self._repo.object_store.loose_object_size_limit = MAX_OBJECT_BYTES
         self._objects_dir = path / "objects"
         self._objects_base = os.fspath(self._objects_dir)  # plain strings: pathlib costs per object
+        self._pack_dir = self._objects_dir / "pack"
+        self._pack_base = os.fspath(self._pack_dir)
+        #: Sizes of packs seen, by file name (``pack-<checksum>.pack``: fixed for a name).
+        self._pack_sizes: dict[str, int] = {}
+        #: Commit packs this object wrote since its last merge (:meth:`write_pack`); its first
+        #: commit looks for a merge (a process may write only one commit).
+        self._packs_written = MERGE_AT
         self._compression = self._repo.object_store.loose_compression_level
         self._ref_file = path / "refs" / "heads" / "main"
         self._ref_path = os.fspath(self._ref_file)
         self._ref_lock = self._ref_path + ".lock"
+        #: Closes the repository (its packs' files and maps) at :meth:`close`, or when this object
+        #: is collected or the interpreter exits, whichever comes first.
+        self._closer = weakref.finalize(self, self._repo.close)
         self._layout_ok: dict[tuple[bytes, str], None] = {}
         self._trees: OrderedDict[bytes, dict[bytes, tuple[int, bytes]]] = OrderedDict()
 
@@ -278,7 +445,7 @@ class GitStore:
         return cls(path, durable=durable)
 
     def close(self) -> None:
-        self._repo.close()
+        self._closer()
 
     # -- refs ---------------------------------------------------------------------------------
 
@@ -380,9 +547,11 @@ class GitStore:
         return GitObject(b"commit", head + b"author " + stamp + b"committer " + stamp + b"\n" + message)
 
     def write(self, objects: Iterable[GitObject]) -> None:
-        """Write objects loose; in durable mode make them and their fan-out directories durable,
-        and with them the previous branch move (:meth:`compare_and_swap`): one syncfs on Linux,
-        else an fsync per object file and directory, then ``objects/`` and ``refs/heads``.
+        """Write objects loose (commits of a memvault store use :meth:`write_pack`; this is for
+        the repository of ``memvault export``, and for tests of stores written before commits were
+        packs); in durable mode make them and their fan-out directories durable, and with them the
+        previous branch move (:meth:`compare_and_swap`): one syncfs on Linux, else an fsync per
+        object file and directory, then ``objects/`` and ``refs/heads``.
 
         Each object is written to ``objects/xx/<rest>.lock`` (created ``O_EXCL`` with its final
         mode 0400, so no ``chmod`` follows) and renamed into place, so an object file appears
@@ -418,7 +587,329 @@ class GitStore:
             except FileNotFoundError:
                 pass  # the branch is packed (git pack-refs): compare_and_swap makes the directory
 
-    # -- packing ------------------------------------------------------------------------------
+    # -- packs ---------------------------------------------------------------------------------
+
+    def write_pack(self, objects: Iterable[GitObject], *, merge: bool = False) -> None:
+        """Write ``objects`` as one pack (a commit's objects: one ``.pack`` and its ``.idx``
+        instead of a loose file each); in durable mode make it durable, and with it the previous
+        branch move (:meth:`compare_and_swap`): one syncfs on Linux, else an fsync of each file and
+        of ``objects/pack``, then ``refs/heads``.
+
+        The pack (version 2, objects undeltified, zlib at the repository's loose-object level: 0,
+        stored, for stores memvault creates) goes to ``objects/pack/tmp_pack_<random>`` (created
+        ``O_EXCL``, mode 0400, fsynced there without syncfs) and is renamed to
+        ``pack-<checksum>.pack``; then its index the same way (``tmp_idx_<random>`` to
+        ``pack-<checksum>.idx``). git and dulwich use a pack only once its ``.idx`` exists, so a
+        pack appears whole or not at all. The caller holds the store's writer lock.
+
+        With ``merge`` (looked for at this object's first commit and then once it has written
+        :data:`MERGE_AT` - 1 packs since its last merge, so most commits do not even list the pack
+        directory) the smallest packs are
+        first merged into one when at least :data:`MERGE_AT` of them break the geometric
+        progression (:func:`geometric_merge`) and they hold at most :data:`MERGE_BYTES` together:
+        the merged pack is written the same way before
+        the commit's pack, made durable by the same sync, and only then are the packs it replaces
+        removed. A failure of the merge leaves those packs in place (the commit goes on without
+        it). On an error the error propagates after removing (best effort) the temporary file
+        being written, the commit's pack if its index is not in place, and the merged pack (the
+        packs it would have replaced stay): only a complete commit pack whose sync failed can be
+        left, unreferenced.
+        """
+        fsync_each = self._durable and not self._syncfs
+        data, idx, name = build_pack(objects, self._compression)
+        merged: tuple[str, list[str]] | None = None
+        if merge and self._packs_written >= MERGE_AT - 1:
+            try:
+                plan = self._merge_plan(MERGE_AT, MERGE_BYTES)
+                merged = self._write_merged(plan, fsync=fsync_each) if plan else None
+            except (OSError, IntegrityError, ValueError):
+                merged = None  # optional: the packs stay as they are
+        try:
+            self._install_pack(data, idx, name, fsync=fsync_each)
+            if self._durable:
+                self._sync_packs()
+        except BaseException:
+            if merged is not None:
+                self._remove_pack_files(merged[0])
+            raise
+        self._packs_written += 1
+        if merged is not None:
+            self._packs_written = 0
+            self._retire(merged[1])
+
+    def _install_pack(self, data: bytes, idx: bytes, name: str, *, fsync: bool) -> str:
+        """Write a pack and then its index under their final names (each through a temporary
+        file); return the pack's path without extension."""
+        base = f"{self._pack_base}/{_PACK_PREFIX}{name}"
+        self._write_pack_file(data, base + ".pack", "tmp_pack_", fsync=fsync)
+        try:
+            self._write_pack_file(idx, base + ".idx", "tmp_idx_", fsync=fsync)
+        except BaseException:
+            if not os.path.exists(base + ".idx"):  # else the same pack was already complete
+                try:
+                    os.unlink(base + ".pack")
+                except OSError:
+                    pass
+            raise
+        return base
+
+    def _open_pack_tmp(self, prefix: str) -> tuple[int, str]:
+        """Create ``objects/pack/<prefix><random>`` exclusively with mode 0400 (making the pack
+        directory, 0700, if it is missing); return its descriptor and path."""
+        tmp = f"{self._pack_base}/{prefix}{secrets.token_hex(8)}"
+        try:
+            return os.open(tmp, _O_LOOSE, 0o400), tmp
+        except FileNotFoundError:
+            try:
+                os.mkdir(self._pack_base, DIR_MODE)
+            except FileExistsError:
+                pass
+            else:
+                private_dir(self._pack_base)
+                if self._durable:
+                    fsync_dir(self._objects_dir)
+        return os.open(tmp, _O_LOOSE, 0o400), tmp
+
+    def _write_pack_file(self, data: bytes, final: str, prefix: str, *, fsync: bool) -> None:
+        fd, tmp = self._open_pack_tmp(prefix)
+        try:
+            try:
+                write_all(fd, data)
+                if fsync:
+                    os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.replace(tmp, final)
+        except BaseException:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            raise
+
+    def _sync_packs(self) -> None:
+        """Make the packs just renamed into place durable (durable mode only)."""
+        if self._syncfs:
+            sync_filesystem(self._objects_dir)  # also the previous commit's branch move
+            return
+        fsync_dir(self._pack_dir)
+        try:
+            fsync_dir(self._ref_file.parent)  # a branch move a writer with syncfs left unsynced
+        except FileNotFoundError:
+            pass  # the branch is packed (git pack-refs): compare_and_swap makes the directory
+
+    def _packs(self) -> list[tuple[int, str]]:
+        """``(size, path without extension)`` of every pack with an index (a ``.keep`` file
+        excludes one, as in git), smallest first."""
+        try:
+            names = set(os.listdir(self._pack_base))
+        except FileNotFoundError:
+            return []
+        out = []
+        sizes = self._pack_sizes
+        for name in names:
+            if name.endswith(".pack"):
+                stem = name[:-5]
+                if stem + ".idx" in names and stem + ".keep" not in names:
+                    size = sizes.get(name)
+                    if size is None:
+                        try:
+                            size = os.stat(f"{self._pack_base}/{name}").st_size
+                        except FileNotFoundError:
+                            continue
+                        if _PACK_NAME.match(name):  # named by its checksum: its size is fixed
+                            sizes[name] = size
+                    out.append((size, f"{self._pack_base}/{stem}"))
+        if len(sizes) > 4 * len(out) + 64:
+            for name in [n for n in sizes if n not in names]:
+                del sizes[name]
+        out.sort()
+        return out
+
+    def _merge_plan(self, min_packs: int, max_bytes: int | None) -> list[str]:
+        """The packs to merge now (smallest first): the :func:`geometric_merge` of the packs that
+        together hold at most ``max_bytes``, if it names at least ``min_packs``."""
+        packs = self._packs()
+        if max_bytes is not None:
+            total, n = 0, 0
+            for size, _base in packs:
+                if total + size > max_bytes:
+                    break
+                total, n = total + size, n + 1
+            packs = packs[:n]
+        k = geometric_merge([size for size, _base in packs])
+        return [base for _size, base in packs[:k]] if k >= max(min_packs, 2) else []
+
+    def _write_merged(self, bases: list[str], *, fsync: bool) -> tuple[str, list[str]] | None:
+        """Write one pack holding every object of the packs ``bases`` (each id once) and its
+        index; return its path and the packs it holds, or None when fewer than two could be read
+        (a pack whose index or entries are not as git writes them is left out). Undeltified
+        entries are copied as they are (with their index CRC); a delta (a pack ``git gc`` wrote)
+        is resolved and stored whole. Not synced here (``fsync``: each file, no directory)."""
+        sources: list[tuple[str, list[tuple[int, bytes, int]], int]] = []
+        for base in bases:
+            try:
+                entries = read_pack_index(read_bounded(base + ".idx", MAX_OBJECT_BYTES))
+                head, size = _pack_head(base + ".pack") if entries else (b"", 0)
+            except OSError:  # gone, or not a regular file: leave that pack alone
+                continue
+            if not entries or head[:8] not in _PACK_SIGNATURES or head[8:] != len(entries).to_bytes(4, "big"):
+                continue  # a damaged or foreign index (e.g. version 1) or pack: leave that pack alone
+            if entries[0][0] < 12 or entries[-1][0] >= size - 20:
+                continue
+            if any(a[0] >= b[0] for a, b in zip(entries, entries[1:], strict=False)):
+                continue
+            sources.append((base, entries, size))
+        if len(sources) < 2:
+            return None
+        seen: set[bytes] = set()
+        for _base, entries, _size in sources:
+            seen.update(raw_id for _offset, raw_id, _crc in entries)
+        count = len(seen)
+        seen.clear()
+        fd, tmp = self._open_pack_tmp("tmp_pack_")
+        try:
+            try:
+                new_index, checksum = self._copy_entries(fd, sources, count, seen)
+                if fsync:
+                    os.fsync(fd)
+            finally:
+                os.close(fd)
+            base = f"{self._pack_base}/{_PACK_PREFIX}{checksum.hex()}"
+            if base in bases:  # the merge is one of the packs already (same bytes): nothing to do
+                os.unlink(tmp)
+                return None
+            os.replace(tmp, base + ".pack")
+        except BaseException as err:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            if isinstance(err, OSError) or not isinstance(err, Exception):
+                raise
+            return None  # an entry not as git writes it (a damaged pack): no merge
+        try:
+            self._write_pack_file(pack_index(new_index, checksum), base + ".idx", "tmp_idx_", fsync=fsync)
+        except BaseException:
+            self._remove_pack_files(base)
+            raise
+        return base, [b for b, _e, _s in sources]
+
+    def _copy_entries(
+        self, fd: int, sources: list[tuple[str, list[tuple[int, bytes, int]], int]], count: int, seen: set[bytes]
+    ) -> tuple[list[tuple[bytes, int, int]], bytes]:
+        """Stream the entries of ``sources`` into the pack open at ``fd``: header, entries (each
+        id once), SHA-1 trailer. Returns the new index entries and the trailer."""
+        digest = hashlib.sha1(usedforsecurity=False)
+        chunks: list[bytes] = []
+        pending = 0
+
+        def emit(data: bytes) -> None:
+            nonlocal pending
+            digest.update(data)
+            chunks.append(data)
+            pending += len(data)
+            if pending >= _MERGE_CHUNK:
+                write_all(fd, b"".join(chunks))
+                chunks.clear()
+                pending = 0
+
+        emit(b"PACK" + struct.pack(">II", 2, count))
+        offset = 12
+        index: list[tuple[bytes, int, int]] = []
+        for base, entries, size in sources:
+            with open(base + ".pack", "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+                if len(data) != size or data[:4] != b"PACK":
+                    raise IntegrityError()
+                plain = _PLAIN_TYPE_BYTES
+                if not any(raw_id in seen or data[start] not in plain for start, raw_id, _crc in entries):
+                    # neither duplicates nor deltas: the entries as one block, offsets shifted
+                    shift = offset - entries[0][0]
+                    index.extend((raw_id, crc, start + shift) for start, raw_id, crc in entries)
+                    seen.update(raw_id for _start, raw_id, _crc in entries)
+                    block = data[entries[0][0] : size - 20]
+                    emit(block)
+                    offset += len(block)
+                    continue
+                pack: Pack | None = None
+                try:
+                    for i, (start, raw_id, crc) in enumerate(entries):
+                        if raw_id in seen:
+                            continue
+                        seen.add(raw_id)
+                        end = entries[i + 1][0] if i + 1 < len(entries) else size - 20
+                        entry = data[start:end]
+                        if (entry[0] >> 4) & 7 not in _TYPE_NAMES:  # a delta: store it whole
+                            if pack is None:
+                                pack = Pack(base, object_format=self._repo.object_store.object_format)
+                            type_num, body = pack.get_raw(RawObjectID(raw_id))
+                            entry = _entry_header(type_num, len(body)) + zlib.compress(body, self._compression)
+                            crc = zlib.crc32(entry)
+                        index.append((raw_id, crc, offset))
+                        emit(entry)
+                        offset += len(entry)
+                finally:
+                    if pack is not None:
+                        pack.close()
+        if len(index) != count:
+            raise IntegrityError()
+        if chunks:
+            write_all(fd, b"".join(chunks))
+        checksum = digest.digest()
+        write_all(fd, checksum)
+        return index, checksum
+
+    def _remove_pack_files(self, base: str) -> None:
+        """Remove a pack, its index first (so no reader starts using it), best effort."""
+        for ext in (".idx", ".pack", *_PACK_EXTRAS):
+            try:
+                os.unlink(base + ext)
+            except FileNotFoundError:
+                continue
+            except OSError:
+                if ext == ".idx":
+                    return  # still indexed: leave the pack whole
+
+    def _retire(self, bases: list[str]) -> None:
+        """Remove packs whose objects a durable merged pack now holds (best effort: a pack left
+        behind only holds duplicates), and drop them from dulwich's cache."""
+        for base in bases:
+            self._remove_pack_files(base)
+        try:
+            self._repo.object_store._update_pack_cache()
+        except OSError:
+            pass
+
+    def sweep_pack_leftovers(self) -> int:
+        """Remove what a crashed or failed pack writer left in ``objects/pack``: memvault's
+        temporary files (``tmp_pack_<16 hex>``, ``tmp_idx_<16 hex>``), and a ``.pack`` without its
+        ``.idx`` (never used by git or dulwich; its objects are unreferenced, or also in a durable
+        merged pack) once it is :data:`ORPHAN_PACK_SECONDS` old: a ``git gc`` run alongside may be
+        between renaming its new pack and its index. git's own temporary files (6 random
+        characters) are left to git. Returns how many files were removed. The caller holds the
+        store's writer lock."""
+        try:
+            names = set(os.listdir(self._pack_base))
+        except FileNotFoundError:
+            return 0
+        cutoff = time.time() - ORPHAN_PACK_SECONDS
+        removed = 0
+        for name in names:
+            path = f"{self._pack_base}/{name}"
+            if not _TMP_NAME.match(name):
+                if not name.endswith(".pack") or name[:-5] + ".idx" in names:
+                    continue
+                try:
+                    if os.lstat(path).st_mtime > cutoff:
+                        continue
+                except OSError:
+                    continue
+            try:
+                os.unlink(path)
+            except OSError:
+                continue
+            removed += 1
+        return removed
 
     def loose_count(self) -> int:
         """How many loose objects the repository holds (one directory listing per fan-out)."""
@@ -429,20 +920,23 @@ class GitStore:
         return n
 
     def pack_count(self) -> int:
-        return len(list((self._objects_dir / "pack").glob("pack-*.pack")))
+        """How many packs (with their index) the repository holds."""
+        return len(self._packs())
 
     def pack_loose(self, *, batch: int = PACK_BATCH, deadline: float | None = None, keep_dirs: bool = False) -> int:
         """Move loose objects into packs, ``batch`` objects per pack (bounded memory), until none
         is left or ``time.monotonic()`` passes ``deadline``; return how many were packed. The
-        fan-out directories left empty are removed (4 KiB each) unless ``keep_dirs``: the next
-        commits would create most of them again, one more inode creation per object at first.
+        fan-out directories left empty are removed (4 KiB each) unless ``keep_dirs``: a store
+        written before commits were packs would otherwise keep them.
 
-        A pack (data and index) is durable (in durability ``full``) before the loose copies are
-        deleted, so a crash or an error at any point leaves every object readable, at worst twice.
-        The caller holds the store's writer lock.
+        Each pack is written as :meth:`write_pack` writes a commit's and is durable (in
+        durability ``full``) before the loose copies are deleted, so a crash or an error at any
+        point leaves every object readable, at worst twice. The caller holds the store's writer
+        lock.
         """
         store = self._repo.object_store
         packed = 0
+        fsync_each = self._durable and not self._syncfs
         while deadline is None or time.monotonic() < deadline:
             ids: list[ObjectID] = []
             for obj_id in store._iter_loose_objects():
@@ -451,19 +945,23 @@ class GitStore:
                     break
             if not ids:
                 break
-            objects: list[tuple[ShaFile, str | None]] = []
+            objects: list[GitObject] = []
             good: list[ObjectID] = []
             for obj_id in ids:
                 try:
                     obj = self._get(obj_id)
                 except IntegrityError:
                     continue  # a damaged object stays loose, where verify reports it
-                if obj.id == obj_id:
-                    objects.append((obj, None))
+                copy = GitObject(obj.type_name, obj.as_raw_string())
+                if copy.id == obj_id:
+                    objects.append(copy)
                     good.append(obj_id)
             if not good:
                 break
-            self._add_pack(objects)
+            data, idx, name = build_pack(objects, self._compression)
+            self._install_pack(data, idx, name, fsync=fsync_each)
+            if self._durable:
+                self._sync_packs()
             for obj_id in good:
                 store.delete_loose_object(obj_id)
             packed += len(good)
@@ -476,45 +974,25 @@ class GitStore:
                         pass  # not empty
         return packed
 
-    def consolidate_packs(self, *, max_packs: int = MAX_PACKS) -> int:
-        """Merge the smaller packs into one when there are more than ``max_packs``; return how
-        many packs were merged. The new pack is durable before the old ones are removed."""
-        store = self._repo.object_store
-        store._update_pack_cache()
-        packs = sorted(store.packs, key=len)
-        if len(packs) <= max_packs:
+    def consolidate_packs(self, *, max_bytes: int | None = None) -> int:
+        """Merge the smallest packs into one where they break the geometric progression
+        (:func:`geometric_merge`; only packs holding at most ``max_bytes`` together, if given);
+        return how many packs were merged. The new pack is durable (in durability ``full``)
+        before the old ones are removed. The caller holds the store's writer lock."""
+        plan = self._merge_plan(2, max_bytes)
+        if not plan:
             return 0
-        merge = packs[:-1]  # all but the largest: their total is bounded by the packing batches
-        objects: list[tuple[ShaFile, str | None]] = []
-        for pack in merge:
-            objects.extend((obj, None) for obj in pack.iterobjects())
-        self._add_pack(objects)
-        for pack in merge:
-            store._remove_pack(pack)
-        store._update_pack_cache()
-        return len(merge)
-
-    def _add_pack(self, objects: list[tuple[ShaFile, str | None]]) -> None:
-        store = self._repo.object_store
-        pack = store.add_objects(objects)
-        if pack is None:
-            return
-        pack_dir = self._objects_dir / "pack"
-        base = pack_dir / f"pack-{pack.name().decode()}"
-        for path in (base.with_suffix(".pack"), base.with_suffix(".idx")):
-            if path.exists():
-                private_file(path, 0o400)
-                if self._durable and not self._syncfs:
-                    fd = os.open(path, os.O_RDONLY)
-                    try:
-                        os.fsync(fd)
-                    finally:
-                        os.close(fd)
-        if self._durable:
-            if self._syncfs:
-                sync_filesystem(pack_dir)
-            else:
-                fsync_dir(pack_dir)
+        merged = self._write_merged(plan, fsync=self._durable and not self._syncfs)
+        if merged is None:
+            return 0
+        try:
+            if self._durable:
+                self._sync_packs()
+        except BaseException:
+            self._remove_pack_files(merged[0])
+            raise
+        self._retire(merged[1])
+        return len(merged[1])
 
     def _get(self, obj_id: bytes) -> ShaFile:
         if not _HEX40.match(obj_id):
@@ -534,23 +1012,32 @@ class GitStore:
         return ObjectID(obj_id) in self._repo.object_store
 
     def read_blob(self, obj_id: bytes) -> bytes:
-        raw = self._read_loose(obj_id, b"blob")
-        if raw is not None:
-            return raw
-        obj = self._get(obj_id)  # packed (after git gc): dulwich checks the id
-        if not isinstance(obj, Blob):
-            raise IntegrityError()
-        return obj.as_raw_string()
+        return self._raw(obj_id, b"blob")
 
     def _raw_tree(self, obj_id: bytes) -> bytes:
         """The raw bytes of a tree object whose content matches its id (loose or packed)."""
-        raw = self._read_loose(obj_id, b"tree")
+        return self._raw(obj_id, b"tree")
+
+    def _raw(self, obj_id: bytes, kind: bytes) -> bytes:
+        """The body of the object ``obj_id`` of type ``kind``, loose or packed, checked against
+        its id (dulwich does not check the objects it reads from a pack: a pack whose index
+        names one object at another's place is caught here)."""
+        raw = self._read_loose(obj_id, kind)
         if raw is not None:
             return raw
-        obj = self._get(obj_id)  # packed (after git gc): dulwich checks the id
-        if not isinstance(obj, Tree):
+        try:
+            type_num, raw = self._repo.object_store.get_raw(ObjectID(obj_id))
+        except KeyError:
+            raise IntegrityError("An object of the store is missing.") from None
+        except Exception:  # dulwich raises assorted errors on hostile packs (zlib.error, ...)
+            raise IntegrityError() from None
+        if _TYPE_NAMES.get(type_num) != kind:
             raise IntegrityError()
-        return obj.as_raw_string()
+        digest = hashlib.sha1(_header(kind, len(raw)), usedforsecurity=False)
+        digest.update(raw)
+        if digest.hexdigest().encode() != obj_id:
+            raise IntegrityError()  # damaged: the content does not match its id
+        return raw
 
     def _read_loose(self, obj_id: bytes, kind: bytes) -> bytes | None:
         """Inflate the loose object ``obj_id`` (bounded) and check its id; None if not loose.

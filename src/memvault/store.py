@@ -76,10 +76,13 @@ __all__ = ["MemoryStore", "Transaction", "StoreState", "STORE_FILE"]
 
 #: Marker and public configuration of a store directory.
 STORE_FILE = "memvault.json"
-#: :meth:`MemoryStore.close` packs loose objects once this store object has written this many
-#: (about 100 commits), spending at most ``CLOSE_PACK_SECONDS`` on it.
+#: :meth:`MemoryStore.close` merges packs (and packs loose objects of older stores) once this store
+#: object has written this many objects (about 100 commits), packing for at most
+#: ``CLOSE_PACK_SECONDS``.
 PACK_AFTER_OBJECTS = 1000
 CLOSE_PACK_SECONDS = 3.0
+#: ... and merges packs holding at most this many bytes together (``memvault gc`` merges any).
+CLOSE_MERGE_BYTES = 64 * 1024 * 1024
 #: Largest ``memvault.json`` read (settings with a full allowlist and custom rules stay far below).
 MAX_CONFIG_BYTES = 16 * 1024 * 1024
 _STORE_FORMAT = "memvault-store"
@@ -547,10 +550,14 @@ class MemoryStore:
     def _sweep_leftovers(self) -> None:
         """Wipe temporary files of atomic writes, key-slot removals and keyring rewrites that a
         crashed or failed writer left behind (they may hold wrapped key material). Caller holds
-        the writer lock. Torn loose objects (``objects/xx/*.lock``) are never read and are left:
-        finding them would cost a scan of every object directory."""
+        the writer lock. Unfinished packs are removed too (:meth:`GitStore.sweep_pack_leftovers`:
+        memvault's ``objects/pack/tmp_*`` files, and a ``.pack`` without its ``.idx`` once it is 10
+        minutes old). Torn loose objects (``objects/xx/*.lock``, from writers before
+        commits were packs) are never read and are left: finding them would cost a scan of every
+        object directory."""
         wipe_leftovers(self.root / "keys", (".json.tmp-",))
         wipe_leftovers(self.root, (f"{STORE_FILE}.tmp-", ".keyring.rewrite-"))
+        self.git.sweep_pack_leftovers()
 
     def _config_message(self, config: dict[str, object]) -> bytes:
         body = json.dumps(
@@ -560,35 +567,44 @@ class MemoryStore:
 
     def close(self) -> None:
         """Merge recorded reads into the access-time file (waiting at most 5 s for the writer
-        lock; they are advisory and dropped if it stays busy), pack the loose objects this store
-        object wrote if they are many (for at most :data:`CLOSE_PACK_SECONDS`), and release the
-        repository handle. The store object must not be used afterwards."""
+        lock; they are advisory and dropped if it stays busy), run :meth:`maintain` if this store
+        object wrote many objects (merging packs of up to :data:`CLOSE_MERGE_BYTES` together,
+        packing loose objects for at most :data:`CLOSE_PACK_SECONDS`), and release the repository
+        handle. The store object must not be used afterwards."""
         try:
             self.flush_access_times(wait=min(self.lock_timeout, 5.0), prune=True)
             if self._objects_written >= PACK_AFTER_OBJECTS:
                 try:
-                    self.maintain(seconds=CLOSE_PACK_SECONDS, wait=0.0, keep_dirs=True)
+                    self.maintain(seconds=CLOSE_PACK_SECONDS, wait=0.0, keep_dirs=True, merge_bytes=CLOSE_MERGE_BYTES)
                 except MemvaultError:
-                    pass  # the objects stay loose, readable; the next close or `memvault gc` packs them
+                    pass  # everything stays readable; the next close or `memvault gc` does it
         finally:
             self.git.close()
 
     def maintain(
-        self, *, seconds: float | None = None, wait: float | None = None, keep_dirs: bool = False
+        self,
+        *,
+        seconds: float | None = None,
+        wait: float | None = None,
+        keep_dirs: bool = False,
+        merge_bytes: int | None = None,
     ) -> tuple[int, int]:
-        """Pack loose objects (in batches of :data:`~memvault.gitstore.PACK_BATCH`) and merge the
-        packs when there are more than :data:`~memvault.gitstore.MAX_PACKS`; return ``(objects
-        packed, packs merged)``. Runs under the writer lock (waiting at most ``wait`` seconds,
-        default :attr:`lock_timeout`), for at most about ``seconds`` (default: until done).
-        Emptied fan-out directories are removed unless ``keep_dirs`` (:meth:`close` keeps them for
-        the next session's commits; ``memvault gc`` removes them).
-        Never part of a memory-tool command: :meth:`close` and ``memvault gc`` call it. Every
-        object stays readable throughout, and a crash at any point loses nothing."""
+        """Pack loose objects (in batches of :data:`~memvault.gitstore.PACK_BATCH`; stores
+        written before commits were packs hold them) and merge the smallest packs where they break
+        the geometric progression (:meth:`GitStore.consolidate_packs`, only packs holding at most
+        ``merge_bytes`` together if given); return ``(objects packed, packs merged)``. Runs under
+        the writer lock (waiting at most ``wait`` seconds, default :attr:`lock_timeout`); packing
+        stops after about ``seconds`` (default: when done). Emptied fan-out directories are removed
+        unless ``keep_dirs``, and so is what a crashed pack writer left
+        (:meth:`GitStore.sweep_pack_leftovers`). Never part of a memory-tool command:
+        :meth:`close` and ``memvault gc`` call it. Every object stays readable throughout, and a
+        crash at any point loses nothing."""
         deadline = None if seconds is None else time.monotonic() + seconds
         with self._lock.hold(timeout=wait):
             try:
+                self.git.sweep_pack_leftovers()
                 packed = self.git.pack_loose(deadline=deadline, keep_dirs=keep_dirs)
-                merged = self.git.consolidate_packs()
+                merged = self.git.consolidate_packs(max_bytes=merge_bytes)
             except OSError as err:
                 raise StorageError.from_os_error(err) from None
         self._objects_written = 0
@@ -1056,7 +1072,7 @@ class MemoryStore:
         objects.append(commit)
         # Step 1: objects. A failure here leaves only unreferenced objects: the old state.
         try:
-            self.git.write(objects)
+            self.git.write_pack(objects, merge=True)
             self._objects_written += len(objects)
         except Exception as err:
             raise _storage_error(err) from None
@@ -1190,7 +1206,7 @@ class MemoryStore:
         sealed = records.seal_meta(self._keys.meta, self.store_id, meta)
         tag = records.commit_tag(self._keys.chain, self.store_id, 0, ZERO_ID, empty.id, sealed)
         commit = GitStore.commit(empty.id, None, _commit_message(sealed, tag))
-        self.git.write([empty, commit])
+        self.git.write_pack([empty, commit])
         self.keyring.append(self.keyring.commit_record(0, commit.id, ZERO_ID), durable=self._durable)
         if not self.git.compare_and_swap(None, commit.id):
             raise InternalError()

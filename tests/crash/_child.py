@@ -41,10 +41,19 @@ PASSPHRASE_ENV = "MEMVAULT_TEST_PASSPHRASE"
 #: ``old`` (nothing recorded), ``pending`` (recorded in the keyring but the branch not moved: the
 #: recorded commit is durable and authentic, so a fresh open already serves it and the next
 #: writer moves the branch to it), ``new`` (published).
+#: The ``pack_*``/``idx_*`` points act on the commit's pack, the ``merge_*`` points on the merge
+#: of the smallest packs a command makes before it (forced here: every pack is merged).
 POINTS: dict[str, str] = {
     "git_write_before": "old",
-    "loose_object_after_first": "old",
-    "loose_object_torn": "old",
+    "merge_pack_torn": "old",
+    "merge_before_idx": "old",
+    "merge_after_idx": "old",
+    "pack_torn": "old",
+    "pack_before_idx": "old",
+    "idx_torn": "old",
+    "pack_after_idx": "old",
+    "merge_retiring": "old",
+    "merge_retired": "old",
     "git_write_after": "old",
     "keyring_before": "old",
     "keyring_torn_half": "old",
@@ -57,7 +66,6 @@ POINTS: dict[str, str] = {
 
 COUNTER_RE = re.compile(r"\[count: (\d+)\]")
 LOST_RACE = "No replacement was performed"
-LOOSE_OBJECT_RE = re.compile(r"[\\/]objects[\\/][0-9a-f]{2}[\\/][0-9a-f]{38}\Z")
 
 
 def die() -> None:
@@ -79,9 +87,57 @@ def _wrap(owner: Any, name: str, *, before: bool, action: Callable[[], None] = d
     setattr(owner, name, wrapper)
 
 
-def _is_loose_object(path: Any) -> bool:
-    """Whether ``path`` names a loose object file (``objects/xx/<38 hex>``)."""
-    return LOOSE_OBJECT_RE.search(os.fsdecode(path)) is not None
+def _torn(src: Any) -> None:
+    """Cut the temporary file ``src`` to half its size and die (a write the crash interrupted)."""
+    fd = os.open(src, os.O_WRONLY)
+    os.ftruncate(fd, os.fstat(fd).st_size // 2)
+    os.close(fd)
+    die()
+
+
+def _arm_pack_point(point: str, action: Callable[[], None]) -> None:
+    """Crash points in :meth:`GitStore.write_pack`, at its renames and removals. The ``merge_*``
+    points force a merge of every pack first (the policy is tested elsewhere); the merged pack is
+    the first ``.pack`` renamed, the commit's pack the next."""
+    import memvault.gitstore as gitstore
+
+    real_replace, real_unlink = gitstore.os.replace, gitstore.os.unlink
+    renamed: list[str] = []
+    merge = point.startswith("merge_")
+    if merge:
+        gitstore.MERGE_AT = 2  # type: ignore[misc]
+        gitstore.geometric_merge = len  # type: ignore[assignment]
+
+    def replace(src: Any, dst: Any) -> None:
+        dst_s = os.fsdecode(dst)
+        kind = ".pack" if dst_s.endswith(".pack") else ".idx" if dst_s.endswith(".idx") else None
+        if kind is None:
+            real_replace(src, dst)
+            return
+        which = "merge" if merge and len(renamed) < 2 else "pack"
+        if (point, kind) in (("pack_torn", ".pack"), ("idx_torn", ".idx"), ("merge_pack_torn", ".pack")) and (
+            which == ("merge" if point.startswith("merge_") else "pack")
+        ):
+            _torn(src)
+        real_replace(src, dst)
+        renamed.append(kind)
+        if (point, which, kind) in (
+            ("merge_before_idx", "merge", ".pack"),
+            ("merge_after_idx", "merge", ".idx"),
+            ("pack_before_idx", "pack", ".pack"),
+            ("pack_after_idx", "pack", ".idx"),
+        ):
+            action()
+
+    def unlink(path: Any, *args: Any, **kwargs: Any) -> None:
+        real_unlink(path, *args, **kwargs)
+        if point == "merge_retiring" and os.fsdecode(path).endswith(".idx"):
+            action()  # one replaced pack lost its index, its data and the others are still there
+
+    gitstore.os.replace = replace  # type: ignore[assignment]
+    gitstore.os.unlink = unlink  # type: ignore[assignment]
+    if point == "merge_retired":
+        _wrap(gitstore.GitStore, "_retire", before=False, action=action)
 
 
 def arm(point: str, action: Callable[[], None] = die) -> None:
@@ -91,9 +147,9 @@ def arm(point: str, action: Callable[[], None] = die) -> None:
     from memvault.keyring import Keyring
 
     if point == "git_write_before":
-        _wrap(GitStore, "write", before=True, action=action)
+        _wrap(GitStore, "write_pack", before=True, action=action)
     elif point == "git_write_after":
-        _wrap(GitStore, "write", before=False, action=action)
+        _wrap(GitStore, "write_pack", before=False, action=action)
     elif point == "keyring_before":
         _wrap(Keyring, "append", before=True, action=action)
     elif point == "keyring_after":
@@ -102,29 +158,8 @@ def arm(point: str, action: Callable[[], None] = die) -> None:
         _wrap(GitStore, "compare_and_swap", before=True, action=action)
     elif point == "cas_after":
         _wrap(GitStore, "compare_and_swap", before=False, action=action)
-    elif point == "loose_object_after_first":
-        # Die right after the first loose object was renamed into place.
-        real_replace = os.replace
-
-        def replace_then_die(src: Any, dst: Any) -> None:
-            real_replace(src, dst)
-            if _is_loose_object(dst):
-                die()
-
-        os.replace = replace_then_die  # type: ignore[assignment]
-    elif point == "loose_object_torn":
-        # The first loose object: half its bytes in ``<object>.lock``, never renamed into place.
-        real_replace = os.replace
-
-        def torn(src: Any, dst: Any) -> None:
-            if _is_loose_object(dst):
-                fd = os.open(src, os.O_WRONLY)
-                os.ftruncate(fd, os.fstat(fd).st_size // 2)
-                os.close(fd)
-                die()
-            real_replace(src, dst)
-
-        os.replace = torn  # type: ignore[assignment]
+    elif point.startswith(("pack_", "idx_", "merge_")):
+        _arm_pack_point(point, action)
     elif point == "ref_lock_left":
         # Die holding ``refs/heads/main.lock`` (new id written, not yet renamed over the ref).
         import memvault.gitstore

@@ -24,12 +24,17 @@ from typing import Any
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
 _HEX_OBJ = re.compile(r"objects/[0-9a-f]{2}/[0-9a-f]{38}")
 _HEX_DIR = re.compile(r"objects/[0-9a-f]{2}\b")
+_PACK = re.compile(r"objects/pack/pack-[0-9a-f]{40}")
+_PACK_TMP = re.compile(r"objects/pack/tmp_(pack|idx)_[0-9a-f]+")
 _SLOT = re.compile(r"[0-9a-f]{32}\.json")
 _TMP = re.compile(r"tmp-\d+-\d+|rewrite-\d+")
 
 
 def label(rel: str) -> str:
-    """A step's path without random parts (object ids, slot ids, pids), for readable reports."""
+    """A step's path without random parts (object and pack ids, temporary names, slot ids,
+    pids), for readable reports."""
+    rel = _PACK.sub("objects/pack/pack-<id>", rel)
+    rel = _PACK_TMP.sub(r"objects/pack/tmp_\1_<n>", rel)
     rel = _HEX_OBJ.sub("objects/<obj>", rel)
     rel = _HEX_DIR.sub("objects/<xx>", rel)
     rel = _SLOT.sub("<slot>.json", rel)

@@ -75,6 +75,11 @@ def chain_length(store: memvault.MemoryStore) -> int:
         commit_id = parents[0]
 
 
+def orphan_packs(pack_dir: Path) -> list[Path]:
+    """Packs without their index."""
+    return [p for p in pack_dir.glob("*.pack") if not p.with_suffix(".idx").exists()]
+
+
 def with_next(state: State) -> State:
     return {**state, "/memories/next.txt": b"next\n"}
 
@@ -176,8 +181,11 @@ def check_recovery(path: Path, point: str, command: dict[str, Any], before: Stat
     lock_file = path / "repo" / "refs" / "heads" / "main.lock"
     if point == "ref_lock_left":
         assert lock_file.exists()  # the crash really left dulwich's ref lock behind
-    if point == "loose_object_torn":
-        assert list((path / "repo" / "objects").glob("*/*.lock"))  # a torn loose object was left
+    pack_dir = path / "repo" / "objects" / "pack"
+    if point in ("pack_torn", "idx_torn", "merge_pack_torn"):
+        assert list(pack_dir.glob("tmp_*"))  # a torn temporary pack or index was left
+    if point in ("pack_before_idx", "merge_before_idx", "merge_retiring"):
+        assert orphan_packs(pack_dir)  # a pack without its index was left (unused by git and dulwich)
 
     # A fresh open (a reader: it does not move the branch) never raises and shows old or new
     # exactly; a recorded commit counts as new even before the branch moves.
@@ -187,7 +195,16 @@ def check_recovery(path: Path, point: str, command: dict[str, Any], before: Stat
 
     # The next writer (a fresh open) succeeds, with no rollback alarm.
     writer = open_store(path)
+    orphans = orphan_packs(pack_dir)
     run(writer, NEXT)
+    assert not list(pack_dir.glob("tmp_*"))  # the writer swept the temporary files
+    assert orphan_packs(pack_dir) == orphans  # a pack without index is left while young (git gc)
+    for orphan in orphans:  # ... and swept by a writer once old
+        os.utime(orphan, (time.time() - 3600, time.time() - 3600))
+    if orphans:
+        with open_store(path) as sweeper:
+            sweeper.maintain(wait=5)  # what `memvault gc` runs
+        assert not orphan_packs(pack_dir)
     state = read_state(writer)
     assert state in final_candidates(outcome, before, after)
     published = state == with_next(after)

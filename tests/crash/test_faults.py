@@ -1,8 +1,9 @@
 """Filesystem faults at every write step, read-only stores, SIGKILL mid-command, file modes.
 
-An :class:`_faults.Injector` makes one write step of a command (each loose object's
-``mkdir``/``utime``/``open``/``write``/``fsync``/``rename``, directory fsyncs, mode changes, the
-keyring append and its sync, every step of the branch update, key slot and keyring rewrites)
+An :class:`_faults.Injector` makes one write step of a command (the ``open``/``write``/
+``fsync``/``rename`` of the commit's pack and of its index, of a merged pack and the removal of
+the packs it replaces, directory fsyncs, mode changes, the keyring append and its sync, every
+step of the branch update, key slot and keyring rewrites)
 raise ``ENOSPC``, ``EACCES`` or ``EIO``: a dry run lists the steps, then one run per step fails
 it (every step of an edit; the first and last occurrence of each distinct step elsewhere). A
 failing write of more than one byte first writes half of it, as a filling disk does.
@@ -34,7 +35,7 @@ from anthropic.lib.tools._beta_functions import ToolError
 
 import memvault
 from conftest import FAST_KDF, PASSPHRASE, make_store, seed_files
-from memvault import keymgmt, redact
+from memvault import gitstore, keymgmt, redact
 from memvault.errors import MemvaultError, StorageError, WrongKeyError
 from memvault.paths import MemoryPath
 from memvault.protocol import run_command
@@ -114,9 +115,9 @@ def dry_run(path: Path, action: Any) -> list[str]:
 
 def chosen(steps: list[str], every: bool) -> list[tuple[str, int]]:
     """The steps to fail, as ``(step, n)`` (the n-th occurrence of that step): all of them, or
-    the first and the last occurrence of each distinct step (a command writes many loose objects
-    through identical steps). Named by occurrence rather than position because the number of
-    some steps varies from run to run (objects land in new or existing fan-out directories)."""
+    the first and the last occurrence of each distinct step (a command can take identical steps
+    several times, e.g. a merged pack's and the commit's pack). Named by occurrence rather than
+    position because the number of some steps can vary from run to run."""
     counts: dict[str, int] = {}
     out: list[tuple[str, int]] = []
     for step in steps:
@@ -209,8 +210,8 @@ def fault_sweep(
 def test_fault_at_each_kind_of_write_step(
     template: tuple[Path, State, dict[str, State]], tmp_path: Path, name: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """The first and last occurrence of every distinct write step of each command (so the first
-    and the last loose object, ...), the errno rotating over ENOSPC, EACCES and EIO."""
+    """The first and last occurrence of every distinct write step of each command (the pack's,
+    the index's, ...), the errno rotating over ENOSPC, EACCES and EIO."""
     fired = fault_sweep(template, tmp_path, name, ERRNOS, caplog, every=False)
     kinds = {step.split(" ", 2)[1] for step in fired}
     # Every kind of step of a commit was hit (object writes, syncs, renames, the keyring, the ref).
@@ -218,7 +219,7 @@ def test_fault_at_each_kind_of_write_step(
     # With syncfs it takes no fsync either (objects and the previous branch move are synced by
     # syncfs, not an os call, and its failure is tested in test_syncfs): the fsync steps are each
     # failed by the test without syncfs below.
-    expected = {"open", "write", "replace", "mkdir", "fdatasync", "ftruncate"}
+    expected = {"open", "write", "replace", "fdatasync", "ftruncate"}
     if not memvault.fsutil.syncfs_available():
         expected.add("fsync")
     assert expected <= kinds, kinds
@@ -228,10 +229,13 @@ def test_fault_at_each_kind_of_write_step(
 def test_fault_at_every_write_step_of_an_edit(
     template: tuple[Path, State, dict[str, State]], tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """Every single write step of one command (each loose object's steps, each sync), the errno
-    rotating over ENOSPC, EACCES and EIO."""
+    """Every single write step of one command (the pack's and the index's steps, each sync),
+    the errno rotating over ENOSPC, EACCES and EIO."""
     fired = fault_sweep(template, tmp_path, "str_replace", ERRNOS, caplog, every=True)
-    assert sum("objects/<obj>.lock" in step and " write " in step for step in fired) > 5  # each object
+    for name in ("tmp_pack_<n>", "tmp_idx_<n>"):
+        assert any(step.endswith(f" write repo/objects/pack/{name}") for step in fired), fired
+    for ext in (".pack", ".idx"):  # a rename is named by its target
+        assert any(step.endswith(f" replace repo/objects/pack/pack-<id>{ext}") for step in fired), fired
     assert {step.split(" ", 1)[0] for step in fired} == {errno.errorcode[e] for e in ERRNOS}
 
 
@@ -241,11 +245,35 @@ def test_fault_at_every_write_step_of_an_edit_without_syncfs(
     caplog: pytest.LogCaptureFixture,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """The same where syncfs is unavailable (not Linux 5.8+): every object and directory fsync
-    is its own step, and each of them fails once."""
+    """The same where syncfs is unavailable (not Linux 5.8+): the fsync of the pack, of its
+    index and of the pack directory are each their own step, and each of them fails once."""
     monkeypatch.setattr(memvault.fsutil, "_LIBC_SYNCFS", None)
     fired = fault_sweep(template, tmp_path, "str_replace", ERRNOS, caplog, every=True)
-    assert sum("objects/<obj>.lock" in step and " fsync " in step for step in fired) > 5  # each object's fsync
+    for name in ("tmp_pack_<n>", "tmp_idx_<n>"):
+        assert any(f"objects/pack/{name}" in step and " fsync " in step for step in fired), fired
+    assert any(step.endswith(" fsync repo/objects/pack") for step in fired), fired
+
+
+@pytest.mark.parametrize("syncfs", [True, False], ids=["syncfs", "no-syncfs"])
+def test_fault_at_every_write_step_of_an_edit_that_merges_packs(
+    template: tuple[Path, State, dict[str, State]],
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+    syncfs: bool,
+) -> None:
+    """Every write step of an edit that first merges the store's packs (forced: every pack),
+    with and without syncfs: the merged pack's and index's steps, the removals of the packs it
+    replaces. A fault in the merge leaves the packs as they were (the command goes on); a fault
+    in a removal leaves a replaced pack behind (duplicates only)."""
+    if not syncfs:
+        monkeypatch.setattr(memvault.fsutil, "_LIBC_SYNCFS", None)
+    monkeypatch.setattr(gitstore, "MERGE_AT", 2)
+    monkeypatch.setattr(gitstore, "geometric_merge", len)
+    fired = fault_sweep(template, tmp_path, "str_replace", ERRNOS, caplog, every=True)
+    assert sum(" replace repo/objects/pack/pack-<id>.pack" in step for step in fired) >= 2  # merged + commit
+    assert any(" unlink repo/objects/pack/pack-<id>.idx" in step for step in fired), fired
+    assert any(" unlink repo/objects/pack/pack-<id>.pack" in step for step in fired), fired
 
 
 @pytest.mark.parametrize("err", ERRNOS, ids=lambda e: errno.errorcode[e])
@@ -569,7 +597,8 @@ def test_modes_whatever_the_umask(tmp_path: Path, umask: int) -> None:
         else:
             seen["files"] += 1
             assert mode & 0o077 == 0 and mode & 0o400, (str(p.relative_to(path)), oct(mode))
-    assert seen["dirs"] > 10 and seen["files"] > 20
+    assert seen["dirs"] > 10 and seen["files"] > 15
+    assert len(list((path / "repo" / "objects" / "pack").glob("*.idx"))) >= 4  # the commits' packs were checked
     assert (path / "lock").exists() and (path / "repo" / "refs" / "heads" / "main").exists()
 
 
@@ -577,9 +606,9 @@ def test_modes_whatever_the_umask(tmp_path: Path, umask: int) -> None:
 def test_commands_create_files_owner_only_from_the_start(
     tmp_path: Path, umask: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Every file a memory command creates in the store is created owner-only (loose objects
-    read-only), so none is ever readable by others, not even between its creation and a chmod;
-    and no command changes a mode afterwards."""
+    """Every file a memory command creates in the store is created owner-only (packs and their
+    indexes read-only), so none is ever readable by others, not even between its creation and a
+    chmod; and no command changes a mode afterwards."""
     path = tmp_path / "store"
     store = make_store(path)
     seed_files(store, INITIAL, actor="setup", session="s")
@@ -609,7 +638,7 @@ def test_commands_create_files_owner_only_from_the_start(
         os.umask(old)
         monkeypatch.undo()
     objects = [(p, m) for p, m in created if "/objects/" in p]
-    assert len(objects) >= 5 * 5, created  # every command's loose objects were seen
+    assert len(objects) >= 5 * 2, created  # every command's pack and index were seen
     assert all(mode & 0o077 == 0 for _p, mode in created), created
     assert all(mode == 0o400 for _p, mode in objects), objects
     assert chmods == []

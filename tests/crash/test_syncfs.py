@@ -84,13 +84,32 @@ def test_the_first_branch_value_is_fsynced(tmp_path: Path, monkeypatch: pytest.M
 
 
 def test_fallback_fsyncs_every_object_and_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without syncfs a commit fsyncs its pack and its index (each before its rename), then the
+    pack directory, then the branch (file and directory)."""
     monkeypatch.setattr(fsutil, "_LIBC_SYNCFS", None)
     assert not fsutil.syncfs_available()
     store = make_store(tmp_path / "s", StoreSettings(durability="full"))
     count = Counter(monkeypatch)
+    synced: list[str] = []
+    counting_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        if os.path.isdir("/proc/self/fd"):
+            synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        counting_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
     memvault.MemoryTool(store).call({"command": "create", "path": "/memories/a.md", "file_text": "a\n"})
     assert count.syncfs == 0
-    assert count.fsync >= 9 + 2  # each new object (and its directories), then the branch
+    assert count.fsync >= 3 + 2  # pack, index, pack directory, then the branch
+    if os.path.isdir("/proc/self/fd"):
+        repo = str(tmp_path / "s" / "repo")
+        names = [p[len(repo) + 1 :] for p in synced if p.startswith(repo)]
+        assert any(n.startswith("objects/pack/tmp_pack_") for n in names), names
+        assert any(n.startswith("objects/pack/tmp_idx_") for n in names), names
+        assert "objects/pack" in names and "refs/heads" in names and "refs/heads/main.lock" in names, names
+        pack_at = names.index("objects/pack")
+        assert all(names.index(n) < pack_at for n in names if n.startswith("objects/pack/tmp_")), names
     store.close()
     with memvault.MemoryStore.open(tmp_path / "s", passphrase=PASSPHRASE) as again:
         assert _files(again) == {"/memories/a.md": b"a\n"}

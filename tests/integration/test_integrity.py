@@ -14,7 +14,7 @@ from dulwich.objects import Commit, Tree
 from dulwich.repo import Repo
 
 import memvault
-from conftest import PASSPHRASE, keyring_records, make_store
+from conftest import PASSPHRASE, keyring_records, make_store, rewrite_packed_object, unpack_to_loose
 from memvault import records
 from memvault.errors import IntegrityError, RollbackDetectedError, WrongKeyError
 
@@ -28,6 +28,26 @@ def _loose_path(store_path: Path, obj_id: bytes) -> Path:
     return store_path / "repo" / "objects" / h[:2] / h[2:]
 
 
+#: How the damaged object is stored: in a pack (what commands write) or loose (stores written
+#: before commits were packs).
+LAYOUTS = ["packed", "loose"]
+
+
+def _replace_object(store: memvault.MemoryStore, layout: str, obj_id: bytes, body: bytes | None) -> None:
+    """Make the object ``obj_id`` hold ``body`` (its id no longer matches), or remove it."""
+    if layout == "packed":
+        rewrite_packed_object(store.root, obj_id, body)
+        return
+    unpack_to_loose(store)
+    path = _loose_path(store.root, obj_id)
+    if body is None:
+        path.unlink()
+        return
+    kind = zlib.decompress(path.read_bytes()).split(b" ", 1)[0]
+    os.chmod(path, 0o600)
+    path.write_bytes(zlib.compress(kind + b" %d\0" % len(body) + body))
+
+
 def _set_branch(store_path: Path, commit_id: bytes) -> None:
     (store_path / "repo" / "refs" / "heads" / "main").write_bytes(commit_id + b"\n")
 
@@ -38,16 +58,15 @@ def _seed(store: memvault.MemoryStore) -> None:
     tool.call({"command": "create", "path": "/memories/b.md", "file_text": "bravo other\n" * 50})
 
 
-def test_corrupted_blob_object_is_refused(store_path: Path) -> None:
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_corrupted_blob_object_is_refused(store_path: Path, layout: str) -> None:
     store = make_store(store_path)
     _seed(store)
     node = store.snapshot().get("/memories/a.md")
     assert node is not None
-    path = _loose_path(store_path, node.blob_id)
-    raw = bytearray(zlib.decompress(path.read_bytes()))
+    raw = bytearray(store.git.read_blob(node.blob_id))
     raw[len(raw) // 2] ^= 0x01
-    os.chmod(path, 0o600)
-    path.write_bytes(zlib.compress(bytes(raw)))
+    _replace_object(store, layout, node.blob_id, bytes(raw))
     fresh = _open(store_path)  # listing still works: the index is intact
     with pytest.raises(ToolError) as info:
         memvault.MemoryTool(fresh).call({"command": "view", "path": "/memories/a.md"})
@@ -223,17 +242,19 @@ def test_wrong_passphrase_and_weakened_key_slot(store_path: Path) -> None:
         memvault.MemoryStore.open(store_path, passphrase=PASSPHRASE)
 
 
-def test_blob_object_replaced_by_other_valid_object_is_refused(store_path: Path) -> None:
-    """A loose object file whose bytes are another valid object: git id check fails."""
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_blob_object_replaced_by_other_valid_object_is_refused(store_path: Path, layout: str) -> None:
+    """The place of an object (a loose object file, or the index entry of a packed object) holds
+    another valid object: git's id check fails."""
     store = make_store(store_path)
     _seed(store)
     snap = store.snapshot()
     a, b = snap.get("/memories/a.md"), snap.get("/memories/b.md")
     assert a is not None and b is not None
-    pa, pb = _loose_path(store_path, a.blob_id), _loose_path(store_path, b.blob_id)
-    os.chmod(pa, 0o600)
-    pa.write_bytes(pb.read_bytes())
+    _replace_object(store, layout, a.blob_id, store.git.read_blob(b.blob_id))
     fresh = _open(store_path)
+    with pytest.raises(IntegrityError):
+        fresh.git.read_blob(a.blob_id)  # refused by the git layer already
     with pytest.raises(IntegrityError):
         fresh.read_node(a)
 
@@ -314,7 +335,8 @@ def test_branch_moved_back_by_one_still_serves_the_recorded_commit(store_path: P
     assert fresh.head[1] == 3 and fresh.git.read_commit(fresh.head[0])[1] == [second]
 
 
-def test_branch_moved_back_by_one_with_the_commit_deleted_is_rollback(store_path: Path) -> None:
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_branch_moved_back_by_one_with_the_commit_deleted_is_rollback(store_path: Path, layout: str) -> None:
     store = make_store(store_path)
     tool = memvault.MemoryTool(store)
     tool.call({"command": "create", "path": "/memories/a.txt", "file_text": "one\n"})
@@ -322,7 +344,7 @@ def test_branch_moved_back_by_one_with_the_commit_deleted_is_rollback(store_path
     tool.call({"command": "str_replace", "path": "/memories/a.txt", "old_str": "one", "new_str": "two"})
     second = store.head[0]
     _set_branch(store_path, first)
-    _loose_path(store_path, second).unlink()
+    _replace_object(store, layout, second, None)
     with pytest.raises(RollbackDetectedError) as info:
         _open(store_path)
     assert str(info.value).startswith("Rollback detected: the store recorded commit #2, but it is missing")

@@ -1,15 +1,18 @@
-"""Packing loose objects and merging packs: outside tool calls, nothing lost at any point."""
+"""Commits written as packs, packing loose objects (stores written before that), merging packs
+geometrically: every object readable by memvault, git and dulwich, nothing lost at any point."""
 
 from __future__ import annotations
 
 import errno
+import math
 import os
+import random
 from pathlib import Path
 
 import pytest
 
 import memvault
-from conftest import PASSPHRASE, make_store
+from conftest import PASSPHRASE, make_store, unpack_to_loose
 from memvault import gitstore, history
 from memvault import store as store_module
 from memvault.cli import main
@@ -35,11 +38,16 @@ def _edits(store: memvault.MemoryStore, n: int, start: int = 0) -> None:
         tool.call({"command": "create", "path": f"/memories/n{i:03}.md", "file_text": f"note {i}\n"})
 
 
+def _pack_files(store_path: Path) -> list[Path]:
+    return sorted((store_path / "repo" / "objects" / "pack").iterdir())
+
+
 def test_maintain_packs_everything_and_keeps_history(tmp_path: Path) -> None:
     store = make_store(tmp_path / "s", StoreSettings(durability="full"))
     _edits(store, 12)
+    unpack_to_loose(store)  # as a store written before commits were packs
     before, log_before = _files(store), [c.commit_id for c in history.log(store)]
-    assert store.git.loose_count() > 12 * 8
+    assert store.git.loose_count() > 12 * 8 and store.git.pack_count() == 0
     packed, _merged = store.maintain()
     assert packed > 12 * 8
     assert store.git.loose_count() == 0 and store.git.pack_count() >= 1
@@ -55,13 +63,15 @@ def test_maintain_packs_everything_and_keeps_history(tmp_path: Path) -> None:
         assert history.read_at(again, "/memories/n000.md", "#1") == b"note 0\n"
         report = verify(again)
         assert report.ok, report.problems
-        _edits(again, 2, start=100)  # writes go on (loose again)
-        assert again.git.loose_count() > 0
+        packs = again.git.pack_count()
+        _edits(again, 2, start=100)  # writes go on, as packs
+        assert again.git.loose_count() == 0 and again.git.pack_count() == packs + 2
 
 
 def test_a_reader_opened_before_packing_still_reads(tmp_path: Path) -> None:
     writer = make_store(tmp_path / "s", StoreSettings(durability="none"))
     _edits(writer, 5)
+    unpack_to_loose(writer)
     reader = memvault.MemoryStore.open(tmp_path / "s", passphrase=PASSPHRASE)
     expected = _files(reader)
     reader.forget_cached_plaintext()
@@ -72,31 +82,102 @@ def test_a_reader_opened_before_packing_still_reads(tmp_path: Path) -> None:
     assert "/memories/n050.md" in _files(reader)
 
 
-def test_packs_are_merged_beyond_the_bound(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    store = make_store(tmp_path / "s", StoreSettings(durability="none"))
-    monkeypatch.setattr(gitstore, "MAX_PACKS", 3)
-    for round_ in range(6):
-        _edits(store, 2, start=10 * round_)
-        store.git.pack_loose()  # one pack per round, no merging
-    assert store.git.pack_count() == 6
+def _geometric(sizes: list[int]) -> bool:
+    """Every pack at least twice as large as all smaller ones together."""
+    sizes = sorted(sizes)
+    return all(size >= 2 * sum(sizes[:i]) for i, size in enumerate(sizes) if i)
+
+
+def _pack_sizes(store_path: Path) -> list[int]:
+    return [p.stat().st_size for p in _pack_files(store_path) if p.suffix == ".pack"]
+
+
+def test_maintain_merges_packs_geometrically(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = make_store(tmp_path / "s", StoreSettings(durability="full"))
+    monkeypatch.setattr(gitstore, "MERGE_AT", 10**6)  # no merge in the commands
+    _edits(store, 12)
+    assert store.git.pack_count() == 13  # the first commit's and one per edit
     before = _files(store)
-    assert store.git.consolidate_packs(max_packs=3) == 5
-    assert store.git.pack_count() == 2  # the merged one and the largest
+    packed, merged = store.maintain()
+    assert packed == 0 and merged >= 2
+    assert _geometric(_pack_sizes(tmp_path / "s")) and store.git.pack_count() <= 3
     assert _files(store) == before
     store.forget_cached_plaintext()
     assert _files(store) == before
     assert verify(store).ok
+    assert store.maintain() == (0, 0)  # already geometric
+    for f in _pack_files(tmp_path / "s"):  # the merged pack is owner-only and read-only too
+        assert f.stat().st_mode & 0o777 == 0o400
+
+
+def test_commands_keep_the_pack_count_logarithmic(tmp_path: Path) -> None:
+    """Each commit is one pack; a command merges the smallest packs once :data:`MERGE_AT` of them
+    break the geometric progression, so the count stays below that plus a logarithmic tail."""
+    store = make_store(tmp_path / "s", StoreSettings(durability="none"))
+    counts = []
+    for i in range(60):
+        _edits(store, 1, start=i)
+        counts.append(store.git.pack_count())
+    assert max(counts) <= gitstore.MERGE_AT + 4, counts
+    assert min(counts[20:]) < max(counts)  # merges did happen
+    assert store.git.loose_count() == 0
+    assert len(_files(store)) == 60
+    assert verify(store).ok
+
+
+def test_one_command_per_store_object_keeps_the_pack_count_bounded(tmp_path: Path) -> None:
+    """A process may write a single commit (the CLI does): each store object's first commit
+    looks for a merge, so the packs do not pile up."""
+    make_store(tmp_path / "s", StoreSettings(durability="none")).close()
+    counts = []
+    for i in range(30):
+        with memvault.MemoryStore.open(tmp_path / "s", passphrase=PASSPHRASE) as store:
+            _edits(store, 1, start=i)
+            counts.append(store.git.pack_count())
+    assert max(counts) <= gitstore.MERGE_AT + 4, counts
+    with memvault.MemoryStore.open(tmp_path / "s", passphrase=PASSPHRASE) as store:
+        assert len(_files(store)) == 30 and verify(store).ok
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_geometric_merge_bounds_packs_and_rewrites(seed: int) -> None:
+    """Simulated: packs of random sizes arrive one at a time and are merged as the commands
+    and maintain merge them; the invariant holds after each merge, and no object is rewritten
+    more than log1.5 of the total size times."""
+    rng = random.Random(seed)
+    packs: list[tuple[int, list[int]]] = []  # (size, ids of unit objects)
+    rewrites: dict[int, int] = {}
+    next_id = 0
+    for _ in range(2000):
+        size = rng.randint(1, 8)
+        packs.append((size, list(range(next_id, next_id + size))))
+        next_id += size
+        packs.sort(key=lambda p: p[0])
+        k = gitstore.geometric_merge([p[0] for p in packs])
+        if k:
+            merged = [obj for _size, objs in packs[:k] for obj in objs]
+            for obj in merged:
+                rewrites[obj] = rewrites.get(obj, 0) + 1
+            packs = [(len(merged), merged), *packs[k:]]
+        assert _geometric([p[0] for p in packs])
+    total = sum(p[0] for p in packs)
+    assert len(packs) <= 2 + math.log(total, 3)
+    assert max(rewrites.values()) <= 2 + math.log(total, 1.5)
 
 
 def test_close_packs_what_a_busy_session_wrote(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(store_module, "PACK_AFTER_OBJECTS", 40)
+    monkeypatch.setattr(gitstore, "MERGE_AT", 10**6)  # no merge in the commands
     store = make_store(tmp_path / "s", StoreSettings(durability="none"))
     _edits(store, 3)  # about 27 objects: not yet
+    unpack_to_loose(store)  # as a store written before commits were packs
     store.close()
     again = memvault.MemoryStore.open(tmp_path / "s", passphrase=PASSPHRASE)
     assert again.git.loose_count() > 0 and again.git.pack_count() == 0
     _edits(again, 6, start=10)
+    assert again.git.pack_count() == 6
     again.close()
+    assert _geometric(_pack_sizes(tmp_path / "s")) and len(_pack_sizes(tmp_path / "s")) < 6
     # close keeps the emptied fan-out directories for the next session's objects
     assert len(_fanout_dirs(tmp_path / "s")) > 5
     with memvault.MemoryStore.open(tmp_path / "s", passphrase=PASSPHRASE) as third:
@@ -109,27 +190,33 @@ def test_close_packs_what_a_busy_session_wrote(tmp_path: Path, monkeypatch: pyte
 def test_a_failure_while_packing_loses_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     store = make_store(tmp_path / "s", StoreSettings(durability="full"))
     _edits(store, 4)
+    unpack_to_loose(store)
     before, loose = _files(store), store.git.loose_count()
-    real = store.git._repo.object_store.add_objects
+    real = os.replace
 
-    def full_disk(*args: object, **kwargs: object) -> object:
-        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    def full_disk(src: object, dst: object) -> None:
+        if str(dst).endswith(".idx"):  # the pack is in place, its index cannot be
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        real(src, dst)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(store.git._repo.object_store, "add_objects", full_disk)
+    monkeypatch.setattr(os, "replace", full_disk)
     with pytest.raises(StorageError) as info:
         store.maintain()
     assert "No space left on device" in str(info.value) and str(tmp_path) not in str(info.value)
     assert store.git.loose_count() == loose  # nothing deleted before a pack holds it
-    monkeypatch.setattr(store.git._repo.object_store, "add_objects", real)
+    assert store.git.pack_count() == 0
+    monkeypatch.setattr(os, "replace", real)
     store.forget_cached_plaintext()
     assert _files(store) == before
     store.maintain()
     assert store.git.loose_count() == 0 and _files(store) == before
+    assert not [p for p in _pack_files(tmp_path / "s") if p.name.startswith("tmp_")]
 
 
 def test_damaged_loose_object_stays_loose_and_is_reported(tmp_path: Path) -> None:
     store = make_store(tmp_path / "s", StoreSettings(durability="none"))
     _edits(store, 2)
+    unpack_to_loose(store)
     node = store.snapshot().get(parse_path("/memories/n000.md", store.settings))
     assert node is not None
     obj = tmp_path / "s" / "repo" / "objects" / node.blob_id[:2].decode() / node.blob_id[2:].decode()

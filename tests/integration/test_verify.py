@@ -15,7 +15,7 @@ from dulwich.objects import Commit
 from dulwich.repo import Repo
 
 import memvault
-from conftest import PASSPHRASE, keyring_records, make_store
+from conftest import PASSPHRASE, keyring_records, make_store, rewrite_packed_object
 from memvault import records
 from memvault.cli import main
 from memvault.verify import Problem, VerifyReport, verify
@@ -94,13 +94,31 @@ def _loose(path: Path, obj_id: bytes) -> Path:
     return path / "repo" / "objects" / h[:2] / h[2:]
 
 
+def _flip(raw: bytes) -> bytes:
+    out = bytearray(raw)
+    out[len(out) // 2] ^= 0x01
+    return bytes(out)
+
+
 def _flip_object_byte(path: Path, obj_id: bytes) -> None:
-    """Flip one byte of the object's content (re-deflated, so only git's checksum can tell)."""
+    """Flip one byte of the object's content (re-deflated, so only git's checksum can tell):
+    in its pack, or in its loose file (stores written before commits were packs)."""
     loose = _loose(path, obj_id)
-    raw = bytearray(zlib.decompress(loose.read_bytes()))
-    raw[len(raw) // 2] ^= 0x01
+    if not loose.exists():
+        rewrite_packed_object(path, obj_id, _flip)
+        return
+    raw = zlib.decompress(loose.read_bytes())
     os.chmod(loose, 0o600)
-    loose.write_bytes(zlib.compress(bytes(raw)))
+    loose.write_bytes(zlib.compress(_flip(raw)))
+
+
+def _remove_object(path: Path, obj_id: bytes) -> None:
+    """Remove an object from the store (from its pack, or its loose file)."""
+    loose = _loose(path, obj_id)
+    if loose.exists():
+        loose.unlink()
+    else:
+        rewrite_packed_object(path, obj_id, None)
 
 
 def _set_branch(path: Path, commit_id: bytes) -> None:
@@ -246,7 +264,7 @@ def test_flipped_byte_in_a_content_blob_object(seeded: Seeded) -> None:
 
 def test_missing_objects(seeded: Seeded) -> None:
     node = seeded.nodes[("/memories/notes/b.md", 2)]
-    _loose(seeded.path, node.blob_id).unlink()
+    _remove_object(seeded.path, node.blob_id)
     # And the index shard blob holding d.md's first version (replaced by #10).
     with _open(seeded.path) as store:
         _meta, tree9, _parent = store.commit(seeded.commits[9])
@@ -255,7 +273,7 @@ def test_missing_objects(seeded: Seeded) -> None:
         shard_blob = store.index_blobs(tree9)[shard]
         _meta, tree10, _parent = store.commit(seeded.commits[10])
         assert store.index_blobs(tree10)[shard] != shard_blob
-    _loose(seeded.path, shard_blob).unlink()
+    _remove_object(seeded.path, shard_blob)
     report = _verify(seeded.path)
     assert report.errors == [
         Problem(
@@ -276,7 +294,7 @@ def test_missing_objects(seeded: Seeded) -> None:
 
 
 def test_missing_commit_object(seeded: Seeded) -> None:
-    _loose(seeded.path, seeded.commits[4]).unlink()
+    _remove_object(seeded.path, seeded.commits[4])
     report = _verify(seeded.path)
     # The keyring's authenticated high-water records name #4's parent: the walk goes on.
     assert report.problems == [
@@ -356,7 +374,7 @@ def test_recorded_commit_on_top_of_the_branch_is_the_head(seeded: Seeded) -> Non
         )
     ]
     assert report.ok and report.commits == 11 and report.versions == 9 and report.head_seq == 10
-    _loose(seeded.path, seeded.commits[10]).unlink()
+    _remove_object(seeded.path, seeded.commits[10])
     report = _verify(seeded.path)
     assert [(p.severity, p.code, p.seq) for p in report.errors] == [("error", "rollback", 10)]
     assert report.errors[0].message.startswith("Rollback detected: the store recorded commit #10")
@@ -457,7 +475,7 @@ def test_several_problems_are_reported_together(seeded: Seeded) -> None:
     flipped = seeded.nodes[("/memories/a.md", 1)]
     missing = seeded.nodes[("/memories/notes/b.md", 2)]
     _flip_object_byte(seeded.path, flipped.blob_id)
-    _loose(seeded.path, missing.blob_id).unlink()
+    _remove_object(seeded.path, missing.blob_id)
     forged = _forge_on_top(seeded.path)
     report = _verify(seeded.path)
     assert [(p.code, p.path, p.seq) for p in report.problems] == [

@@ -218,22 +218,29 @@ def atomic_write(path: Path, data: bytes, *, durable: bool = True) -> None:
     """Replace ``path`` with ``data`` atomically: temp file, fsync, rename, directory fsync."""
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{threading.get_ident()}")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, FILE_MODE)
+    install_file(fd, tmp, path, data, fsync=durable)
+    if durable:
+        fsync_dir(path.parent)
+
+
+def install_file(fd: int, tmp: str | Path, final: str | Path, data: bytes, *, fsync: bool) -> None:
+    """Write ``data`` to the file just created at ``tmp`` (open at ``fd``, which this closes),
+    fsync it if asked, and rename it to ``final``, which then holds ``data`` whole. On any error
+    ``tmp`` is removed (best effort), ``final`` is as it was, and the error propagates."""
     try:
         try:
             write_all(fd, data)
-            if durable:
+            if fsync:
                 os.fsync(fd)
         finally:
             os.close(fd)
-        os.replace(tmp, path)
+        os.replace(tmp, final)
     except BaseException:
         try:
             os.unlink(tmp)
-        except FileNotFoundError:
+        except OSError:
             pass
         raise
-    if durable:
-        fsync_dir(path.parent)
 
 
 class StoreLock:

@@ -53,6 +53,7 @@ from .errors import IntegrityError
 from .fsutil import (
     DIR_MODE,
     fsync_dir,
+    install_file,
     private_dir,
     read_bounded,
     sync_filesystem,
@@ -242,21 +243,7 @@ def _open_loose_lock(directory: str, lock: str) -> int:
 def _write_loose_file(directory: str, final: str, data: bytes, *, fsync: bool) -> None:
     """Write ``data`` to ``final`` atomically: ``<final>.lock``, optionally fsynced, renamed."""
     lock = final + ".lock"
-    fd = _open_loose_lock(directory, lock)
-    try:
-        try:
-            write_all(fd, data)
-            if fsync:
-                os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(lock, final)
-    except BaseException:
-        try:
-            os.unlink(lock)
-        except OSError:
-            pass
-        raise
+    install_file(_open_loose_lock(directory, lock), lock, final, data, fsync=fsync)
 
 
 def _entry_header(type_num: int, size: int) -> bytes:
@@ -672,20 +659,7 @@ class GitStore:
 
     def _write_pack_file(self, data: bytes, final: str, prefix: str, *, fsync: bool) -> None:
         fd, tmp = self._open_pack_tmp(prefix)
-        try:
-            try:
-                write_all(fd, data)
-                if fsync:
-                    os.fsync(fd)
-            finally:
-                os.close(fd)
-            os.replace(tmp, final)
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            raise
+        install_file(fd, tmp, final, data, fsync=fsync)
 
     def _sync_packs(self) -> None:
         """Make the packs just renamed into place durable (durable mode only)."""
@@ -1021,12 +995,19 @@ class GitStore:
     def _raw(self, obj_id: bytes, kind: bytes) -> bytes:
         """The body of the object ``obj_id`` of type ``kind``, loose or packed, checked against
         its id (dulwich does not check the objects it reads from a pack: a pack whose index
-        names one object at another's place is caught here)."""
-        raw = self._read_loose(obj_id, kind)
-        if raw is not None:
-            return raw
+        names one object at another's place is caught here). Commits write packs, so the pack
+        indexes this object knows are asked first (a lookup there costs a third of a missing
+        loose file's open); a loose object, or one in a pack another writer added since, is
+        found after that."""
+        if not _HEX40.match(obj_id):
+            raise IntegrityError()
+        store = self._repo.object_store
+        if not store.contains_packed(ObjectID(obj_id)):
+            raw = self._read_loose(obj_id, kind)
+            if raw is not None:
+                return raw
         try:
-            type_num, raw = self._repo.object_store.get_raw(ObjectID(obj_id))
+            type_num, raw = store.get_raw(ObjectID(obj_id))
         except KeyError:
             raise IntegrityError("An object of the store is missing.") from None
         except Exception:  # dulwich raises assorted errors on hostile packs (zlib.error, ...)

@@ -92,13 +92,15 @@ def rewrite_packed_object(store_path: Path, obj_id: bytes, body: bytes | Callabl
             continue
         pack_path = idx_path.with_suffix(".pack")
         parts, entries, offset = [], [], 12
-        for type_num, start, _end, data in pack_entries(pack_path.read_bytes()):
+        old = pack_path.read_bytes()
+        for type_num, start, end, data in pack_entries(old):
             sha = ids[start]
+            entry = old[start:end]  # every other entry byte for byte (the offsets of a live reader's index stay)
             if sha == raw_id:
                 if body is None:
                     continue
                 data = body(data) if callable(body) else body
-            entry = _entry_header(type_num, len(data)) + zlib.compress(data, 0)
+                entry = _entry_header(type_num, len(data)) + zlib.compress(data, 0)
             entries.append((sha, zlib.crc32(entry), offset))
             parts.append(entry)
             offset += len(entry)

@@ -333,10 +333,18 @@ def _pack_head(path: str) -> tuple[bytes, int]:
         os.close(fd)
 
 
+#: zlib level of commit objects in a pack when the repository's level is 0 (stored): their
+#: headers and base64 metadata shrink by a third (≈ 680 -> 460 bytes, a few µs), unlike the
+#: ciphertext blobs and the trees of random ids, which stay stored.
+COMMIT_LEVEL = 1
+
+
 def build_pack(objects: Iterable[GitObject], level: int) -> tuple[bytes, bytes, str]:
     """``(pack, idx, name)`` of one git pack (version 2) holding ``objects`` undeltified, each
-    zlib stream at ``level`` (a duplicate id is stored once), its version 2 index, and the pack's
-    name: the hex SHA-1 trailer of the pack, as git names packs."""
+    zlib stream at ``level`` (commits at :data:`COMMIT_LEVEL` when ``level`` is 0; a duplicate
+    id is stored once), its version 2 index, and the pack's name: the hex SHA-1 trailer of the
+    pack, as git names packs."""
+    commit_level = level or COMMIT_LEVEL
     seen: set[bytes] = set()
     parts: list[bytes] = [b""]
     entries: list[tuple[bytes, int, int]] = []
@@ -347,7 +355,9 @@ def build_pack(objects: Iterable[GitObject], level: int) -> tuple[bytes, bytes, 
             continue
         seen.add(raw_id)
         body = obj.as_raw_string()
-        entry = _entry_header(_PACK_TYPES[obj.type_name], len(body)) + zlib.compress(body, level)
+        entry = _entry_header(_PACK_TYPES[obj.type_name], len(body)) + zlib.compress(
+            body, commit_level if obj.type_name == b"commit" else level
+        )
         entries.append((raw_id, zlib.crc32(entry), offset))
         parts.append(entry)
         offset += len(entry)

@@ -224,9 +224,11 @@ def test_packs_git_gc_wrote_are_read_and_merged(tmp_path: Path, monkeypatch: pyt
 
 
 @pytest.mark.parametrize("level", [0, 6])
-def test_pack_bytes_are_what_dulwich_writes(level: int) -> None:
+def test_pack_bytes_are_what_dulwich_writes(level: int, monkeypatch: pytest.MonkeyPatch) -> None:
     """memvault's own pack writer (cheaper per commit) writes byte for byte the pack and version
-    2 index dulwich writes for the same undeltified objects, duplicates stored once."""
+    2 index dulwich writes for the same undeltified objects, duplicates stored once (commits at
+    the same level as the rest here: dulwich has one level per pack)."""
+    monkeypatch.setattr(gitstore, "COMMIT_LEVEL", 0)
     import io
 
     from dulwich.object_format import SHA1
@@ -320,3 +322,24 @@ def test_a_merge_leaves_a_pack_that_is_not_as_git_writes_it(tmp_path: Path, monk
     assert store.git.consolidate_packs() == 2  # the two intact packs
     names = {p.name for p in _pack_dir(store).glob("*.pack")}
     assert odd.name in names and broken_idx.with_suffix(".pack").name in names and len(names) == 3
+
+
+def test_commits_are_compressed_in_stored_packs_and_read_back(tmp_path: Path) -> None:
+    """With the repository's level 0 (stores memvault creates), a pack stores blobs and trees as
+    they are (ciphertext does not compress) and deflates commits; dulwich and memvault read each
+    object back, checked against its id."""
+    from dulwich.object_format import SHA1
+    from dulwich.pack import Pack
+
+    blob = gitstore.GitStore.blob(os.urandom(3000))
+    tree = gitstore.GitStore.tree({b"a": (gitstore.MODE_BLOB, blob.id)})
+    commit = gitstore.GitStore.commit(tree.id, None, b"memvault\n\n" + b"Memvault-Meta: " + b"QUJD" * 120 + b"\n")
+    pack, idx, name = gitstore.build_pack([blob, tree, commit], 0)
+    stored = gitstore.build_pack([blob, tree], 0)[0]
+    assert len(pack) - len(stored) < len(commit.as_raw_string()) * 0.5  # the commit entry shrank
+    (tmp_path / f"pack-{name}.pack").write_bytes(pack)
+    (tmp_path / f"pack-{name}.idx").write_bytes(idx)
+    with Pack(str(tmp_path / f"pack-{name}"), object_format=SHA1) as p:
+        for obj in (blob, tree, commit):
+            type_num, raw = p.get_raw(bytes.fromhex(obj.id.decode()))
+            assert gitstore._TYPE_NAMES[type_num] == obj.type_name and raw == obj.as_raw_string()

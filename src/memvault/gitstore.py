@@ -573,16 +573,7 @@ class GitStore:
             _write_loose_file(directory, final, data, fsync=fsync_each)
             dirs.add(directory)
         if self._durable:
-            if self._syncfs:
-                sync_filesystem(self._objects_dir)  # also the previous commit's branch move
-                return
-            for d in dirs:
-                fsync_dir(Path(d))
-            fsync_dir(self._objects_dir)
-            try:
-                fsync_dir(self._ref_file.parent)  # a branch move another writer left unsynced
-            except FileNotFoundError:
-                pass  # the branch is packed (git pack-refs): compare_and_swap makes the directory
+            self._sync_new_files([*dirs, self._objects_base])
 
     # -- packs ---------------------------------------------------------------------------------
 
@@ -673,10 +664,17 @@ class GitStore:
 
     def _sync_packs(self) -> None:
         """Make the packs just renamed into place durable (durable mode only)."""
+        self._sync_new_files([self._pack_base])
+
+    def _sync_new_files(self, dirs: list[str]) -> None:
+        """Make files just renamed into ``dirs`` durable, and with them the previous branch move
+        (:meth:`compare_and_swap`): one syncfs, or without it an fsync of each of ``dirs`` (the
+        files were fsynced before their renames) and of ``refs/heads``."""
         if self._syncfs:
             sync_filesystem(self._objects_dir)  # also the previous commit's branch move
             return
-        fsync_dir(self._pack_dir)
+        for d in dirs:
+            fsync_dir(Path(d))
         try:
             fsync_dir(self._ref_file.parent)  # a branch move a writer with syncfs left unsynced
         except FileNotFoundError:

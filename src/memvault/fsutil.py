@@ -191,25 +191,25 @@ def private_dir(path: str | Path) -> None:
         os.chmod(path, DIR_MODE)
 
 
-def read_bounded(path: str | Path, limit: int, *, offset: int = 0) -> bytes:
-    """The bytes of the regular file ``path`` from ``offset``, which must hold at most ``limit``
-    bytes in all: FileNotFoundError if absent, OSError for a FIFO, a device, a directory or a
-    bigger file (opened without blocking, so a FIFO never hangs). Symbolic links are followed."""
+def read_bounded(path: str | Path, limit: int) -> bytes:
+    """The bytes of the regular file ``path``, which must hold at most ``limit`` bytes:
+    FileNotFoundError if absent, OSError for a FIFO, a device, a directory or a bigger file
+    (opened without blocking, so a FIFO never hangs). Symbolic links are followed."""
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode) or st.st_size > limit:
             raise OSError("not a regular file of bounded size")
         # Ask for what fstat saw, plus one byte to notice growth: read(n) allocates n bytes first.
-        data = os.pread(fd, max(0, st.st_size - offset) + 1, offset)
-        while len(data) > st.st_size - offset and offset + len(data) <= limit:  # it grew meanwhile
-            more = os.pread(fd, min(1 << 20, limit + 1 - offset - len(data)), offset + len(data))
+        data = os.pread(fd, st.st_size + 1, 0)
+        while len(data) > st.st_size and len(data) <= limit:  # it grew meanwhile
+            more = os.pread(fd, min(1 << 20, limit + 1 - len(data)), len(data))
             if not more:
                 break
             data += more
     finally:
         os.close(fd)
-    if offset + len(data) > limit:
+    if len(data) > limit:
         raise OSError("file grew past its bound")
     return data
 

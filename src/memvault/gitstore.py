@@ -5,7 +5,7 @@ writes itself (:class:`GitObject`: each id hashed once). A commit's objects are 
 its index (:meth:`GitStore.write_pack`, built by :func:`build_pack`), each written under a
 temporary name with its final mode and renamed into place, the index last, made durable in
 ``full`` durability (one ``syncfs`` on Linux 5.8+, else an fsync per file and directory) before
-the branch moves; the branch moves by compare-and-swap. Packs are merged geometrically
+the branch moves; the branch moves by compare-and-swap, in place after its first value. Packs are merged geometrically
 (:func:`geometric_merge`: a few small ones by commands, bigger ones by
 :meth:`GitStore.consolidate_packs`), so there are logarithmically many. Loose objects (stores
 written before commits were packs; :meth:`GitStore.write` still writes them, for the plaintext
@@ -55,6 +55,7 @@ from .fsutil import (
     fsync_dir,
     install_file,
     private_dir,
+    pwrite_all,
     read_bounded,
     sync_filesystem,
     syncfs_available,
@@ -220,6 +221,9 @@ class GitObject:
         return self._body
 
 
+#: Size of a loose ref file as git and memvault write it: 40 hex digits and a newline.
+_REF_SIZE = 41
+_O_REF_WRITE = os.O_WRONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
 _O_LOOSE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
 
 
@@ -420,6 +424,7 @@ class GitStore:
         self._ref_file = path / "refs" / "heads" / "main"
         self._ref_path = os.fspath(self._ref_file)
         self._ref_lock = self._ref_path + ".lock"
+        self._ref_lock_swept = False
         #: Closes the repository (its packs' files and maps) at :meth:`close`, or when this object
         #: is collected or the interpreter exits, whichever comes first.
         self._closer = weakref.finalize(self, self._repo.close)
@@ -469,9 +474,15 @@ class GitStore:
         """Move the branch from ``old`` to ``new``; False if it no longer points at ``old``.
 
         The caller holds the store lock, which makes read-compare-write atomic among memvault
-        writers. The new value goes through ``main.lock`` (git's own lock protocol, so a git
-        client never sees a half-written ref); a ``main.lock`` found here was left by a crashed
-        writer and is removed.
+        writers. A later move overwrites the branch file's 41 bytes in place
+        (:meth:`_move_in_place`: no new file, no rename, no freed block; a process dies before
+        or after one ``pwrite``, and a power loss finds one sector old or new). The first value,
+        and any branch file that is not a plain singly-linked 41-byte regular file, goes through
+        ``main.lock`` (git's own lock protocol), which also replaces a value an in-place write
+        that failed may have left torn. A ``main.lock`` found here was left by a crashed writer
+        and is removed. A reader without the store lock may read a value being overwritten half
+        old, half new (no such commit): memvault's readers then read the branch again
+        (docs/format.md §7).
 
         Durability ``full``: the branch's first value (``old`` is None) is always fsynced, file
         and directory. A later move is fsynced only where syncfs is unavailable: with syncfs it
@@ -483,6 +494,8 @@ class GitStore:
         """
         if self.head() != old:
             return False
+        if old is not None and self._move_in_place(new):
+            return True
         sync = self._durable and (old is None or not self._syncfs)
         lock = self._ref_lock
         fd = self._create_ref_lock(lock)
@@ -502,6 +515,38 @@ class GitStore:
         os.replace(lock, self._ref_path)
         if sync:
             fsync_dir(self._ref_file.parent)
+        return True
+
+    def _move_in_place(self, new: bytes) -> bool:
+        """Overwrite the loose branch file's one line in place (one ``pwrite`` of 41 bytes into a
+        block the file already has): no new file, no rename, no block freed. False, with nothing
+        written, unless the branch file is a regular file with one link (so no other name shares
+        the write), exactly one ref line long, and writable; the caller then uses the lock
+        protocol, which also replaces a value a failed write left torn."""
+        try:
+            fd = os.open(self._ref_path, _O_REF_WRITE)
+        except OSError:  # missing (a packed branch), read-only, a FIFO without reader, a symlink
+            return False
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1 or st.st_size != _REF_SIZE:
+                return False
+            if not self._ref_lock_swept:
+                # A ``main.lock`` a crashed writer left would stop git clients from moving the
+                # branch; the lock protocol removes it, so does the first move in place.
+                try:
+                    os.unlink(self._ref_lock)
+                except FileNotFoundError:
+                    pass
+                self._ref_lock_swept = True
+            try:
+                pwrite_all(fd, new + b"\n", 0)
+                if self._durable and not self._syncfs:
+                    os.fdatasync(fd)
+            except OSError:
+                return False
+        finally:
+            os.close(fd)
         return True
 
     def _create_ref_lock(self, lock: str) -> int:

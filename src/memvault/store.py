@@ -764,7 +764,15 @@ class MemoryStore:
             if state is not None and head == state.commit_id:
                 self._served_ref = ref
                 return state
-            seq, tree_id = self._load_commit(head)
+            try:
+                seq, tree_id = self._load_commit(head)
+            except IntegrityError:
+                # The branch moves in place (one pwrite), so a reader without the lock can read
+                # a value half old, half new: no such commit. A branch that moved meanwhile is
+                # read again; one that stays put is the error.
+                if not writer and attempt < attempts - 1 and self.git.head() != ref:
+                    continue
+                raise
             problem = _freshness_problem(head, seq, hw)
             if problem is not None:
                 # A reader without the lock may see the keyring of commits published after it

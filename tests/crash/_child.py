@@ -61,6 +61,7 @@ POINTS: dict[str, str] = {
     "keyring_after": "pending",
     "cas_before": "pending",
     "ref_lock_left": "pending",
+    "ref_in_place_written": "new",
     "cas_after": "new",
 }
 
@@ -160,10 +161,24 @@ def arm(point: str, action: Callable[[], None] = die) -> None:
         _wrap(GitStore, "compare_and_swap", before=False, action=action)
     elif point.startswith(("pack_", "idx_", "merge_")):
         _arm_pack_point(point, action)
-    elif point == "ref_lock_left":
-        # Die holding ``refs/heads/main.lock`` (new id written, not yet renamed over the ref).
+    elif point == "ref_in_place_written":
+        # Die right after the branch file's bytes were overwritten in place, before its close.
         import memvault.gitstore
 
+        real_pwrite_all = memvault.gitstore.pwrite_all
+
+        def pwrite_all(fd: int, data: bytes, offset: int) -> None:
+            real_pwrite_all(fd, data, offset)
+            die()
+
+        memvault.gitstore.pwrite_all = pwrite_all  # type: ignore[assignment]
+    elif point == "ref_lock_left":
+        # Die holding ``refs/heads/main.lock`` (new id written, not yet renamed over the ref).
+        # Later moves are made in place; the lock protocol is what a branch file that cannot be
+        # (packed, hard-linked, another size) gets: force it here.
+        import memvault.gitstore
+
+        GitStore._move_in_place = lambda self, new: False  # type: ignore[method-assign]
         real_replace = os.replace
 
         def replace(src: Any, dst: Any) -> None:

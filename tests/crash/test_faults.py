@@ -319,7 +319,11 @@ def test_failed_undo_reports_an_unknown_outcome(
     assert read_state(store)["/memories/next.txt"] == b"n"
 
 
-def test_short_write_of_the_branch_value(template: tuple[Path, State, dict[str, State]], tmp_path: Path) -> None:
+def test_short_write_of_the_branch_value(
+    template: tuple[Path, State, dict[str, State]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The lock protocol (what a branch file that cannot be overwritten in place gets)."""
+    monkeypatch.setattr(gitstore.GitStore, "_move_in_place", lambda self, new: False)
     src, before, _ = template
     path = tmp_path / "store"
     shutil.copytree(src, path)
@@ -341,6 +345,37 @@ def test_short_write_of_the_branch_value(template: tuple[Path, State, dict[str, 
     assert injector.fired == "write repo/refs/heads/main.lock"
     fresh = open_store(path)  # the branch is intact: the old value, or the new one
     assert read_state(fresh) in (before, read_state(open_store(probe)))
+    assert_clean(fresh)
+
+
+def test_failed_write_in_place_falls_back_to_the_lock_protocol(
+    template: tuple[Path, State, dict[str, State]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An in-place branch write that fails half-way (half the new value written, then EIO) is
+    replaced whole by the lock protocol: the command succeeds and the branch is intact."""
+    src, _, afters = template
+    path = tmp_path / "store"
+    shutil.copytree(src, path)
+    ref = path / "repo" / "refs" / "heads" / "main"
+    inode, old_value = ref.stat().st_ino, ref.read_bytes()
+    real = gitstore.pwrite_all
+    torn: list[bytes] = []
+
+    def half_then_eio(fd: int, data: bytes, offset: int) -> None:
+        real(fd, data[:20], offset)
+        torn.append(ref.read_bytes())
+        raise OSError(errno.EIO, os.strerror(errno.EIO))
+
+    monkeypatch.setattr(gitstore, "pwrite_all", half_then_eio)
+    store = open_store(path)
+    run(store, COMMANDS["str_replace"])
+    assert ref.stat().st_ino != inode  # replaced by a rename, not left as written
+    assert not (path / "repo" / "refs" / "heads" / "main.lock").exists()
+    monkeypatch.undo()
+    fresh = open_store(path)
+    assert fresh.head[0] == ref.read_bytes().strip() == store.head[0]
+    assert torn[0] not in (old_value, ref.read_bytes())  # the failed write had torn the branch
+    assert read_state(fresh) == afters["str_replace"]
     assert_clean(fresh)
 
 

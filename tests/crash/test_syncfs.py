@@ -85,7 +85,8 @@ def test_the_first_branch_value_is_fsynced(tmp_path: Path, monkeypatch: pytest.M
 
 def test_fallback_fsyncs_every_object_and_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Without syncfs a commit fsyncs its pack and its index (each before its rename), then the
-    pack directory, then the branch (file and directory)."""
+    pack directory and ``refs/heads`` (for a move a writer with syncfs left unsynced), and
+    fdatasyncs the keyring, then the branch file it overwrote in place."""
     monkeypatch.setattr(fsutil, "_LIBC_SYNCFS", None)
     assert not fsutil.syncfs_available()
     store = make_store(tmp_path / "s", StoreSettings(durability="full"))
@@ -99,15 +100,26 @@ def test_fallback_fsyncs_every_object_and_directory(tmp_path: Path, monkeypatch:
         counting_fsync(fd)
 
     monkeypatch.setattr(os, "fsync", fsync)
+    datasynced: list[str] = []
+    real_fdatasync = os.fdatasync
+
+    def fdatasync(fd: int) -> None:
+        datasynced.append(os.readlink(f"/proc/self/fd/{fd}") if os.path.isdir("/proc/self/fd") else "?")
+        real_fdatasync(fd)
+
+    monkeypatch.setattr(os, "fdatasync", fdatasync)
     memvault.MemoryTool(store).call({"command": "create", "path": "/memories/a.md", "file_text": "a\n"})
     assert count.syncfs == 0
-    assert count.fsync >= 3 + 2  # pack, index, pack directory, then the branch
+    assert count.fsync >= 3 + 1  # pack, index, pack directory, refs/heads
+    assert len(datasynced) == 2  # the keyring record, then the branch
+    if os.path.isdir("/proc/self/fd"):
+        assert datasynced == [str(tmp_path / "s" / "keyring"), str(tmp_path / "s" / "repo" / "refs" / "heads" / "main")]
     if os.path.isdir("/proc/self/fd"):
         repo = str(tmp_path / "s" / "repo")
         names = [p[len(repo) + 1 :] for p in synced if p.startswith(repo)]
         assert any(n.startswith("objects/pack/tmp_pack_") for n in names), names
         assert any(n.startswith("objects/pack/tmp_idx_") for n in names), names
-        assert "objects/pack" in names and "refs/heads" in names and "refs/heads/main.lock" in names, names
+        assert "objects/pack" in names and "refs/heads" in names, names
         pack_at = names.index("objects/pack")
         assert all(names.index(n) < pack_at for n in names if n.startswith("objects/pack/tmp_")), names
     store.close()

@@ -29,6 +29,7 @@ gitlinks) is refused rather than interpreted:
 from __future__ import annotations
 
 import binascii
+import bisect
 import hashlib
 import mmap
 import os
@@ -103,6 +104,9 @@ _LAYOUT_CACHE_ENTRIES = 65536
 #: Trees whose parsed entries :meth:`GitStore.tree_entries` keeps (every tree of one state is
 #: at most 291: root, ``c``, 16 + 256 below it, ``i`` and 16 below it).
 _TREE_CACHE_ENTRIES = 4096
+#: Trees whose serialised entries :meth:`GitStore.tree_update` keeps (the root, ``c`` and ``i``
+#: of the newest commits are the ones worth it: they are the largest and change every commit).
+_TREE_PARTS_ENTRIES = 64
 #: Loose objects per pack written by :meth:`GitStore.pack_loose` (bounds its memory).
 PACK_BATCH = 4096
 #: A command merges the smallest packs (:meth:`GitStore.write_pack`) once this many of them break
@@ -194,11 +198,18 @@ def _header(type_name: bytes, size: int) -> bytes:
 def serialize_tree(entries: Mapping[bytes, tuple[int, bytes]]) -> bytes:
     """The raw body of the tree ``name -> (mode, hex id)``: entries in git's order (a tree
     sorts as if its name ended in ``/``), each ``<octal mode> <name>\\0<20-byte id>``."""
-    items = sorted(entries.items(), key=lambda kv: kv[0] + b"/" if kv[1][0] == MODE_TREE else kv[0])
-    return b"".join(
-        (b"40000 " if mode == MODE_TREE else b"%o " % mode) + name + b"\0" + binascii.a2b_hex(obj_id)
-        for name, (mode, obj_id) in items
-    )
+    return b"".join(_tree_parts(entries)[1])
+
+
+def _tree_entry(name: bytes, mode: int, obj_id: bytes) -> bytes:
+    """One serialised tree entry: ``<octal mode> <name>\\0<20-byte id>``."""
+    return (b"40000 " if mode == MODE_TREE else b"%o " % mode) + name + b"\0" + binascii.a2b_hex(obj_id)
+
+
+def _tree_parts(entries: Mapping[bytes, tuple[int, bytes]]) -> tuple[list[bytes], list[bytes]]:
+    """``(sort keys, serialised entries)`` of a tree, both in git's order."""
+    items = sorted((_tree_sort_key(name, mode), name, mode, obj_id) for name, (mode, obj_id) in entries.items())
+    return [key for key, *_ in items], [_tree_entry(name, mode, obj_id) for _, name, mode, obj_id in items]
 
 
 class GitObject:
@@ -430,6 +441,8 @@ class GitStore:
         self._closer = weakref.finalize(self, self._repo.close)
         self._layout_ok: dict[tuple[bytes, str], None] = {}
         self._trees: OrderedDict[bytes, dict[bytes, tuple[int, bytes]]] = OrderedDict()
+        #: ``(sort keys, serialised entries)`` of the trees :meth:`tree_update` built lately.
+        self._tree_parts: OrderedDict[bytes, tuple[list[bytes], list[bytes]]] = OrderedDict()
 
     @classmethod
     def init(cls, path: Path, *, durable: bool) -> GitStore:
@@ -572,6 +585,36 @@ class GitStore:
         """A tree from ``name -> (mode, id)`` (modes :data:`MODE_BLOB` / :data:`MODE_TREE`,
         hex ids), serialised as git does: entries in git's order, mode in octal without padding."""
         return GitObject(b"tree", serialize_tree(entries))
+
+    def tree_update(
+        self, base_id: bytes | None, entries: Mapping[bytes, tuple[int, bytes]], changed: Iterable[bytes]
+    ) -> GitObject:
+        """The tree ``entries`` (byte for byte :meth:`tree`), which differs from the tree
+        ``base_id`` at most in the names ``changed``. When this object built ``base_id`` lately,
+        only those entries are serialised again (a tree of 256 entries costs what one of a few
+        does); otherwise the whole tree is."""
+        cached = self._tree_parts.get(base_id) if base_id is not None else None
+        if cached is None:
+            keys, parts = _tree_parts(entries)
+        else:
+            keys, parts = list(cached[0]), list(cached[1])
+            for name in changed:
+                for key in (name, name + b"/"):  # its entry as a blob, or as a tree
+                    i = bisect.bisect_left(keys, key)
+                    if i < len(keys) and keys[i] == key:
+                        del keys[i], parts[i]
+                new = entries.get(name)
+                if new is not None:
+                    key = _tree_sort_key(name, new[0])
+                    i = bisect.bisect_left(keys, key)
+                    keys.insert(i, key)
+                    parts.insert(i, _tree_entry(name, *new))
+        tree = GitObject(b"tree", b"".join(parts))
+        self._tree_parts[tree.id] = (keys, parts)
+        self._tree_parts.move_to_end(tree.id)
+        if len(self._tree_parts) > _TREE_PARTS_ENTRIES:
+            self._tree_parts.popitem(last=False)
+        return tree
 
     @staticmethod
     def commit(

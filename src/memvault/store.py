@@ -1186,8 +1186,10 @@ class MemoryStore:
     ) -> bytes | None:
         entries = dict(self._tree(tree_id)) if tree_id is not None else {}
         grouped: dict[bytes, dict[tuple[bytes, ...], tuple[int, bytes] | None]] = {}
+        changed: list[bytes] = []
         for key, value in changes.items():
             if len(key) == 1:
+                changed.append(key[0])
                 if value is None:
                     entries.pop(key[0], None)
                 else:
@@ -1197,13 +1199,14 @@ class MemoryStore:
         for name, sub in grouped.items():
             current = entries.get(name)
             sub_id = self._apply_subtree(current[1] if current else None, sub, objects)
+            changed.append(name)
             if sub_id is None:
                 entries.pop(name, None)
             else:
                 entries[name] = (MODE_TREE, sub_id)
         if not entries:
             return None
-        tree = GitStore.tree(entries)
+        tree = self.git.tree_update(tree_id, entries, changed)
         objects.append(tree)
         self.git.remember_tree(tree.id, entries)
         return tree.id

@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import time
+import zlib
 from pathlib import Path
 
 import pytest
@@ -249,6 +250,22 @@ def test_pack_bytes_are_what_dulwich_writes(level: int, monkeypatch: pytest.Monk
     write_pack_index_v2(index, sorted((k, v[0], v[1]) for k, v in entries.items()), checksum)
     assert pack == out.getvalue() and idx == index.getvalue() and name == checksum.hex()
     assert int.from_bytes(pack[8:12], "big") == len(unique) == len(objects) - 1
+
+
+@pytest.mark.parametrize("size", [0, 1, 100, 5208, 32 * 1024 - 1, 65531, 65532, 65535, 65536, 200_000])
+def test_stored_zlib_streams(size: int) -> None:
+    """memvault's level-0 zlib framing decodes back to the data (zlib checks the Adler-32 too), and
+    is zlib's own bytes wherever build_pack uses it (below 32 KiB)."""
+    data = os.urandom(size)
+    stream = gitstore.zlib_stored(data)
+    assert zlib.decompress(stream) == data
+    assert len(stream) == size + 2 + 4 + 5 * max(1, -(-size // 0xFFFF))
+    if size < 32 * 1024:
+        assert stream == zlib.compress(data, 0)
+    damaged = bytearray(stream)
+    damaged[-1] ^= 1
+    with pytest.raises(zlib.error):
+        zlib.decompress(bytes(damaged))
 
 
 def test_read_pack_index_refuses_damaged_indexes_without_raising() -> None:

@@ -5,9 +5,9 @@ writes itself (:class:`GitObject`: each id hashed once). A commit's objects are 
 its index (:meth:`GitStore.write_pack`, built by :func:`build_pack`), each written under a
 temporary name with its final mode and renamed into place, the index last, made durable in
 ``full`` durability (one ``syncfs`` on Linux 5.8+, else an fsync per file and directory) before
-the branch moves; the branch moves by compare-and-swap, in place after its first value. Packs are merged geometrically
-(:func:`geometric_merge`: a few small ones by commands, bigger ones by
-:meth:`GitStore.consolidate_packs`), so there are logarithmically many. Loose objects (stores
+the branch moves; the branch moves by compare-and-swap, overwritten in place after its first
+value. Packs are merged geometrically (:func:`geometric_merge`: a few small ones by commands,
+bigger ones by :meth:`GitStore.consolidate_packs`), so there are logarithmically many. Loose objects (stores
 written before commits were packs; :meth:`GitStore.write` still writes them, for the plaintext
 export) are read, and packed by :meth:`GitStore.pack_loose`. Every blob and tree read is checked
 against its id, packed ones included (dulwich does not check those). Every tree read back is

@@ -202,3 +202,9 @@ class StorageError(InternalError):
                 outcome_unknown=True,
             )
         return cls(f"{what} could not be written ({reason}).")
+
+    @classmethod
+    def from_read_error(cls, err: OSError, *, what: str) -> StorageError:
+        """A read the filesystem refused for a reason that says nothing about the data (out of
+        file descriptors, permission, I/O error): not an integrity failure."""
+        return cls(f"{what} could not be read ({err.strerror or 'I/O error'}).")

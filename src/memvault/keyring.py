@@ -29,6 +29,7 @@ one; readers notice the new file (another inode) and read it from the start.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import stat
@@ -38,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import crypto
-from .errors import IntegrityError
+from .errors import IntegrityError, MemvaultError, StorageError
 from .fsutil import FILE_MODE, fsync_dir, pwrite_all, wipe_file, write_all
 
 __all__ = ["Keyring", "HighWater", "ZERO_ID"]
@@ -63,6 +64,15 @@ _TOMBSTONE_AAD = b"memvault/v1/tombstone"
 _NO_MAC = bytes(32)
 #: Parent id of the first commit.
 ZERO_ID = b"0" * 40
+
+
+def _read_error(err: OSError) -> MemvaultError:
+    """What a failed open or read of the keyring means: a path that is not a file memvault wrote
+    (a directory, a symbolic-link loop) is damage; anything else (EIO, EMFILE, EACCES, ...) is the
+    storage's fault, and says nothing about the keyring's integrity."""
+    if err.errno in (errno.EISDIR, errno.ELOOP, errno.ENOTDIR, errno.ENXIO):
+        return IntegrityError("The store's keyring cannot be read.")
+    return StorageError.from_read_error(err, what="The store's keyring")
 
 
 @dataclass(frozen=True)
@@ -125,8 +135,8 @@ class Keyring:
             fd = os.open(self._path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO must not hang the read
         except FileNotFoundError:
             raise IntegrityError("The store's keyring is missing.") from None
-        except OSError:
-            raise IntegrityError("The store's keyring cannot be read.") from None
+        except OSError as err:
+            raise _read_error(err) from None
         try:
             with os.fdopen(fd, "rb") as f:
                 st = os.fstat(f.fileno())
@@ -141,8 +151,8 @@ class Keyring:
                         raise IntegrityError("The store's keyring is damaged or belongs to another store.")
                 f.seek(self._offset)
                 data = f.read(max(0, st.st_size - self._offset))  # later appends: next refresh
-        except OSError:
-            raise IntegrityError("The store's keyring cannot be read.") from None
+        except OSError as err:
+            raise _read_error(err) from None
         self._consume(data)
 
     def _consume(self, data: bytes) -> None:
@@ -294,7 +304,7 @@ class Keyring:
         self._reset()
         try:
             self.refresh()
-        except (OSError, IntegrityError):
+        except (OSError, MemvaultError):
             self._reset()  # read again from the start on next use
 
     # -- redaction ------------------------------------------------------------------------------

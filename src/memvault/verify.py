@@ -50,7 +50,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from . import crypto, records
-from .errors import IntegrityError
+from .errors import IntegrityError, StorageError
 from .gitstore import LAYOUT_ROLES, MODE_TREE
 from .keyring import ZERO_ID
 from .keys import read_slot_file, slot_file_names
@@ -758,7 +758,7 @@ class _Verifier:
                 "(rollback) was not checked.",
             )
             return False
-        except OSError:
+        except (OSError, StorageError):
             self.add("error", "bad-keyring", "The store's keyring cannot be read; freshness was not checked.")
             return False
         return True

@@ -3,6 +3,7 @@ another store, forged commits, and a branch moved back to an older commit."""
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import zlib
@@ -16,7 +17,8 @@ from dulwich.repo import Repo
 import memvault
 from conftest import PASSPHRASE, keyring_records, make_store, rewrite_packed_object, unpack_to_loose
 from memvault import records
-from memvault.errors import IntegrityError, RollbackDetectedError, WrongKeyError
+from memvault.errors import IntegrityError, RollbackDetectedError, StorageError, WrongKeyError
+from memvault.verify import verify
 
 
 def _open(path: Path) -> memvault.MemoryStore:
@@ -378,3 +380,69 @@ def test_forged_tombstone_cannot_hide_a_live_file(store_path: Path) -> None:
     with pytest.raises(IntegrityError) as info:
         _open(store_path)
     assert str(info.value) == "The store's keyring is damaged."
+
+
+@pytest.mark.parametrize("where", ["open", "read"])
+@pytest.mark.parametrize("err", [errno.EIO, errno.EMFILE, errno.EACCES])
+def test_a_keyring_the_filesystem_cannot_read_is_a_storage_error_not_tampering(
+    store: memvault.MemoryStore, monkeypatch: pytest.MonkeyPatch, where: str, err: int
+) -> None:
+    """A transient fault reading the keyring (I/O error, out of descriptors, permission) is
+    reported as what it is, with the system's reason, and `verify` reports it; the keyring is not
+    called damaged, and the store works again once the fault is gone."""
+    _seed(store)
+    keyring = str(store.root / "keyring")
+    real_open, real_fdopen = os.open, os.fdopen
+    if where == "open":
+
+        def failing_open(path: object, *args: object, **kwargs: object) -> int:
+            if os.fspath(path) == keyring:  # type: ignore[arg-type]
+                raise OSError(err, os.strerror(err))
+            return real_open(path, *args, **kwargs)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(os, "open", failing_open)
+    else:
+
+        class FailingReads:
+            def __init__(self, fd: int) -> None:
+                self._f = real_fdopen(fd, "rb")
+
+            def __enter__(self) -> FailingReads:
+                return self
+
+            def __exit__(self, *exc: object) -> None:
+                self._f.close()
+
+            def fileno(self) -> int:
+                return self._f.fileno()
+
+            def seek(self, pos: int) -> int:
+                return self._f.seek(pos)
+
+            def read(self, n: int = -1) -> bytes:
+                raise OSError(err, os.strerror(err))
+
+        def fdopen(fd: int, *args: object, **kwargs: object) -> object:
+            if os.readlink(f"/proc/self/fd/{fd}") == keyring:
+                return FailingReads(fd)
+            return real_fdopen(fd, *args, **kwargs)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(os, "fdopen", fdopen)
+    with pytest.raises(StorageError) as caught:
+        store.keyring.refresh()
+    assert not isinstance(caught.value, IntegrityError)
+    assert os.strerror(err) in str(caught.value) and "could not be read" in str(caught.value)
+    report = verify(store)
+    assert [p.code for p in report.errors] == ["bad-keyring"]
+    monkeypatch.undo()
+    store.keyring.refresh()
+    assert verify(store).ok
+
+
+def test_a_keyring_replaced_by_a_directory_is_damage(store: memvault.MemoryStore, store_path: Path) -> None:
+    store.close()
+    keyring = store_path / "keyring"
+    keyring.unlink()
+    keyring.mkdir()
+    with pytest.raises(IntegrityError):
+        memvault.MemoryStore.open(store_path, passphrase=PASSPHRASE)

@@ -621,17 +621,20 @@ class MemoryStore:
     def flush_access_times(self, *, wait: float | None = None, prune: bool = False) -> bool:
         """Merge recorded reads into the access-time file under the writer lock, waiting at most
         ``wait`` seconds for it (default: :attr:`lock_timeout`); ``prune`` drops files no longer
-        in the store. False if the lock stayed busy or the file could not be written (the reads
-        stay pending)."""
+        in the store, judged on the head (read again under the lock: the files another store
+        object or process created since this one last looked are kept). False if the lock
+        stayed busy or the file could not be written (the reads stay pending)."""
         if not self.access_times.dirty:
             return True
         try:
             with self._lock.hold(timeout=wait):
                 live = None
                 if prune:
-                    with self._state_lock:
-                        if self._state is not None:
-                            live = {n.token for n in self._state.nodes.values()}
+                    try:
+                        with self._state_lock:
+                            live = {n.token for n in self._sync(writer=False).nodes.values()}
+                    except MemvaultError:
+                        live = None  # the head cannot be read now: keep every read time
                 self.access_times.flush(live, durable=self._durable)
         except (MemvaultError, OSError):
             return False

@@ -154,3 +154,25 @@ def test_cli_expire(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypa
     with memvault.MemoryStore.open(tmp_path / "s", passphrase=PASSPHRASE) as again:
         assert history.log(again, limit=1)[0].actor == "janitor"
         assert again.snapshot().child_names(parse_path("/memories", again.settings)) == []
+
+
+def test_closing_a_store_object_that_missed_new_files_keeps_their_read_times(tmp_path: Path) -> None:
+    """close() prunes read times of files that are gone, judged on the head under the lock, not
+    on what this store object last saw: a file another store object created (and read) since
+    keeps its read time."""
+    store = _store(tmp_path)
+    stale = memvault.MemoryStore.open(tmp_path / "s", passphrase=PASSPHRASE)
+    memvault.MemoryTool(stale).call({"command": "view", "path": "/memories/read.md"})  # stale's state: 3 files
+    old_token = _token(store, "/memories/old.md")
+    memvault.MemoryTool(store).call({"command": "create", "path": "/memories/new.md", "file_text": "new\n"})
+    memvault.MemoryTool(store).call({"command": "view", "path": "/memories/new.md"})
+    memvault.MemoryTool(store).call({"command": "delete", "path": "/memories/old.md"})
+    store.access_times.touch(_token(store, "/memories/fresh.md"))
+    stale.access_times.touch(old_token)  # read before it was deleted elsewhere
+    store.close()
+    stale.close()
+    again = memvault.MemoryStore.open(tmp_path / "s", passphrase=PASSPHRASE)
+    reads = again.access_times.last_read()
+    assert set(reads) == {_token(again, p) for p in ("/memories/read.md", "/memories/new.md", "/memories/fresh.md")}
+    assert old_token not in reads
+    again.close()

@@ -593,7 +593,12 @@ class GitStore:
         except FileExistsError:
             os.unlink(lock)
         except FileNotFoundError:
-            self._ref_file.parent.mkdir(parents=True, exist_ok=True)
+            for directory in (self._ref_file.parent.parent, self._ref_file.parent):  # refs, refs/heads
+                try:
+                    os.mkdir(directory, DIR_MODE)
+                except FileExistsError:
+                    continue
+                private_dir(directory)  # mkdir honours the umask, which may take owner bits
         return os.open(lock, flags, 0o600)
 
     # -- objects ------------------------------------------------------------------------------
@@ -1029,9 +1034,14 @@ class GitStore:
         store = self._repo.object_store
         packed = 0
         fsync_each = self._durable and not self._syncfs
+        #: Damaged loose objects (or ones stored under another id): they stay loose, where verify
+        #: reports them, and are not read again by later batches.
+        skipped: set[ObjectID] = set()
         while deadline is None or time.monotonic() < deadline:
             ids: list[ObjectID] = []
             for obj_id in store._iter_loose_objects():
+                if obj_id in skipped:
+                    continue
                 ids.append(obj_id)
                 if len(ids) >= batch:
                     break
@@ -1043,13 +1053,16 @@ class GitStore:
                 try:
                     obj = self._get(obj_id)
                 except IntegrityError:
-                    continue  # a damaged object stays loose, where verify reports it
+                    skipped.add(obj_id)
+                    continue
                 copy = GitObject(obj.type_name, obj.as_raw_string())
                 if copy.id == obj_id:
                     objects.append(copy)
                     good.append(obj_id)
+                else:
+                    skipped.add(obj_id)
             if not good:
-                break
+                continue  # a batch of damaged objects only: the next batch starts after them
             data, idx, name = build_pack(objects, self._compression)
             self._install_pack(data, idx, name, fsync=fsync_each)
             if self._durable:

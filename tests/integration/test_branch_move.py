@@ -10,6 +10,7 @@ tests/crash (``ref_in_place_written``, ``ref_lock_left``, the fault sweeps).
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 
 import pytest
@@ -128,3 +129,26 @@ def test_a_branch_that_stays_on_a_missing_commit_is_an_error(tmp_path: Path, mon
     monkeypatch.setattr(GitStore, "head", lambda self: bogus)
     with pytest.raises(IntegrityError):
         _read(reader, "a.md")
+
+
+def test_a_packed_branch_gets_an_owner_only_loose_ref_whatever_the_umask(tmp_path: Path) -> None:
+    """After ``git pack-refs`` and the removal of ``refs/heads``, the next move recreates
+    ``refs/heads`` owner-only (0700) even under a permissive umask, and the loose ref takes over."""
+    store = make_store(tmp_path / "s", StoreSettings(durability="full"))
+    _put(store, "a.md", "a\n")
+    store.close()
+    repo = tmp_path / "s" / "repo"
+    head = _ref(tmp_path / "s").read_bytes()
+    (repo / "packed-refs").write_bytes(
+        b"# pack-refs with: peeled fully-peeled sorted \n" + head[:40] + b" refs/heads/main\n"
+    )
+    _ref(tmp_path / "s").unlink()
+    (repo / "refs" / "heads").rmdir()  # dulwich needs refs/ itself to see a repository
+    old = os.umask(0o002)
+    try:
+        with memvault.MemoryStore.open(tmp_path / "s", passphrase=PASSPHRASE) as again:
+            _put(again, "b.md", "b\n")
+            assert _ref(tmp_path / "s").read_bytes() == again.head[0] + b"\n"
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((repo / "refs" / "heads").stat().st_mode) == 0o700

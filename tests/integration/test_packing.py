@@ -242,3 +242,42 @@ def test_cli_gc(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch:
     assert main(["--store", str(tmp_path / "s"), "gc", "--json"]) == 0
     doc = __import__("json").loads(capsys.readouterr().out)
     assert doc == {"packed": 0, "merged_packs": 0, "loose_objects": 0, "packs": 1}
+
+
+def test_a_batch_of_damaged_loose_objects_does_not_stop_packing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Damaged loose objects listed first fill whole batches: they are skipped (and not read
+    again), and every good object after them is still packed."""
+    store = make_store(tmp_path / "s", StoreSettings(durability="none"))
+    _edits(store, 3)
+    unpack_to_loose(store)
+    total = store.git.loose_count()
+    damaged = []
+    for name in ("/memories/n000.md", "/memories/n001.md"):
+        node = store.snapshot().get(parse_path(name, store.settings))
+        assert node is not None
+        obj = tmp_path / "s" / "repo" / "objects" / node.blob_id[:2].decode() / node.blob_id[2:].decode()
+        obj.chmod(0o600)
+        raw = bytearray(obj.read_bytes())
+        raw[-5] ^= 0x01
+        obj.write_bytes(bytes(raw))
+        damaged.append(node.blob_id)
+    object_store = store.git._repo.object_store
+    real_iter = type(object_store)._iter_loose_objects
+    reads: list[bytes] = []
+    real_get = gitstore.GitStore._get
+
+    def damaged_first(self: object) -> object:
+        ids = list(real_iter(self))  # type: ignore[arg-type]
+        return iter(sorted(ids, key=lambda i: bytes(i) not in damaged))
+
+    def counting_get(self: gitstore.GitStore, obj_id: bytes) -> object:
+        reads.append(bytes(obj_id))
+        return real_get(self, obj_id)
+
+    monkeypatch.setattr(type(object_store), "_iter_loose_objects", damaged_first)
+    monkeypatch.setattr(gitstore.GitStore, "_get", counting_get)
+    assert store.git.pack_loose(batch=1) == total - 2
+    assert store.git.loose_count() == 2
+    assert sorted(r for r in reads if r in damaged) == sorted(damaged)  # each damaged one read once

@@ -7,7 +7,9 @@ operations; callers never choose nonces, never see partial plaintext, and get on
 - :func:`seal` / :func:`open_sealed`: AES-256-GCM, fresh random 96-bit nonce per call, output
   ``nonce(12) || ciphertext || tag(16)``; the associated data binds the ciphertext to its context.
 - :func:`argon2id` (passphrase -> 32 bytes) and :func:`hkdf` (key -> purpose-specific subkey).
-- :func:`mac` / :func:`mac_verify`: HMAC-SHA256, constant-time verification.
+- :func:`mac` / :func:`mac_verify`: HMAC-SHA256 (OpenSSL's one-shot HMAC through the standard
+  library's :func:`hmac.digest`, the cheapest call for the per-path tokens an open computes),
+  constant-time verification.
 - :func:`pad` / :func:`unpad`: length-hiding framing applied to plaintext *before* encryption
   (never compression, which would turn ciphertext length into an oracle).
 """
@@ -15,12 +17,12 @@ operations; callers never choose nonces, never see partial plaintext, and get on
 from __future__ import annotations
 
 import hashlib
+import hmac as _std_hmac
 import os
 import struct
 
-from cryptography.exceptions import InvalidKey, InvalidSignature, InvalidTag
+from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives import hashes
-from cryptography.hazmat.primitives import hmac as _hmac
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.argon2 import Argon2id
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
@@ -113,19 +115,13 @@ def hkdf(key: bytes, *, salt: bytes, info: bytes, length: int = KEY_SIZE) -> byt
 
 def mac(key: bytes, data: bytes) -> bytes:
     """HMAC-SHA256 of ``data``."""
-    h = _hmac.HMAC(key, hashes.SHA256())
-    h.update(data)
-    return h.finalize()
+    return _std_hmac.digest(key, data, hashlib.sha256)
 
 
 def mac_verify(key: bytes, data: bytes, tag: bytes) -> None:
     """Raise :class:`IntegrityError` unless ``tag`` is the HMAC-SHA256 of ``data`` (constant time)."""
-    h = _hmac.HMAC(key, hashes.SHA256())
-    h.update(data)
-    try:
-        h.verify(tag)
-    except (InvalidSignature, InvalidKey):
-        raise IntegrityError() from None
+    if not _std_hmac.compare_digest(mac(key, data), tag):
+        raise IntegrityError()
 
 
 def sha256(data: bytes) -> bytes:
@@ -157,6 +153,6 @@ def unpad(frame: bytes) -> bytes:
         raise IntegrityError()
     (n,) = _FRAME_HEADER.unpack_from(frame)
     end = _FRAME_HEADER.size + n
-    if end > len(frame) or any(frame[end:]):
+    if end > len(frame) or frame.count(0, end) != len(frame) - end:  # only zero bytes after the data
         raise IntegrityError()
     return frame[_FRAME_HEADER.size : end]

@@ -545,6 +545,21 @@ def test_json_object_matches_the_first_one(text: bytes) -> None:
     assert _same(_verdict(lambda: records._json_object(text)), _verdict(lambda: _old_json_object(text)))
 
 
+def _old_unpad(frame: bytes) -> bytes:
+    if len(frame) < 4:
+        raise IntegrityError()
+    (n,) = struct.unpack_from(">I", frame)
+    if 4 + n > len(frame) or any(frame[4 + n :]):
+        raise IntegrityError()
+    return frame[4 : 4 + n]
+
+
+@FUZZ
+@given(frame=st.one_of(mutated(crypto.pad(b"hello")), mutated(crypto.pad(bytes(300))), st.binary(max_size=40)))
+def test_unpad_matches_the_first_one(frame: bytes) -> None:
+    assert _same(_verdict(lambda: crypto.unpad(frame)), _verdict(lambda: _old_unpad(frame)))
+
+
 def _node_text(**changes: object) -> bytes:
     return json.dumps({**NODE_JSON, **changes}).encode()
 

@@ -90,6 +90,38 @@ def test_pad_frame_bytes() -> None:
         crypto.unpad(_flip(frame, len(frame) - 1))  # non-zero padding
 
 
+def test_unpad_refuses_any_nonzero_padding_byte() -> None:
+    """Every padding byte is checked, the first and the last, and a frame without padding opens."""
+    frame = crypto.pad(b"abc")
+    for index in (7, 8, len(frame) // 2, len(frame) - 1):
+        with pytest.raises(IntegrityError):
+            crypto.unpad(_flip(frame, index))
+    assert crypto.unpad(struct.pack(">I", 3) + b"abc") == b"abc"
+    assert crypto.unpad(struct.pack(">I", 0)) == b""
+    with pytest.raises(IntegrityError):
+        crypto.unpad(b"\0\0\0")  # shorter than the length prefix
+
+
+#: RFC 4231 HMAC-SHA256 known answers: test cases 1, 2 and 6 (a key longer than the block).
+RFC4231 = [
+    (b"\x0b" * 20, b"Hi There", "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7"),
+    (b"Jefe", b"what do ya want for nothing?", "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"),
+    (b"\xaa" * 131, b"Test Using Larger Than Block-Size Key - Hash Key First",
+     "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("key, data, tag", RFC4231, ids=["rfc4231-1", "rfc4231-2", "rfc4231-6"])
+def test_mac_known_answers(key: bytes, data: bytes, tag: str) -> None:
+    assert crypto.mac(key, data).hex() == tag
+    crypto.mac_verify(key, data, bytes.fromhex(tag))
+    for wrong in (_flip(bytes.fromhex(tag), 0), bytes.fromhex(tag)[:16], b"", bytes.fromhex(tag) + b"\0"):
+        with pytest.raises(IntegrityError):
+            crypto.mac_verify(key, data, wrong)
+    with pytest.raises(IntegrityError):
+        crypto.mac_verify(key, data + b"!", bytes.fromhex(tag))
+
+
 # -- content blobs ----------------------------------------------------------------------------
 
 

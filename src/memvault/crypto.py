@@ -6,10 +6,10 @@ operations; callers never choose nonces, never see partial plaintext, and get on
 
 - :func:`seal` / :func:`open_sealed`: AES-256-GCM, fresh random 96-bit nonce per call, output
   ``nonce(12) || ciphertext || tag(16)``; the associated data binds the ciphertext to its context.
+  :func:`opener` sets the cipher up once for many records under one key.
 - :func:`argon2id` (passphrase -> 32 bytes) and :func:`hkdf` (key -> purpose-specific subkey).
-- :func:`mac` / :func:`mac_verify`: HMAC-SHA256 (OpenSSL's one-shot HMAC through the standard
-  library's :func:`hmac.digest`, the cheapest call for the per-path tokens an open computes),
-  constant-time verification.
+- :func:`mac` / :func:`mac_verify`: HMAC-SHA256 (OpenSSL's through the standard library's
+  :mod:`hmac`), constant-time verification; :func:`mac_function` keys it once for many messages.
 - :func:`pad` / :func:`unpad`: length-hiding framing applied to plaintext *before* encryption
   (never compression, which would turn ciphertext length into an oracle).
 """
@@ -20,6 +20,7 @@ import hashlib
 import hmac as _std_hmac
 import os
 import struct
+from collections.abc import Callable
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives import hashes
@@ -38,9 +39,11 @@ __all__ = [
     "new_key",
     "seal",
     "open_sealed",
+    "opener",
     "argon2id",
     "hkdf",
     "mac",
+    "mac_function",
     "mac_verify",
     "sha256",
     "pad",
@@ -94,10 +97,30 @@ def open_sealed(key: bytes, sealed: bytes, aad: bytes) -> bytes:
     """
     if len(key) != KEY_SIZE:
         raise ValueError("open_sealed needs a 32-byte key")
+    return _open_with(AESGCM(key), sealed, aad)
+
+
+def opener(key: bytes) -> Callable[[bytes, bytes], bytes]:
+    """:func:`open_sealed` under ``key`` as a function of ``(sealed, aad)``, same results.
+
+    The cipher is set up once: for one key and many records (the wrap key of every data key
+    read when a store opens). Safe to call from several threads.
+    """
+    if len(key) != KEY_SIZE:
+        raise ValueError("opener needs a 32-byte key")
+    aead = AESGCM(key)
+
+    def open_with(sealed: bytes, aad: bytes) -> bytes:
+        return _open_with(aead, sealed, aad)
+
+    return open_with
+
+
+def _open_with(aead: AESGCM, sealed: bytes, aad: bytes) -> bytes:
     if len(sealed) < SEAL_OVERHEAD:
         raise IntegrityError()
     try:
-        return AESGCM(key).decrypt(sealed[:NONCE_SIZE], sealed[NONCE_SIZE:], aad)
+        return aead.decrypt(sealed[:NONCE_SIZE], sealed[NONCE_SIZE:], aad)
     except InvalidTag:
         raise IntegrityError() from None
 
@@ -116,6 +139,22 @@ def hkdf(key: bytes, *, salt: bytes, info: bytes, length: int = KEY_SIZE) -> byt
 def mac(key: bytes, data: bytes) -> bytes:
     """HMAC-SHA256 of ``data``."""
     return _std_hmac.digest(key, data, hashlib.sha256)
+
+
+def mac_function(key: bytes) -> Callable[[bytes], bytes]:
+    """HMAC-SHA256 under ``key`` as a function of the message, equal to ``mac(key, message)``.
+
+    The key schedule is computed once and copied per call: for one key and many messages (the
+    path tokens of every node when a store opens). Safe to call from several threads.
+    """
+    keyed = _std_hmac.new(key, digestmod=hashlib.sha256)
+
+    def mac_of(data: bytes) -> bytes:
+        h = keyed.copy()
+        h.update(data)
+        return h.digest()
+
+    return mac_of
 
 
 def mac_verify(key: bytes, data: bytes, tag: bytes) -> None:

@@ -113,8 +113,6 @@ _I64_MAX = 2**63 - 1
 _MAX_TIME = 253402300800.0
 #: Deepest JSON nesting a record may use (metadata: object -> list/object -> scalar).
 _MAX_JSON_DEPTH = 8
-_HEX_RE = re.compile(r"[0-9a-f]*")
-_is_hex = _HEX_RE.fullmatch
 #: A JSON string (with escapes) or one bracket: enough to measure nesting without recursion.
 _JSON_STRUCTURE = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[\]{}]', re.DOTALL)
 
@@ -177,10 +175,22 @@ def _hex(value: object, size: int, *, empty: bool = False) -> bytes:
         raise ValueError
     if empty and not value:
         return b""
-    # Lowercase hex is ASCII, so no separate text (surrogate) check is needed.
-    if len(value) != 2 * size or not _is_hex(value):
+    return _lower_hex(value, size)
+
+
+def _lower_hex(text: str, size: int) -> bytes:
+    """``text`` as ``size`` bytes if it is exactly ``2 * size`` lowercase hex digits, else ValueError.
+
+    ``bytes.fromhex`` refuses any character but ASCII hex digits and whitespace (ValueError); the
+    round trip then refuses uppercase digits and whitespace. What passes is ASCII, so no separate
+    text (surrogate) check is needed.
+    """
+    if len(text) != 2 * size:
         raise ValueError
-    return bytes.fromhex(value)
+    data = bytes.fromhex(text)
+    if data.hex() != text:
+        raise ValueError
+    return data
 
 
 # -- content blobs -------------------------------------------------------------------------------
@@ -270,8 +280,7 @@ def open_node(dek: bytes, store_id: bytes, token: bytes, dek_id: bytes, sealed: 
         if type(blob_text) is not str:
             raise ValueError
         if is_file:
-            if len(blob_text) != 40 or not _is_hex(blob_text):
-                raise ValueError  # a file's content blob is a git object id
+            _lower_hex(blob_text, 20)  # a file's content blob is a git object id (40 hex)
             sha256 = _hex(r["h"], 32)
             ct_sha256 = _hex(r["c"], 32)
         else:

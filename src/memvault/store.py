@@ -393,6 +393,7 @@ class MemoryStore:
         #: the store's whole life (tokens and history stay verifiable); a rotation changes the
         #: key that wraps data keys (``_epoch``, the newest).
         self._keys = self._subkeys[min(master_keys)]
+        self._token_mac = crypto.mac_function(self._keys.name)
         durable = settings.durability == "full"
         self._durable = durable
         self.keyring = Keyring(
@@ -687,7 +688,7 @@ class MemoryStore:
 
     def token(self, path: str) -> bytes:
         """Opaque identity of a path: HMAC(K_name, path)."""
-        return crypto.mac(self._keys.name, path.encode("utf-8"))
+        return self._token_mac(path.encode("utf-8"))
 
     def read_node(self, node: Node) -> bytes:
         """Decrypted content of a file node, authenticated against its node record."""
@@ -963,7 +964,7 @@ class MemoryStore:
     def _decode_shard(self, shard: bytes, blob_id: bytes) -> dict[bytes, Node]:
         blob = self.git.read_blob(blob_id)
         nodes: dict[bytes, Node] = {}
-        keyring, store_id, name_key = self.keyring, self.store_id, self._keys.name
+        keyring, store_id, token_of = self.keyring, self.store_id, self._token_mac
         for token, dek_id, sealed in records.decode_shard(self._keys.index, store_id, shard, blob):
             if keyring.is_destroyed(dek_id):
                 # Redacted version: its name and content went with its key. The placeholder path
@@ -976,7 +977,7 @@ class MemoryStore:
                 continue
             node = records.open_node(keyring.dek(dek_id), store_id, token, dek_id, sealed)
             # The record names its path; the path's token (HMAC(K_name, path)) must be the entry's.
-            if _shard_of(token) != shard or token in nodes or crypto.mac(name_key, node.path.encode()) != token:
+            if _shard_of(token) != shard or token in nodes or token_of(node.path.encode()) != token:
                 raise IntegrityError()
             nodes[token] = node
         return nodes

@@ -120,6 +120,9 @@ def test_mac_known_answers(key: bytes, data: bytes, tag: str) -> None:
             crypto.mac_verify(key, data, wrong)
     with pytest.raises(IntegrityError):
         crypto.mac_verify(key, data + b"!", bytes.fromhex(tag))
+    # Keyed once, the same function for every message (its keyed state is not consumed).
+    mac_of = crypto.mac_function(key)
+    assert mac_of(data).hex() == tag and mac_of(b"other") == crypto.mac(key, b"other") and mac_of(data).hex() == tag
 
 
 # -- content blobs ----------------------------------------------------------------------------
@@ -317,6 +320,25 @@ def test_token(case: dict[str, Any]) -> None:
     assert h[:2] == case["shard"]
     assert f"c/{h[0]}/{h[1]}/{h[2:]}" == case["content_tree_path"]
     assert f"i/{h[0]}/{h[1]}" == case["index_tree_path"]
+    assert crypto.mac_function(_name_key())(case["path"].encode("utf-8")) == token  # the store's way
+
+
+@pytest.mark.parametrize("case", REC["nodes"], ids=_ids(REC["nodes"]))
+def test_opener_matches_open_sealed(case: dict[str, Any]) -> None:
+    """``crypto.opener(key)`` opens what ``open_sealed`` opens and refuses what it refuses."""
+    dek, store_id, token, dek_id = _node_args(case)
+    sealed, aad = bytes.fromhex(case["sealed"]), b"memvault/v1/node" + store_id + token + dek_id
+    open_with = crypto.opener(dek)
+    assert open_with(sealed, aad) == crypto.open_sealed(dek, sealed, aad)
+    assert open_with(sealed, aad) == crypto.open_sealed(dek, sealed, aad)  # reusable
+    for bad_sealed, bad_aad in ((_flip(sealed, 0), aad), (_flip(sealed, len(sealed) - 1), aad),
+                                (sealed, _flip(aad, 0)), (sealed[:27], aad), (b"", aad)):  # fmt: skip
+        with pytest.raises(IntegrityError):
+            open_with(bad_sealed, bad_aad)
+        with pytest.raises(IntegrityError):
+            crypto.open_sealed(dek, bad_sealed, bad_aad)
+    with pytest.raises(ValueError):
+        crypto.opener(dek[:16])
 
 
 def _node_args(case: dict[str, Any]) -> tuple[bytes, bytes, bytes, bytes]:

@@ -169,26 +169,17 @@ def _str(value: object) -> str:
     return value
 
 
-def _hex(value: object, size: int, *, empty: bool = False) -> bytes:
-    """``size`` bytes written as lowercase hex (or ``""`` when ``empty`` is allowed)."""
-    if type(value) is not str:
-        raise ValueError
-    if empty and not value:
-        return b""
-    return _lower_hex(value, size)
-
-
-def _lower_hex(text: str, size: int) -> bytes:
-    """``text`` as ``size`` bytes if it is exactly ``2 * size`` lowercase hex digits, else ValueError.
+def _hex(value: object, size: int) -> bytes:
+    """``size`` bytes written as exactly ``2 * size`` lowercase hex digits, else ValueError.
 
     ``bytes.fromhex`` refuses any character but ASCII hex digits and whitespace (ValueError); the
-    round trip then refuses uppercase digits and whitespace. What passes is ASCII, so no separate
-    text (surrogate) check is needed.
+    exact round trip then refuses uppercase digits and whitespace. What passes is ASCII, so no
+    separate text (surrogate) check is needed.
     """
-    if len(text) != 2 * size:
+    if type(value) is not str or len(value) != 2 * size:
         raise ValueError
-    data = bytes.fromhex(text)
-    if data.hex() != text:
+    data = bytes.fromhex(value)
+    if data.hex() != value:
         raise ValueError
     return data
 
@@ -280,17 +271,14 @@ def open_node(dek: bytes, store_id: bytes, token: bytes, dek_id: bytes, sealed: 
         if type(blob_text) is not str:
             raise ValueError
         if is_file:
-            _lower_hex(blob_text, 20)  # a file's content blob is a git object id (40 hex)
+            _hex(blob_text, 20)  # a file's content blob is a git object id (40 hex)
             sha256 = _hex(r["h"], 32)
             ct_sha256 = _hex(r["c"], 32)
         else:
             # A directory has no content: no blob, size 0, empty digests.
-            if blob_text or size:
+            if blob_text or size or r["h"] != "" or r["c"] != "":
                 raise ValueError
-            sha256 = _hex(r["h"], 32, empty=True)
-            ct_sha256 = _hex(r["c"], 32, empty=True)
-            if sha256 or ct_sha256:
-                raise ValueError
+            sha256 = ct_sha256 = b""
         binary = r["x"]
         if type(binary) is not bool:
             raise ValueError

@@ -6,8 +6,10 @@ operations; callers never choose nonces, never see partial plaintext, and get on
 
 - :func:`seal` / :func:`open_sealed`: AES-256-GCM, fresh random 96-bit nonce per call, output
   ``nonce(12) || ciphertext || tag(16)``; the associated data binds the ciphertext to its context.
+  :func:`opener` sets the cipher up once for many records under one key.
 - :func:`argon2id` (passphrase -> 32 bytes) and :func:`hkdf` (key -> purpose-specific subkey).
-- :func:`mac` / :func:`mac_verify`: HMAC-SHA256, constant-time verification.
+- :func:`mac` / :func:`mac_verify`: HMAC-SHA256 (OpenSSL's through the standard library's
+  :mod:`hmac`), constant-time verification; :func:`mac_function` keys it once for many messages.
 - :func:`pad` / :func:`unpad`: length-hiding framing applied to plaintext *before* encryption
   (never compression, which would turn ciphertext length into an oracle).
 """
@@ -15,12 +17,13 @@ operations; callers never choose nonces, never see partial plaintext, and get on
 from __future__ import annotations
 
 import hashlib
+import hmac as _std_hmac
 import os
 import struct
+from collections.abc import Callable
 
-from cryptography.exceptions import InvalidKey, InvalidSignature, InvalidTag
+from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives import hashes
-from cryptography.hazmat.primitives import hmac as _hmac
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.argon2 import Argon2id
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
@@ -36,9 +39,11 @@ __all__ = [
     "new_key",
     "seal",
     "open_sealed",
+    "opener",
     "argon2id",
     "hkdf",
     "mac",
+    "mac_function",
     "mac_verify",
     "sha256",
     "pad",
@@ -92,10 +97,30 @@ def open_sealed(key: bytes, sealed: bytes, aad: bytes) -> bytes:
     """
     if len(key) != KEY_SIZE:
         raise ValueError("open_sealed needs a 32-byte key")
+    return _open_with(AESGCM(key), sealed, aad)
+
+
+def opener(key: bytes) -> Callable[[bytes, bytes], bytes]:
+    """:func:`open_sealed` under ``key`` as a function of ``(sealed, aad)``, same results.
+
+    The cipher is set up once: for one key and many records (the wrap key of every data key
+    read when a store opens). Safe to call from several threads.
+    """
+    if len(key) != KEY_SIZE:
+        raise ValueError("opener needs a 32-byte key")
+    aead = AESGCM(key)
+
+    def open_with(sealed: bytes, aad: bytes) -> bytes:
+        return _open_with(aead, sealed, aad)
+
+    return open_with
+
+
+def _open_with(aead: AESGCM, sealed: bytes, aad: bytes) -> bytes:
     if len(sealed) < SEAL_OVERHEAD:
         raise IntegrityError()
     try:
-        return AESGCM(key).decrypt(sealed[:NONCE_SIZE], sealed[NONCE_SIZE:], aad)
+        return aead.decrypt(sealed[:NONCE_SIZE], sealed[NONCE_SIZE:], aad)
     except InvalidTag:
         raise IntegrityError() from None
 
@@ -113,19 +138,29 @@ def hkdf(key: bytes, *, salt: bytes, info: bytes, length: int = KEY_SIZE) -> byt
 
 def mac(key: bytes, data: bytes) -> bytes:
     """HMAC-SHA256 of ``data``."""
-    h = _hmac.HMAC(key, hashes.SHA256())
-    h.update(data)
-    return h.finalize()
+    return _std_hmac.digest(key, data, hashlib.sha256)
+
+
+def mac_function(key: bytes) -> Callable[[bytes], bytes]:
+    """HMAC-SHA256 under ``key`` as a function of the message, equal to ``mac(key, message)``.
+
+    The key schedule is computed once and copied per call: for one key and many messages (the
+    path tokens of every node when a store opens). Safe to call from several threads.
+    """
+    keyed = _std_hmac.new(key, digestmod=hashlib.sha256)
+
+    def mac_of(data: bytes) -> bytes:
+        h = keyed.copy()
+        h.update(data)
+        return h.digest()
+
+    return mac_of
 
 
 def mac_verify(key: bytes, data: bytes, tag: bytes) -> None:
     """Raise :class:`IntegrityError` unless ``tag`` is the HMAC-SHA256 of ``data`` (constant time)."""
-    h = _hmac.HMAC(key, hashes.SHA256())
-    h.update(data)
-    try:
-        h.verify(tag)
-    except (InvalidSignature, InvalidKey):
-        raise IntegrityError() from None
+    if not _std_hmac.compare_digest(mac(key, data), tag):
+        raise IntegrityError()
 
 
 def sha256(data: bytes) -> bytes:
@@ -157,6 +192,6 @@ def unpad(frame: bytes) -> bytes:
         raise IntegrityError()
     (n,) = _FRAME_HEADER.unpack_from(frame)
     end = _FRAME_HEADER.size + n
-    if end > len(frame) or any(frame[end:]):
+    if end > len(frame) or frame.count(0, end) != len(frame) - end:  # only zero bytes after the data
         raise IntegrityError()
     return frame[_FRAME_HEADER.size : end]

@@ -98,6 +98,7 @@ class Keyring:
         self._path = path
         self._store_id = store_id
         self._wrap_keys = wrap_keys
+        self._wrap_openers: dict[int, Callable[[bytes, bytes], bytes]] = {}  #: epoch -> cipher set up once
         self._mac_key = mac_key
         self._tombstone_key = tombstone_key
         self._reset()
@@ -240,7 +241,10 @@ class Keyring:
                     "Memory store integrity check failed, or the master key was rotated since this "
                     "store was opened (open it again)."
                 )
-            key = crypto.open_sealed(wrap_key, sealed, self._dek_aad(dek_id, epoch))
+            unwrap = self._wrap_openers.get(epoch)
+            if unwrap is None:
+                unwrap = self._wrap_openers[epoch] = crypto.opener(wrap_key)
+            key = unwrap(sealed, self._dek_aad(dek_id, epoch))
             self._deks[dek_id] = key
         return key
 
@@ -444,3 +448,4 @@ class Keyring:
     def add_wrap_key(self, epoch: int, key: bytes) -> None:
         """Make a new epoch's wrap key known (after a master-key rotation)."""
         self._wrap_keys[epoch] = key
+        self._wrap_openers.pop(epoch, None)

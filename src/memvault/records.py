@@ -107,37 +107,45 @@ def _json_bytes(obj: object) -> bytes:
 
 #: Largest u64 (versions and sequence numbers are u64 in the blob header, keyring and commit tag).
 _U64_MAX = 2**64 - 1
+#: Largest sizes and sequence numbers (signed 64-bit, what every consumer can pack).
+_I64_MAX = 2**63 - 1
 #: Times are seconds since the epoch, from 0 up to the year 10000 (what time.gmtime can format).
 _MAX_TIME = 253402300800.0
 #: Deepest JSON nesting a record may use (metadata: object -> list/object -> scalar).
 _MAX_JSON_DEPTH = 8
-_HEX_RE = re.compile(r"[0-9a-f]*")
 #: A JSON string (with escapes) or one bracket: enough to measure nesting without recursion.
 _JSON_STRUCTURE = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[\]{}]', re.DOTALL)
 
 
-def _json_object(data: bytes) -> dict[str, Any]:
-    """The JSON object in ``data``, or IntegrityError (not UTF-8, not JSON, too deep, not an object)."""
-    depth = 0
-    for token in _JSON_STRUCTURE.finditer(data):  # strings are skipped whole
-        char = token.group()
-        if char in (b"[", b"{"):
-            depth += 1
-            if depth > _MAX_JSON_DEPTH:
-                raise IntegrityError()
-        elif char in (b"]", b"}"):
-            depth -= 1
-    try:
-        obj = json.loads(data.decode("utf-8"), parse_constant=_no_constant)
-    except (ValueError, RecursionError):  # UnicodeDecodeError and JSONDecodeError are ValueErrors
-        raise IntegrityError() from None
-    if not isinstance(obj, dict):
-        raise IntegrityError()
-    return obj
-
-
 def _no_constant(name: str) -> object:
     raise ValueError(name)  # NaN, Infinity, -Infinity: not JSON, and never written
+
+
+#: One decoder for every record (``json.loads`` with ``parse_constant`` builds a new one per call).
+_DECODER = json.JSONDecoder(parse_constant=_no_constant)
+
+
+def _json_object(data: bytes) -> dict[str, Any]:
+    """The JSON object in ``data``, or IntegrityError (not UTF-8, not JSON, too deep, not an object)."""
+    # Nesting deeper than _MAX_JSON_DEPTH needs more than that many "[" or "{" bytes, so a record
+    # with fewer (every record memvault writes) cannot fail the scan: it runs only when it could.
+    if data.count(b"[") + data.count(b"{") > _MAX_JSON_DEPTH:
+        depth = 0
+        for token in _JSON_STRUCTURE.finditer(data):  # strings are skipped whole
+            char = token.group()
+            if char in (b"[", b"{"):
+                depth += 1
+                if depth > _MAX_JSON_DEPTH:
+                    raise IntegrityError()
+            elif char in (b"]", b"}"):
+                depth -= 1
+    try:
+        obj = _DECODER.decode(data.decode("utf-8"))
+    except (ValueError, RecursionError):  # UnicodeDecodeError and JSONDecodeError are ValueErrors
+        raise IntegrityError() from None
+    if type(obj) is not dict:
+        raise IntegrityError()
+    return obj
 
 
 def _int(value: object, lo: int = 0, hi: int = _U64_MAX) -> int:
@@ -161,14 +169,19 @@ def _str(value: object) -> str:
     return value
 
 
-def _hex(value: object, size: int, *, empty: bool = False) -> bytes:
-    """``size`` bytes written as lowercase hex (or ``""`` when ``empty`` is allowed)."""
-    text = _str(value)
-    if empty and text == "":
-        return b""
-    if len(text) != 2 * size or not _HEX_RE.fullmatch(text):
+def _hex(value: object, size: int) -> bytes:
+    """``size`` bytes written as exactly ``2 * size`` lowercase hex digits, else ValueError.
+
+    ``bytes.fromhex`` refuses any character but ASCII hex digits and whitespace (ValueError); the
+    exact round trip then refuses uppercase digits and whitespace. What passes is ASCII, so no
+    separate text (surrogate) check is needed.
+    """
+    if type(value) is not str or len(value) != 2 * size:
         raise ValueError
-    return bytes.fromhex(text)
+    data = bytes.fromhex(value)
+    if data.hex() != value:
+        raise ValueError
+    return data
 
 
 # -- content blobs -------------------------------------------------------------------------------
@@ -237,44 +250,47 @@ def open_node(dek: bytes, store_id: bytes, token: bytes, dek_id: bytes, sealed: 
 
     Keys other than the ten of format version 1 are ignored.
     """
-    frame = crypto.open_sealed(dek, sealed, _node_aad(store_id, token, dek_id))
+    frame = crypto.open_sealed(dek, sealed, _NODE_AAD + store_id + token + dek_id)
     r = _json_object(crypto.unpad(frame))
     try:
         kind = r["k"]
-        if kind not in ("file", "dir"):
+        if kind == "file":
+            is_file = True
+        elif kind == "dir":
+            is_file = False
+        else:
             raise ValueError
-        is_file = kind == "file"
-        path = _str(r["p"])
-        size = _int(r["s"], 0, 2**63 - 1)
-        blob_text = _str(r["b"])
-        if is_file and not (len(blob_text) == 40 and _HEX_RE.fullmatch(blob_text)):
-            raise ValueError  # a file's content blob is a git object id
-        if not is_file and blob_text:
-            raise ValueError  # a directory has no content blob
-        blob_id = blob_text.encode("ascii")
+        path = r["p"]
+        if type(path) is not str or not path:
+            raise ValueError
+        path.encode("utf-8")  # a lone surrogate is not text: UnicodeEncodeError
+        size = r["s"]
+        if type(size) is not int or not 0 <= size <= _I64_MAX:
+            raise ValueError
+        blob_text = r["b"]
+        if type(blob_text) is not str:
+            raise ValueError
+        if is_file:
+            _hex(blob_text, 20)  # a file's content blob is a git object id (40 hex)
+            sha256 = _hex(r["h"], 32)
+            ct_sha256 = _hex(r["c"], 32)
+        else:
+            # A directory has no content: no blob, size 0, empty digests.
+            if blob_text or size or r["h"] != "" or r["c"] != "":
+                raise ValueError
+            sha256 = ct_sha256 = b""
         binary = r["x"]
         if type(binary) is not bool:
             raise ValueError
-        node = Node(
-            path=path,
-            kind=kind,
-            token=token,
-            file_id=_hex(r["f"], 16),
-            version=_int(r["v"], 1),
-            dek_id=dek_id,
-            size=size,
-            sha256=_hex(r["h"], 32, empty=not is_file),
-            mtime=_time(r["t"]),
-            blob_id=blob_id,
-            ct_sha256=_hex(r["c"], 32, empty=not is_file),
-            binary=binary,
-            sealed=sealed,
-        )
-        if not path or (not is_file and (size or node.sha256 or node.ct_sha256)):
+        version = r["v"]
+        if type(version) is not int or not 1 <= version <= _U64_MAX:
             raise ValueError
+        return Node(
+            path, kind, token, _hex(r["f"], 16), version, dek_id, size, sha256, _time(r["t"]),
+            blob_text.encode("ascii"), ct_sha256, binary, sealed,
+        )  # fmt: skip
     except (ValueError, KeyError, TypeError, UnicodeError):
         raise IntegrityError() from None
-    return node
 
 
 # -- index shards --------------------------------------------------------------------------------
@@ -329,13 +345,13 @@ def open_meta(key: bytes, store_id: bytes, sealed: bytes) -> CommitMeta:
         if type(paths) is not list or type(findings) is not dict:
             raise ValueError
         return CommitMeta(
-            seq=_int(r["seq"], 0, 2**63 - 1),
+            seq=_int(r["seq"], 0, _I64_MAX),
             time=_time(r["time"]),
             actor=_str(r["actor"]),
             session=_str(r["session"]),
             command=_str(r["command"]),
             paths=tuple(_str(p) for p in paths),
-            findings={_str(k): _int(v, 0, 2**63 - 1) for k, v in findings.items()},
+            findings={_str(k): _int(v, 0, _I64_MAX) for k, v in findings.items()},
         )
     except (ValueError, KeyError, TypeError):
         raise IntegrityError() from None

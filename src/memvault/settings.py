@@ -150,6 +150,12 @@ def _default_policy() -> dict[str, ScrubPolicy]:
     return dict.fromkeys(SCRUB_KINDS, "redact")
 
 
+def _empty_list() -> list[Any]:
+    # Not ``default_factory=list``: pydantic inspects the factory's signature, and for a builtin
+    # that compiles the tokenize module's regular expressions (about 20 ms of every import).
+    return []
+
+
 class ScrubSettings(BaseModel):
     """Policy of the sensitive-data scrubber that runs before every write."""
 
@@ -161,9 +167,9 @@ class ScrubSettings(BaseModel):
     #: Kinds not listed are ``redact``; after validation every known and custom kind is listed.
     policy: dict[str, ScrubPolicy] = Field(default_factory=_default_policy)
     #: Exact values that are never reported (for example a public test key).
-    allowlist: list[str] = Field(default_factory=list, max_length=10_000)
+    allowlist: list[str] = Field(default_factory=_empty_list, max_length=10_000)
     #: Extra rules; their kinds may be new names or built-in kinds.
-    custom_rules: list[CustomRule] = Field(default_factory=list, max_length=200)
+    custom_rules: list[CustomRule] = Field(default_factory=_empty_list, max_length=200)
 
     @model_validator(mode="after")
     def _complete_policy(self) -> ScrubSettings:

@@ -24,6 +24,7 @@ Guarantees (details in ``docs/format.md`` and ``SECURITY.md``):
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import re
@@ -146,13 +147,37 @@ class StoreState:
             self.total_bytes -= node.size
 
 
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector while a state is decoded (and resume it after).
+
+    Decoding keeps almost every object it makes (nodes, index entries) and makes no cycles, yet
+    the collector would run dozens of times meanwhile; in a process with a large heap (one that
+    imported the ``anthropic`` SDK: ~175,000 objects) one full collection triggered by the load
+    walks all of them. Nothing is lost: the collector resumes with the new objects in its
+    youngest generation. If it was already disabled (by the application), it is left alone.
+    """
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
 def _split(path: str) -> tuple[str, str]:
     parent, _, name = path.rpartition("/")
     return parent, name
 
 
+#: Shard name of each first token byte (two lowercase hex digits).
+_SHARD_NAMES = tuple(b"%02x" % i for i in range(256))
+
+
 def _shard_of(token: bytes) -> bytes:
-    return token.hex()[:2].encode()
+    return _SHARD_NAMES[token[0]] if token else b""
 
 
 class Transaction:
@@ -368,6 +393,7 @@ class MemoryStore:
         #: the store's whole life (tokens and history stay verifiable); a rotation changes the
         #: key that wraps data keys (``_epoch``, the newest).
         self._keys = self._subkeys[min(master_keys)]
+        self._token_mac = crypto.mac_function(self._keys.name)
         durable = settings.durability == "full"
         self._durable = durable
         self.keyring = Keyring(
@@ -662,7 +688,7 @@ class MemoryStore:
 
     def token(self, path: str) -> bytes:
         """Opaque identity of a path: HMAC(K_name, path)."""
-        return crypto.mac(self._keys.name, path.encode("utf-8"))
+        return self._token_mac(path.encode("utf-8"))
 
     def read_node(self, node: Node) -> bytes:
         """Decrypted content of a file node, authenticated against its node record."""
@@ -938,8 +964,9 @@ class MemoryStore:
     def _decode_shard(self, shard: bytes, blob_id: bytes) -> dict[bytes, Node]:
         blob = self.git.read_blob(blob_id)
         nodes: dict[bytes, Node] = {}
-        for token, dek_id, sealed in records.decode_shard(self._keys.index, self.store_id, shard, blob):
-            if self.keyring.is_destroyed(dek_id):
+        keyring, store_id, token_of = self.keyring, self.store_id, self._token_mac
+        for token, dek_id, sealed in records.decode_shard(self._keys.index, store_id, shard, blob):
+            if keyring.is_destroyed(dek_id):
                 # Redacted version: its name and content went with its key. The placeholder path
                 # uses characters the path grammar refuses, so it can never collide.
                 placeholder = f"{ROOT}/<redacted:{token.hex()[:16]}>"
@@ -948,13 +975,18 @@ class MemoryStore:
                     raise IntegrityError()
                 nodes[token] = node
                 continue
-            node = records.open_node(self.keyring.dek(dek_id), self.store_id, token, dek_id, sealed)
-            if _shard_of(token) != shard or token in nodes or self.token(node.path) != token:
+            node = records.open_node(keyring.dek(dek_id), store_id, token, dek_id, sealed)
+            # The record names its path; the path's token (HMAC(K_name, path)) must be the entry's.
+            if _shard_of(token) != shard or token in nodes or token_of(node.path.encode()) != token:
                 raise IntegrityError()
             nodes[token] = node
         return nodes
 
     def _load_state(self, commit_id: bytes, seq: int, tree_id: bytes, old: StoreState | None) -> StoreState:
+        with _gc_paused():
+            return self._load_state_unpaused(commit_id, seq, tree_id, old)
+
+    def _load_state_unpaused(self, commit_id: bytes, seq: int, tree_id: bytes, old: StoreState | None) -> StoreState:
         # The whole tree has memvault's layout (subtrees already checked are remembered by id).
         problem = self.git.layout_problem(tree_id)
         if problem is not None:

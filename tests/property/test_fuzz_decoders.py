@@ -18,6 +18,7 @@ import dataclasses
 import json
 import math
 import os
+import re
 import shutil
 import struct
 import tempfile
@@ -352,6 +353,284 @@ def test_fuzz_commit_meta_ciphertext(data: st.DataObject) -> None:
     else:
         sealed = data.draw(mutated(r.sealed_meta))
         _only_memvault_errors(lambda: records.open_meta(r.keys.meta, r.store_id, sealed))
+
+
+# -- the record decoders against the ones first written (same verdict, same result) ---------------
+#
+# records.py decodes node records and metadata with shortcuts (the nesting scan only when a record
+# holds more than _MAX_JSON_DEPTH "[" or "{" bytes, one shared JSON decoder, fused field checks).
+# These are the decoders as first written, kept verbatim as the specification the fast ones must
+# match on every input: the same accept/refuse verdict and, when accepted, the same value.
+
+_OLD_STRUCTURE = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[\]{}]', re.DOTALL)
+_OLD_HEX = re.compile(r"[0-9a-f]*")
+
+
+def _old_no_constant(name: str) -> object:
+    raise ValueError(name)
+
+
+def _old_json_object(data: bytes) -> dict[str, Any]:
+    depth = 0
+    for token in _OLD_STRUCTURE.finditer(data):
+        char = token.group()
+        if char in (b"[", b"{"):
+            depth += 1
+            if depth > 8:
+                raise IntegrityError()
+        elif char in (b"]", b"}"):
+            depth -= 1
+    try:
+        obj = json.loads(data.decode("utf-8"), parse_constant=_old_no_constant)
+    except (ValueError, RecursionError):
+        raise IntegrityError() from None
+    if not isinstance(obj, dict):
+        raise IntegrityError()
+    return obj
+
+
+def _old_int(value: object, lo: int = 0, hi: int = 2**64 - 1) -> int:
+    if type(value) is not int or not lo <= value <= hi:
+        raise ValueError
+    return value
+
+
+def _old_time(value: object) -> float:
+    if type(value) is int:
+        value = float(value)
+    if type(value) is not float or not math.isfinite(value) or not 0 <= value < 253402300800.0:
+        raise ValueError
+    return value
+
+
+def _old_str(value: object) -> str:
+    if type(value) is not str:
+        raise ValueError
+    value.encode("utf-8")
+    return value
+
+
+def _old_hex(value: object, size: int, *, empty: bool = False) -> bytes:
+    text = _old_str(value)
+    if empty and text == "":
+        return b""
+    if len(text) != 2 * size or not _OLD_HEX.fullmatch(text):
+        raise ValueError
+    return bytes.fromhex(text)
+
+
+def _old_node(text: bytes) -> Node:
+    """The node record plaintext ``text`` as the first decoder read it (``sealed`` left empty)."""
+    r = _old_json_object(text)
+    try:
+        kind = r["k"]
+        if kind not in ("file", "dir"):
+            raise ValueError
+        is_file = kind == "file"
+        path = _old_str(r["p"])
+        size = _old_int(r["s"], 0, 2**63 - 1)
+        blob_text = _old_str(r["b"])
+        if is_file and not (len(blob_text) == 40 and _OLD_HEX.fullmatch(blob_text)):
+            raise ValueError
+        if not is_file and blob_text:
+            raise ValueError
+        blob_id = blob_text.encode("ascii")
+        binary = r["x"]
+        if type(binary) is not bool:
+            raise ValueError
+        node = Node(
+            path=path, kind=kind, token=TOKEN, file_id=_old_hex(r["f"], 16), version=_old_int(r["v"], 1),
+            dek_id=DEK_ID, size=size, sha256=_old_hex(r["h"], 32, empty=not is_file), mtime=_old_time(r["t"]),
+            blob_id=blob_id, ct_sha256=_old_hex(r["c"], 32, empty=not is_file), binary=binary,
+        )  # fmt: skip
+        if not path or (not is_file and (size or node.sha256 or node.ct_sha256)):
+            raise ValueError
+    except (ValueError, KeyError, TypeError, UnicodeError):
+        raise IntegrityError() from None
+    return node
+
+
+def _old_meta(text: bytes) -> CommitMeta:
+    r = _old_json_object(text)
+    try:
+        paths, findings = r["paths"], r["findings"]
+        if type(paths) is not list or type(findings) is not dict:
+            raise ValueError
+        return CommitMeta(
+            seq=_old_int(r["seq"], 0, 2**63 - 1),
+            time=_old_time(r["time"]),
+            actor=_old_str(r["actor"]),
+            session=_old_str(r["session"]),
+            command=_old_str(r["command"]),
+            paths=tuple(_old_str(p) for p in paths),
+            findings={_old_str(k): _old_int(v, 0, 2**63 - 1) for k, v in findings.items()},
+        )
+    except (ValueError, KeyError, TypeError):
+        raise IntegrityError() from None
+
+
+def _verdict(fn: Callable[[], object]) -> object:
+    """What ``fn`` returns, or the class of the exception it raises (anything, not only ours)."""
+    try:
+        out = fn()
+    except Exception as err:  # noqa: BLE001 - the class itself is compared
+        return type(err)
+    if isinstance(out, Node):
+        return dataclasses.replace(out, sealed=b"")
+    return out
+
+
+def _new_node(text: bytes) -> object:
+    return _verdict(lambda: records.open_node(KEY, STORE_ID, TOKEN, DEK_ID, _seal_node_text(text)))
+
+
+def _new_meta(text: bytes) -> object:
+    return _verdict(lambda: records.open_meta(KEY, STORE_ID, _seal_meta_text(text)))
+
+
+def _same(new: object, old: object) -> bool:
+    """Equal verdicts; a float that is NaN (never accepted by either) would not compare equal."""
+    return new == old and type(new) is type(old)
+
+
+#: Raw pieces of JSON text that stress the nesting scan and the parser: brackets in and out of
+#: strings, escaped and unterminated quotes, constants the decoders refuse.
+_JSON_PIECES = [
+    b"[", b"]", b"{", b"}", b'"', b"\\", b'\\"', b":", b",", b"1", b'"a"', b'"[[[["', b'"{\\"{"', b"NaN",
+    b"Infinity", b"-Infinity", b"true", b"null", b'"\\ud800"', b"\xff", b" ",
+]  # fmt: skip
+
+
+@st.composite
+def nested_json(draw: st.DrawFn, seed: dict[str, Any]) -> bytes:
+    """``seed`` with one field nested 0-12 levels deep ("[" or "{"), and brackets in strings."""
+    obj = dict(seed)
+    value: object = draw(st.sampled_from(HOSTILE_JSON))
+    for _ in range(draw(st.integers(0, 12))):
+        value = [value] if draw(st.booleans()) else {"a": value}
+    obj[draw(st.sampled_from(sorted(obj) + ["zz"]))] = value
+    if draw(st.booleans()):  # brackets inside strings are not nesting; escaped quotes inside too
+        key = draw(st.sampled_from(sorted(obj) + ["zz"]))
+        obj[key] = "/memories/" + draw(st.text(alphabet='[]{}"\\a', max_size=24))
+    return json.dumps(obj, ensure_ascii=draw(st.booleans())).encode("utf-8", "surrogatepass")
+
+
+def _raw_json(seed: dict[str, Any]) -> st.SearchStrategy[bytes]:
+    """Raw byte soup of JSON pieces, alone or spliced into the seed's text."""
+    soup = st.lists(st.sampled_from(_JSON_PIECES), max_size=40).map(b"".join)
+    text = json.dumps(seed).encode()
+    return st.one_of(soup, st.tuples(st.integers(0, len(text)), soup).map(lambda t: text[: t[0]] + t[1] + text[t[0] :]))
+
+
+@FUZZ
+@given(
+    text=st.one_of(
+        confused_json(NODE_JSON), confused_json(DIR_JSON), nested_json(NODE_JSON), nested_json(DIR_JSON),
+        _raw_json(NODE_JSON), mutated(json.dumps(NODE_JSON).encode()),
+    )
+)  # fmt: skip
+def test_node_decoder_matches_the_first_one(text: bytes) -> None:
+    assert _same(_new_node(text), _verdict(lambda: _old_node(text)))
+
+
+@FUZZ
+@given(text=st.one_of(confused_json(META_JSON), nested_json(META_JSON), _raw_json(META_JSON)))
+def test_meta_decoder_matches_the_first_one(text: bytes) -> None:
+    assert _same(_new_meta(text), _verdict(lambda: _old_meta(text)))
+
+
+@FUZZ
+@given(text=st.one_of(_raw_json(NODE_JSON), nested_json(NODE_JSON), nested_json(META_JSON)))
+def test_json_object_matches_the_first_one(text: bytes) -> None:
+    assert _same(_verdict(lambda: records._json_object(text)), _verdict(lambda: _old_json_object(text)))
+
+
+def _old_unpad(frame: bytes) -> bytes:
+    if len(frame) < 4:
+        raise IntegrityError()
+    (n,) = struct.unpack_from(">I", frame)
+    if 4 + n > len(frame) or any(frame[4 + n :]):
+        raise IntegrityError()
+    return frame[4 : 4 + n]
+
+
+@FUZZ
+@given(frame=st.one_of(mutated(crypto.pad(b"hello")), mutated(crypto.pad(bytes(300))), st.binary(max_size=40)))
+def test_unpad_matches_the_first_one(frame: bytes) -> None:
+    assert _same(_verdict(lambda: crypto.unpad(frame)), _verdict(lambda: _old_unpad(frame)))
+
+
+def _node_text(**changes: object) -> bytes:
+    return json.dumps({**NODE_JSON, **changes}).encode()
+
+
+def _dir_text(**changes: object) -> bytes:
+    return json.dumps({**DIR_JSON, **changes}).encode()
+
+
+#: Hostile node records with the verdict both decoders must give (None: accepted).
+HOSTILE_NODES: dict[str, tuple[bytes, type[Exception] | None]] = {
+    "depth 9: 8 lists in a future field": (_node_text(zz=[[[[[[[[]]]]]]]]), IntegrityError),
+    "depth 8: 7 lists in a future field": (_node_text(zz=[[[[[[[]]]]]]]), None),
+    "9 mixed levels": (_node_text(zz={"a": [{"a": [{"a": [{"a": []}]}]}]}), IntegrityError),
+    "30 brackets inside the path": (_node_text(p="/memories/" + "[{" * 15), None),
+    "9 openers, all in strings": (_node_text(zz=["[[[[", "{{{{", "["]), None),
+    "escaped quote then 9 openers": (_node_text(p='/memories/a"' + "[" * 9), None),
+    "9 openers after an unterminated string": (b'{"p":"/memories/a' + b"[" * 9, IntegrityError),
+    "depth 9 in raw text": (b'{"zz":' + b"[" * 8 + b"]" * 8 + b"}", IntegrityError),
+    "100,000 levels": (b"[" * 100_000 + b"]" * 100_000, IntegrityError),
+    "NaN time": (_node_text(t=1.5).replace(b"1.5", b"NaN"), IntegrityError),
+    "Infinity time": (_node_text(t=1.5).replace(b"1.5", b"Infinity"), IntegrityError),
+    "-Infinity in a future field": (_node_text(zz=1).replace(b'"zz": 1', b'"zz": -Infinity'), IntegrityError),
+    "1e999 time": (_node_text(t=1.5).replace(b"1.5", b"1e999"), IntegrityError),
+    "lone surrogate in the path": (_node_text(p="/memories/\ud800"), IntegrityError),
+    "lone surrogate in a digest": (json.dumps({**NODE_JSON, "h": "\udc00" * 64}).encode(), IntegrityError),
+    "true as version": (_node_text(v=True), IntegrityError),
+    "false as size": (_node_text(s=False), IntegrityError),
+    "1 as binary": (_node_text(x=1), IntegrityError),
+    "float version": (_node_text(v=3.0), IntegrityError),
+    "version 0": (_node_text(v=0), IntegrityError),
+    "version 2**64": (_node_text(v=2**64), IntegrityError),
+    "version 2**64 - 1": (_node_text(v=2**64 - 1), None),
+    "size 2**63": (_node_text(s=2**63), IntegrityError),
+    "negative time": (_node_text(t=-1.0), IntegrityError),
+    "integer time": (_node_text(t=5), None),
+    "uppercase digest": (_node_text(h=NODE_JSON["h"].upper()), IntegrityError),
+    "digest with a space": (_node_text(h=" " + NODE_JSON["h"][1:]), IntegrityError),
+    "digest one byte short": (_node_text(h=NODE_JSON["h"][:-2]), IntegrityError),
+    "digest with spaces between bytes": (_node_text(h="00 " * 20 + "0000"), IntegrityError),
+    "digest with a tab": (_node_text(h="\t" + NODE_JSON["h"][1:]), IntegrityError),
+    "uppercase blob id": (_node_text(b=NODE_JSON["b"].upper()), IntegrityError),
+    "blob id with a space": (_node_text(b="01 " * 13 + "0"), IntegrityError),
+    "file id 17 bytes": (_node_text(f="ab" * 17), IntegrityError),
+    "fullwidth digit in blob id": (_node_text(b="\uff10" + NODE_JSON["b"][1:]), IntegrityError),
+    "empty digest of a file": (_node_text(h=""), IntegrityError),
+    "empty path": (_node_text(p=""), IntegrityError),
+    "path not a string": (_node_text(p=["/memories/a"]), IntegrityError),
+    "kind list": (_node_text(k=["file"]), IntegrityError),
+    "kind missing": (json.dumps({k: v for k, v in NODE_JSON.items() if k != "k"}).encode(), IntegrityError),
+    "directory with a blob": (_dir_text(b=NODE_JSON["b"]), IntegrityError),
+    "directory with a size": (_dir_text(s=1), IntegrityError),
+    "directory with a digest": (_dir_text(c=NODE_JSON["c"]), IntegrityError),
+    "directory with an uppercase-hex digest": (_dir_text(h="AB" * 32), IntegrityError),
+    "directory": (_dir_text(), None),
+    "a list, not an object": (json.dumps([NODE_JSON]).encode(), IntegrityError),
+    "UTF-8 BOM": (b"\xef\xbb\xbf" + _node_text(), IntegrityError),
+    "invalid UTF-8 in the path": (_node_text(p="/memories/a").replace(b"/a", b"/\xff"), IntegrityError),
+    "trailing data": (_node_text() + b"{}", IntegrityError),
+}
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE_NODES))
+def test_hostile_node_records(name: str) -> None:
+    """Each decoder gives the stated verdict, so agreement above is not agreement on nonsense."""
+    text, expected = HOSTILE_NODES[name]
+    new, old = _new_node(text), _verdict(lambda: _old_node(text))
+    assert _same(new, old)
+    if expected is None:
+        assert isinstance(new, Node)
+    else:
+        assert new is expected
 
 
 # -- key slots -------------------------------------------------------------------------------------

@@ -1,12 +1,18 @@
-"""The decrypted-content cache stays within its byte budget, whatever path fills it."""
+"""The decrypted-content cache stays within its byte budget, whatever path fills it; loading a
+state pauses the garbage collector only while it runs."""
 
 from __future__ import annotations
 
+import gc
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 import memvault
-from conftest import make_store
+from conftest import PASSPHRASE, make_store
 from memvault import store as store_module
+from memvault.errors import IntegrityError
 from memvault.paths import parse_path
 from memvault.settings import StoreSettings
 
@@ -28,3 +34,38 @@ def test_content_cache_is_bounded_after_a_bulk_transaction(tmp_path: Path) -> No
     snap = s.snapshot()
     assert snap.read(parse_path("/memories/f0.bin")) == chunk + b"\x00"
     assert snap.read(parse_path("/memories/f63.bin")) == chunk + bytes([63])
+
+
+def test_loading_a_state_pauses_the_garbage_collector_and_resumes_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    s = make_store(tmp_path / "s", StoreSettings(durability="none"))
+    s.put_file("/memories/a.md", "alpha\n")
+    s.close()
+    seen: list[bool] = []
+    real = store_module.MemoryStore._load_state_unpaused
+
+    def spy(self: memvault.MemoryStore, *args: Any) -> store_module.StoreState:
+        seen.append(gc.isenabled())
+        return real(self, *args)
+
+    monkeypatch.setattr(store_module.MemoryStore, "_load_state_unpaused", spy)
+    opened = memvault.MemoryStore.open(tmp_path / "s", passphrase=PASSPHRASE)
+    assert seen == [False] and gc.isenabled()
+    assert opened.snapshot().read(parse_path("/memories/a.md")) == b"alpha\n"
+    # An application that disabled the collector keeps it disabled.
+    gc.disable()
+    try:
+        memvault.MemoryStore.open(tmp_path / "s", passphrase=PASSPHRASE)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+    # A load that fails resumes it too.
+    def broken(self: memvault.MemoryStore, *args: Any) -> store_module.StoreState:
+        raise IntegrityError("damaged")
+
+    monkeypatch.setattr(store_module.MemoryStore, "_load_state_unpaused", broken)
+    with pytest.raises(IntegrityError):
+        memvault.MemoryStore.open(tmp_path / "s", passphrase=PASSPHRASE)
+    assert gc.isenabled()

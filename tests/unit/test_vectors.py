@@ -90,6 +90,41 @@ def test_pad_frame_bytes() -> None:
         crypto.unpad(_flip(frame, len(frame) - 1))  # non-zero padding
 
 
+def test_unpad_refuses_any_nonzero_padding_byte() -> None:
+    """Every padding byte is checked, the first and the last, and a frame without padding opens."""
+    frame = crypto.pad(b"abc")
+    for index in (7, 8, len(frame) // 2, len(frame) - 1):
+        with pytest.raises(IntegrityError):
+            crypto.unpad(_flip(frame, index))
+    assert crypto.unpad(struct.pack(">I", 3) + b"abc") == b"abc"
+    assert crypto.unpad(struct.pack(">I", 0)) == b""
+    with pytest.raises(IntegrityError):
+        crypto.unpad(b"\0\0\0")  # shorter than the length prefix
+
+
+#: RFC 4231 HMAC-SHA256 known answers: test cases 1, 2 and 6 (a key longer than the block).
+RFC4231 = [
+    (b"\x0b" * 20, b"Hi There", "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7"),
+    (b"Jefe", b"what do ya want for nothing?", "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"),
+    (b"\xaa" * 131, b"Test Using Larger Than Block-Size Key - Hash Key First",
+     "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("key, data, tag", RFC4231, ids=["rfc4231-1", "rfc4231-2", "rfc4231-6"])
+def test_mac_known_answers(key: bytes, data: bytes, tag: str) -> None:
+    assert crypto.mac(key, data).hex() == tag
+    crypto.mac_verify(key, data, bytes.fromhex(tag))
+    for wrong in (_flip(bytes.fromhex(tag), 0), bytes.fromhex(tag)[:16], b"", bytes.fromhex(tag) + b"\0"):
+        with pytest.raises(IntegrityError):
+            crypto.mac_verify(key, data, wrong)
+    with pytest.raises(IntegrityError):
+        crypto.mac_verify(key, data + b"!", bytes.fromhex(tag))
+    # Keyed once, the same function for every message (its keyed state is not consumed).
+    mac_of = crypto.mac_function(key)
+    assert mac_of(data).hex() == tag and mac_of(b"other") == crypto.mac(key, b"other") and mac_of(data).hex() == tag
+
+
 # -- content blobs ----------------------------------------------------------------------------
 
 
@@ -285,6 +320,25 @@ def test_token(case: dict[str, Any]) -> None:
     assert h[:2] == case["shard"]
     assert f"c/{h[0]}/{h[1]}/{h[2:]}" == case["content_tree_path"]
     assert f"i/{h[0]}/{h[1]}" == case["index_tree_path"]
+    assert crypto.mac_function(_name_key())(case["path"].encode("utf-8")) == token  # the store's way
+
+
+@pytest.mark.parametrize("case", REC["nodes"], ids=_ids(REC["nodes"]))
+def test_opener_matches_open_sealed(case: dict[str, Any]) -> None:
+    """``crypto.opener(key)`` opens what ``open_sealed`` opens and refuses what it refuses."""
+    dek, store_id, token, dek_id = _node_args(case)
+    sealed, aad = bytes.fromhex(case["sealed"]), b"memvault/v1/node" + store_id + token + dek_id
+    open_with = crypto.opener(dek)
+    assert open_with(sealed, aad) == crypto.open_sealed(dek, sealed, aad)
+    assert open_with(sealed, aad) == crypto.open_sealed(dek, sealed, aad)  # reusable
+    for bad_sealed, bad_aad in ((_flip(sealed, 0), aad), (_flip(sealed, len(sealed) - 1), aad),
+                                (sealed, _flip(aad, 0)), (sealed[:27], aad), (b"", aad)):  # fmt: skip
+        with pytest.raises(IntegrityError):
+            open_with(bad_sealed, bad_aad)
+        with pytest.raises(IntegrityError):
+            crypto.open_sealed(dek, bad_sealed, bad_aad)
+    with pytest.raises(ValueError):
+        crypto.opener(dek[:16])
 
 
 def _node_args(case: dict[str, Any]) -> tuple[bytes, bytes, bytes, bytes]:

@@ -835,10 +835,10 @@ class GitStore:
         behind only holds duplicates), and drop them from dulwich's cache."""
         for base in bases:
             self._remove_pack_files(base)
+        self._pack_reader.forget(bases)
         try:
             self._repo.object_store._update_pack_cache()
-            self._pack_reader.rescan()
-        except (OSError, IntegrityError):
+        except OSError:
             pass
 
     def sweep_pack_leftovers(self) -> int:

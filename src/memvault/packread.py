@@ -205,6 +205,12 @@ class PackReader:
         self._packs = packs
         self._order = tuple(sorted(packs.values(), key=lambda p: -p.count))
 
+    def forget(self, bases: list[str]) -> None:
+        """Stop using the packs ``bases`` (paths without extension; removed by the caller) and
+        close their files now rather than at the next read that finds them gone."""
+        with self._lock:
+            self._set({b: p for b, p in self._packs.items() if b not in bases})
+
     def rescan(self) -> bool:
         """List the pack directory again: forget packs that are gone, validate new ones (a
         pack refused once is not read again until its index changes). True if the set of packs
@@ -292,25 +298,26 @@ class PackReader:
 
     def _resolve(self, fd: int, pack: _Pack, offset: int) -> tuple[int, bytes]:
         """The type and body at ``offset``, following delta bases within the pack."""
-        deltas: list[tuple[int, int, bytes]] = []  # (start of the delta's stream, size, bytes read)
+        deltas: list[tuple[int, int]] = []  # (offset of a delta's zlib stream, its size)
         while True:
-            type_num, size, start, buf, base_offset, base_id = self._entry(fd, pack, offset)
+            type_num, size, head, at, base_offset, base_id = self._entry(fd, pack, offset)
             if type_num in _TYPE_NAMES:
-                body = self._inflate(fd, pack, start, size, buf)
+                body = self._inflate(fd, pack, offset + at, size, memoryview(head)[at:])
                 break
             if len(deltas) >= MAX_DELTA_DEPTH:
                 raise IntegrityError()  # too long a chain, or a cycle of REF_DELTA bases
-            deltas.append((start, size, buf))
+            deltas.append((offset + at, size))
             offset = base_offset if type_num == _OFS_DELTA else pack.find(base_id)
             if offset < 0:
                 raise IntegrityError()  # a base outside this pack (a thin pack is never stored)
-        for start, size, buf in reversed(deltas):
-            body = _apply_delta(body, self._inflate(fd, pack, start, size, buf), self._max)
+        for start, size in reversed(deltas):
+            body = _apply_delta(body, self._inflate(fd, pack, start, size, b""), self._max)
         return type_num, body
 
-    def _entry(self, fd: int, pack: _Pack, offset: int) -> tuple[int, int, int, bytes, int, bytes]:
-        """Parse the entry header at ``offset``: ``(type, inflated size, offset of its zlib
-        stream, the stream bytes read so far, base offset (OFS_DELTA), base id (REF_DELTA))``."""
+    def _entry(self, fd: int, pack: _Pack, offset: int) -> tuple[int, int, bytes, int, int, bytes]:
+        """Parse the entry header at ``offset``: ``(type, inflated size, the bytes read at
+        offset, where its zlib stream starts in them, base offset (OFS_DELTA), base id
+        (REF_DELTA))``."""
         end = pack.size - 20
         if not 12 <= offset < end:
             raise IntegrityError()
@@ -353,20 +360,23 @@ class PackReader:
                 raise IntegrityError()
         elif type_num not in _TYPE_NAMES:
             raise IntegrityError()
-        return type_num, size, offset + i, head[i:], base_offset, base_id
+        return type_num, size, head, i, base_offset, base_id
 
-    def _inflate(self, fd: int, pack: _Pack, start: int, size: int, buf: bytes) -> bytes:
-        """Inflate the zlib stream at ``start`` (``buf``: its first bytes, already read) to
+    def _inflate(self, fd: int, pack: _Pack, start: int, size: int, prefix: bytes | memoryview) -> bytes:
+        """Inflate the zlib stream at ``start`` (``prefix``: its first bytes, already read) to
         exactly ``size`` bytes, never producing more than ``size + 1``; IntegrityError if it is
         truncated, longer, or not zlib."""
         end = pack.size - 20
+        # zlib's bound on the stream of ``size`` bytes: the usual entry is read once, or twice
+        want = size + (size >> 12) + (size >> 14) + 64
+        buf: bytes | memoryview
+        if len(prefix) >= want:
+            buf = prefix[:want]
+        else:
+            buf = bytes(prefix) + os.pread(
+                fd, max(0, min(want - len(prefix), end - start - len(prefix))), start + len(prefix)
+            )
         pos = start + len(buf)
-        # zlib's own bound on a stream of ``size`` bytes: the usual entry needs one more read at most
-        want = size + (size >> 12) + (size >> 14) + 64 - len(buf)
-        if want > 0 and pos < end:
-            more = os.pread(fd, min(want, end - pos), pos)
-            buf += more
-            pos += len(more)
         inflater = zlib.decompressobj()
         parts: list[bytes] = []
         produced = 0

@@ -225,6 +225,12 @@ def _view_file(store: MemoryStore, path: MemoryPath, text: str, view_range: obje
     header = f"Here's the content of {path.text} with line numbers:\n"
     start, end = (1, len(lines)) if view_range is None else _view_range(view_range, len(lines))
     limit = store.settings.view_max_chars
+    if start <= end:
+        selected = lines[start - 1 : end]
+        # Every row is the number padded to _LINE_NUMBER_WIDTH (MAX_LINES has that many digits),
+        # a tab and the line, plus a newline: when all of them fit, join them in one pass.
+        if sum(map(len, selected)) + (_LINE_NUMBER_WIDTH + 2) * len(selected) <= limit:
+            return header + "\n".join([f"{n:>{_LINE_NUMBER_WIDTH}}\t{line}" for n, line in enumerate(selected, start)])
     rows: list[str] = []
     used = 0
     cut = False

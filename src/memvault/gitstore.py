@@ -9,8 +9,9 @@ the branch moves; the branch moves by compare-and-swap. Packs are merged geometr
 (:func:`geometric_merge`: a few small ones by commands, bigger ones by
 :meth:`GitStore.consolidate_packs`), so there are logarithmically many. Loose objects (stores
 written before commits were packs; :meth:`GitStore.write` still writes them, for the plaintext
-export) are read, and packed by :meth:`GitStore.pack_loose`. Every blob and tree read is checked
-against its id, packed ones included (dulwich does not check those). Every tree read back is
+export) are read, and packed by :meth:`GitStore.pack_loose`. Loose and packed objects are read by
+memvault itself (packed ones by :class:`~memvault.packread.PackReader`), and every one read is
+checked against its id (dulwich does not check packed objects). Every tree read back is
 checked against the one shape memvault writes, so a hostile repository (``..`` names, symlinks,
 gitlinks) is refused rather than interpreted:
 
@@ -22,8 +23,9 @@ gitlinks) is refused rather than interpreted:
 - :meth:`GitStore.layout_problem` checks a whole tree against the layout of docs/format.md 5.3;
 - a repository that redirects git to objects or a directory outside it (``objects/info/
   alternates``, ``commondir``, a ``.git`` file) or uses another object format is not opened;
-- reads are bounded: loose objects inflate to at most :data:`MAX_OBJECT_BYTES`, the branch
-  file is read up to 4 KiB and only if it is a regular file.
+- reads are bounded: loose and packed objects (deltas and their bases included) inflate to at
+  most :data:`MAX_OBJECT_BYTES`, the branch file is read up to 4 KiB and only if it is a
+  regular file.
 """
 
 from __future__ import annotations

@@ -45,7 +45,7 @@ _OFS_DELTA = 6
 _REF_DELTA = 7
 _O_READ = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
 #: Bytes read at an entry's offset first: a small object (a note, a tree) needs no second read.
-_FIRST_READ = 8192
+_FIRST_READ = 4096
 #: Compressed bytes read per step when an entry's stream is longer than expected.
 _CHUNK = 1 << 20
 _IDS_AT = 1032  # 8-byte header + 256 fan-out words

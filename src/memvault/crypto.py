@@ -157,6 +157,6 @@ def unpad(frame: bytes) -> bytes:
         raise IntegrityError()
     (n,) = _FRAME_HEADER.unpack_from(frame)
     end = _FRAME_HEADER.size + n
-    if end > len(frame) or frame.count(0, end) != len(frame) - end:  # padding: zeros only (C speed)
+    if end > len(frame) or frame.count(0, end) != len(frame) - end:  # only zero bytes after the data
         raise IntegrityError()
     return frame[_FRAME_HEADER.size : end]

@@ -538,15 +538,19 @@ def test_numbered_view_fits_the_budget_exactly_as_row_by_row() -> None:
     rng = random.Random(11)
     checked_fits = checked_cut = 0
     for _ in range(3000):
-        n = rng.randint(0, 30)
-        lines = ["".join(rng.choice("ab \r") for _ in range(rng.randint(0, 40))) for _ in range(n)]
+        big = rng.random() < 0.1  # line numbers around the prepared row prefixes' end (2048)
+        n = rng.randint(2030, 2070) if big else rng.randint(0, 30)
+        lines = ["".join(rng.choice("ab \r") for _ in range(rng.randint(0, 3 if big else 40))) for _ in range(n)]
         text = "\n".join(lines) + ("\n" if rng.random() < 0.5 else "")
         shown = protocol._lines(text)
         exact = sum(len(x) + 8 for x in shown)
         limit = max(1, exact + rng.randint(-20, 5))
-        view_range = (
-            None if rng.random() < 0.4 else [rng.randint(-2, n + 2), rng.choice([-1, -3, rng.randint(0, n + 3)])]
-        )
+        if big:
+            view_range = [rng.randint(2000, n + 2), rng.choice([-1, rng.randint(2000, n + 3)])]
+        else:
+            view_range = (
+                None if rng.random() < 0.4 else [rng.randint(-2, n + 2), rng.choice([-1, -3, rng.randint(0, n + 3)])]
+            )
         store = SimpleNamespace(settings=SimpleNamespace(view_max_chars=limit))
         out = protocol._view_file(store, path, text, view_range)  # type: ignore[arg-type]
         header = f"Here's the content of {path.text} with line numbers:\n"

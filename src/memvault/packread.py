@@ -212,9 +212,10 @@ class PackReader:
             self._set({b: p for b, p in self._packs.items() if b not in bases})
 
     def rescan(self) -> bool:
-        """List the pack directory again: forget packs that are gone, validate new ones (a
-        pack refused once is not read again until its index changes). True if the set of packs
-        changed."""
+        """List the pack directory again: forget packs that are gone or whose file changed,
+        validate new ones (a pack refused as malformed is not read again until its index
+        changes; one that could not be opened is tried again at the next rescan). True if the
+        set of packs changed."""
         with self._lock:
             return self._rescan()
 
@@ -227,7 +228,7 @@ class PackReader:
         except OSError:
             raise IntegrityError() from None
         bases = {f"{self._dir}/{n[:-5]}" for n in names if n.endswith(".pack") and n[:-5] + ".idx" in names}
-        packs = {b: p for b, p in self._packs.items() if b in bases}
+        packs = {b: p for b, p in self._packs.items() if b in bases and _signature(os.fstat(p.fd)) == p.sig}
         changed = len(packs) != len(self._packs)
         for base in bases - packs.keys():
             try:
@@ -238,7 +239,9 @@ class PackReader:
                 continue
             try:
                 packs[base] = _Pack(base, self._max)
-            except (OSError, IntegrityError, ValueError, struct.error):
+            except OSError:
+                continue  # gone meanwhile, or unreadable for now (e.g. out of descriptors): retried
+            except (IntegrityError, ValueError, struct.error):
                 self._refused[base] = sig
                 continue
             self._refused.pop(base, None)

@@ -567,6 +567,9 @@ def test_pack_reader_never_reads_a_removed_pack(tmp_path: Path) -> None:
     for path in (merged_base.with_suffix(".pack"), merged_base.with_suffix(".idx")):
         path.unlink()
     _install(d, again, again_idx, name=merged[-20:].hex())
+    assert reader.get(_raw_id(other[1])) is None  # not in the index this reader checked
+    assert reader.rescan()  # the file under that name changed: validated again
+    assert reader.get(_raw_id(other[1])) == (3, other[1].as_raw_string())
     assert reader.get(_raw_id(objects[2])) is None
     assert reader.get(_raw_id(other[0])) == (3, other[0].as_raw_string())
     reader.close()
@@ -598,3 +601,31 @@ def test_pack_reader_reads_deltas_git_wrote(tmp_path: Path, offsets: bool) -> No
     for obj_id, text in zip(ids, texts, strict=True):
         assert reader.get(bytes.fromhex(obj_id.decode())) == (3, text)
     reader.close()
+
+
+def test_a_store_refuses_a_packed_blob_larger_than_the_bound_before_inflating_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pack entry that declares more than MAX_OBJECT_BYTES is an integrity error of the file
+    read, found from the entry's header: nothing near its size is allocated."""
+    import tracemalloc
+
+    store = make_store(tmp_path / "s", StoreSettings(durability="none"))
+    _create(store, 1)
+    path = parse_path("/memories/n001.md", store.settings)
+    node = store.snapshot().get(path)
+    assert node is not None
+    store.close()
+    rewrite_packed_object(tmp_path / "s", node.blob_id, b"\0" * (8 << 20))
+    monkeypatch.setattr(gitstore, "MAX_OBJECT_BYTES", 1 << 20)
+    fresh = memvault.MemoryStore.open(tmp_path / "s", passphrase=PASSPHRASE)
+    snap = fresh.snapshot()
+    tracemalloc.start()
+    try:
+        with pytest.raises(IntegrityError, match="n001"):
+            snap.read(path)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+        fresh.close()
+    assert peak < 1 << 20

@@ -31,6 +31,7 @@ import os
 import stat
 import struct
 import threading
+import weakref
 import zlib
 
 from .errors import IntegrityError
@@ -105,7 +106,19 @@ class _Stale(Exception):
 class _Pack:
     """One validated pack: its index bytes, fan-out, and its pack file, open."""
 
-    __slots__ = ("path", "idx", "count", "fanout", "offsets_at", "large_at", "size", "sig", "fd")
+    __slots__ = (
+        "path",
+        "idx",
+        "count",
+        "fanout",
+        "offsets_at",
+        "large_at",
+        "size",
+        "sig",
+        "fd",
+        "close",
+        "__weakref__",
+    )
 
     def __init__(self, base: str, max_index_bytes: int) -> None:
         """Read and validate ``base.idx`` against ``base.pack``; IntegrityError if either is
@@ -141,6 +154,8 @@ class _Pack:
             os.close(fd)
             raise
         self.fd = fd
+        #: Closes the pack file (once): when the reader drops the pack, or when it is collected.
+        self.close = weakref.finalize(self, os.close, fd)
         self.path = base + ".pack"
         self.idx = idx
         self.count = n
@@ -201,7 +216,7 @@ class PackReader:
         """Use ``packs`` from now on; close the files of the packs left out (lock held)."""
         for base, pack in self._packs.items():
             if packs.get(base) is not pack:
-                os.close(pack.fd)
+                pack.close()
         self._packs = packs
         self._order = tuple(sorted(packs.values(), key=lambda p: -p.count))
 

@@ -629,3 +629,30 @@ def test_a_store_refuses_a_packed_blob_larger_than_the_bound_before_inflating_it
         tracemalloc.stop()
         fresh.close()
     assert peak < 1 << 20
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc/self/fd")
+def test_pack_reader_closes_its_pack_files(tmp_path: Path) -> None:
+    """One descriptor per pack while it is used; none after close, or once the reader is gone."""
+    import gc
+
+    from memvault.packread import PackReader
+
+    objects = [gitstore.GitStore.blob(os.urandom(100)) for _ in range(3)]
+    for chunk in (objects[:2], objects[2:]):
+        pack, idx, _name = gitstore.build_pack(chunk, 0)
+        _install(tmp_path / "p", pack, idx)
+
+    def open_fds() -> int:
+        return len(os.listdir("/proc/self/fd"))
+
+    before = open_fds()
+    reader = PackReader(str(tmp_path / "p"), 1 << 20)
+    assert reader.get(_raw_id(objects[2])) is not None
+    assert open_fds() == before + 2
+    reader.close()
+    assert open_fds() == before
+    assert reader.get(_raw_id(objects[0])) is not None  # usable again: lists the directory again
+    del reader
+    gc.collect()
+    assert open_fds() == before

@@ -27,7 +27,10 @@ which the caller runs when the packs it knows do not hold an object. Any damage 
 from __future__ import annotations
 
 import hashlib
+import itertools
+import operator
 import os
+import re
 import stat
 import struct
 import threading
@@ -50,24 +53,24 @@ _FIRST_READ = 4096
 #: Compressed bytes read per step when an entry's stream is longer than expected.
 _CHUNK = 1 << 20
 _IDS_AT = 1032  # 8-byte header + 256 fan-out words
+_ID = re.compile(rb"(?s).{20}")
 
 
-def read_pack_index(data: bytes) -> list[tuple[int, bytes, int]] | None:
-    """``(offset, 20-byte id, crc32)`` of every entry of a version 2 pack index, sorted by
-    offset; None if ``data`` is not a well-formed version 2 index (its own checksum included)."""
+def _index_tables(data: bytes) -> tuple[int, list[int]] | None:
+    """``(object count, offset of every entry in index order)`` of a version 2 pack index whose
+    checksum is right and whose tables lie inside it (large offsets resolved), else None."""
     if len(data) < 1072 or data[:8] != b"\377tOc\0\0\0\2":
         return None
     if hashlib.sha1(data[:-20], usedforsecurity=False).digest() != data[-20:]:
         return None
     n = struct.unpack_from(">I", data, 8 + 255 * 4)[0]
-    ids_at = _IDS_AT
-    crcs_at = ids_at + 20 * n
-    offsets_at = crcs_at + 4 * n
+    offsets_at = _IDS_AT + 24 * n
     large_at = offsets_at + 4 * n
     if large_at + 40 > len(data):
         return None
-    crcs = struct.unpack_from(f">{n}I", data, crcs_at)
     offsets = list(struct.unpack_from(f">{n}I", data, offsets_at))
+    if not n or max(offsets) < 0x80000000:
+        return n, offsets  # no large offset (a pack under 2 GiB)
     large_count = (len(data) - 40 - large_at) // 8
     for i, offset in enumerate(offsets):
         if offset & 0x80000000:
@@ -75,7 +78,18 @@ def read_pack_index(data: bytes) -> list[tuple[int, bytes, int]] | None:
             if j >= large_count:
                 return None
             offsets[i] = struct.unpack_from(">Q", data, large_at + 8 * j)[0]
-    entries = [(offsets[i], data[ids_at + 20 * i : ids_at + 20 * i + 20], crcs[i]) for i in range(n)]
+    return n, offsets
+
+
+def read_pack_index(data: bytes) -> list[tuple[int, bytes, int]] | None:
+    """``(offset, 20-byte id, crc32)`` of every entry of a version 2 pack index, sorted by
+    offset; None if ``data`` is not a well-formed version 2 index (its own checksum included)."""
+    tables = _index_tables(data)
+    if tables is None:
+        return None
+    n, offsets = tables
+    crcs = struct.unpack_from(f">{n}I", data, _IDS_AT + 20 * n)
+    entries = [(offsets[i], data[_IDS_AT + 20 * i : _IDS_AT + 20 * i + 20], crcs[i]) for i in range(n)]
     entries.sort()
     return entries
 
@@ -124,13 +138,13 @@ class _Pack:
         """Read and validate ``base.idx`` against ``base.pack``; IntegrityError if either is
         not as git writes them, OSError if a file cannot be read."""
         idx = _read_small_file(base + ".idx", max_index_bytes)
-        entries = read_pack_index(idx)
-        if entries is None:
+        tables = _index_tables(idx)
+        if tables is None:
             raise IntegrityError()
-        n = len(entries)
+        n, offsets = tables
         fanout = struct.unpack_from(">256I", idx, 8)
-        ids = [idx[_IDS_AT + 20 * i : _IDS_AT + 20 * i + 20] for i in range(n)]
-        if any(a >= b for a, b in zip(ids, ids[1:], strict=False)):
+        ids = _ID.findall(idx, _IDS_AT, _IDS_AT + 20 * n)  # every id, in one pass
+        if len(ids) != n or not all(map(operator.lt, ids, itertools.islice(ids, 1, None))):
             raise IntegrityError()  # ids not strictly ascending: binary search would mislead
         low = 0
         for first_byte, high in enumerate(fanout):
@@ -146,10 +160,8 @@ class _Pack:
             trailer = os.pread(fd, 20, st.st_size - 20)
             if head[:8] not in _PACK_SIGNATURES or head[8:] != n.to_bytes(4, "big") or trailer != idx[-40:-20]:
                 raise IntegrityError()  # not the pack this index was written for
-            if n and (entries[0][0] < 12 or entries[-1][0] >= st.st_size - 20):
-                raise IntegrityError()
-            if any(a[0] >= b[0] for a, b in zip(entries, entries[1:], strict=False)):
-                raise IntegrityError()  # two ids at one offset
+            if n and (min(offsets) < 12 or max(offsets) >= st.st_size - 20 or len(set(offsets)) != n):
+                raise IntegrityError()  # an offset outside the pack's entries, or two ids at one offset
         except BaseException:
             os.close(fd)
             raise

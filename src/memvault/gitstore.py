@@ -958,7 +958,8 @@ class GitStore:
         return len(merged[1])
 
     def _get(self, obj_id: bytes) -> ShaFile:
-        """A loose object parsed by dulwich (for :meth:`pack_loose`)."""
+        """An object parsed by dulwich: :meth:`pack_loose` uses it for loose objects (bounded by
+        dulwich's loose-object size limit); memvault's reads go through :meth:`_raw`."""
         if not _HEX40.match(obj_id):
             raise IntegrityError()
         try:

@@ -656,3 +656,52 @@ def test_pack_reader_closes_its_pack_files(tmp_path: Path) -> None:
     del reader
     gc.collect()
     assert open_fds() == before
+
+
+def test_pack_reader_on_randomly_damaged_packs_raises_only_integrity_errors(tmp_path: Path) -> None:
+    """Flipped bits anywhere in a pack (undeltified and OFS_DELTA entries) or its index: every
+    read gives the object intact, None (an index refused), or IntegrityError; never anything else
+    and never a wrong object."""
+    import random
+    import zlib
+
+    from memvault.packread import PackReader
+
+    base = gitstore.GitStore.blob(b"0123456789" * 100)
+    target_body = b"0123456789" * 50 + b"NEW" + b"0123456789" * 50
+    target = gitstore.GitStore.blob(target_body)
+    delta = b"\xe8\x07\xeb\x07" + b"\xb1\x00\xf4\x01" + b"\x03NEW" + b"\xb3\xf4\x01\xf4\x01"
+    base_entry = _entry(3, base.as_raw_string())
+    ofs = len(base_entry)
+    ofs_entry = (
+        gitstore._entry_header(6, len(delta)) + bytes([0x80 | ((ofs >> 7) - 1), ofs & 0x7F]) + zlib.compress(delta)
+    )
+    others = [gitstore.GitStore.blob(os.urandom(n)) for n in (0, 30, 3000)]
+    pack, idx = _forge_pack(
+        [(_raw_id(base), base_entry), (_raw_id(target), ofs_entry)]
+        + [(_raw_id(o), _entry(3, o.as_raw_string())) for o in others]
+    )
+    expected = {_raw_id(o): (3, o.as_raw_string()) for o in [base, *others]} | {_raw_id(target): (3, target_body)}
+    good = PackReader(str(_install(tmp_path / "good", pack, idx).parent), 1 << 20)
+    assert all(good.get(k) == v for k, v in expected.items())  # the forged delta itself is right
+    good.close()
+    rng = random.Random(5)
+    outcomes: dict[str, int] = {}
+    for trial in range(300):
+        damaged_pack, damaged_idx = bytearray(pack), bytearray(idx)
+        target_file = damaged_pack if rng.random() < 0.7 else damaged_idx
+        for _ in range(rng.randint(1, 3)):
+            target_file[rng.randrange(len(target_file))] ^= 1 << rng.randrange(8)
+        d = tmp_path / f"t{trial}"
+        _install(d, bytes(damaged_pack), bytes(damaged_idx), name=pack[-20:].hex())
+        reader = PackReader(str(d), 1 << 20)
+        for raw_id, value in expected.items():
+            try:
+                got = reader.get(raw_id)
+            except IntegrityError:
+                outcomes["refused"] = outcomes.get("refused", 0) + 1
+                continue
+            assert got in (None, value)
+            outcomes["none" if got is None else "intact"] = outcomes.get("none" if got is None else "intact", 0) + 1
+        reader.close()
+    assert set(outcomes) == {"refused", "none", "intact"}

@@ -81,7 +81,7 @@ def bench_once(
         backends.append(make_store(base, f"base-{mode}", d / f"base-{mode}", workload, mode))
         backends.append(make_store(new, f"new-{mode}", d / f"new-{mode}", workload, mode))
     rng = random.Random(f"schedule/{args.seed}/{n}/{rep}")
-    commands = list(MUTATION_COMMANDS)
+    commands = args.commands.split(",") if args.commands else list(MUTATION_COMMANDS)
     try:
         run_phase(backends, workload, commands, args.warmup, args.chunk, rng, run=None)
         for run in range(args.runs):
@@ -107,7 +107,8 @@ def bench_once(
             cells += [f"{statistics.median(meds):,.0f}", f"{ratio:.2f}"]
         print(f"| {c} | " + " | ".join(cells) + " |")
     geo = {x: bench_tool._geomean(ratios[x]) for x in names}
-    print("| geomean mutations | | " + " | ".join(f"| {geo[x]:.2f}" for x in names) + " |")
+    label = "mutations" if commands == list(MUTATION_COMMANDS) else "commands"
+    print(f"| geomean {label} | | " + " | ".join(f"| {geo[x]:.2f}" for x in names) + " |")
     return geo
 
 
@@ -121,6 +122,7 @@ def main() -> int:
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--chunk", type=int, default=3)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--commands", default="", help="comma-separated; default: the mutations")
     parser.add_argument("--repeat", type=int, default=1, help="fresh stores this many times per size")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="memvault-ab-"))

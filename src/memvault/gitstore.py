@@ -9,8 +9,9 @@ the branch moves; the branch moves by compare-and-swap, overwritten in place aft
 value. Packs are merged geometrically (:func:`geometric_merge`: a few small ones by commands,
 bigger ones by :meth:`GitStore.consolidate_packs`), so there are logarithmically many. Loose objects (stores
 written before commits were packs; :meth:`GitStore.write` still writes them, for the plaintext
-export) are read, and packed by :meth:`GitStore.pack_loose`. Every blob and tree read is checked
-against its id, packed ones included (dulwich does not check those). Every tree read back is
+export) are read, and packed by :meth:`GitStore.pack_loose`. Loose and packed objects are read by
+memvault itself (packed ones by :class:`~memvault.packread.PackReader`), and every one read is
+checked against its id (dulwich does not check packed objects). Every tree read back is
 checked against the one shape memvault writes, so a hostile repository (``..`` names, symlinks,
 gitlinks) is refused rather than interpreted:
 
@@ -22,8 +23,9 @@ gitlinks) is refused rather than interpreted:
 - :meth:`GitStore.layout_problem` checks a whole tree against the layout of docs/format.md 5.3;
 - a repository that redirects git to objects or a directory outside it (``objects/info/
   alternates``, ``commondir``, a ``.git`` file) or uses another object format is not opened;
-- reads are bounded: loose objects inflate to at most :data:`MAX_OBJECT_BYTES`, the branch
-  file is read up to 4 KiB and only if it is a regular file.
+- reads are bounded: loose and packed objects (deltas and their bases included) inflate to at
+  most :data:`MAX_OBJECT_BYTES`, the branch file is read up to 4 KiB and only if it is a
+  regular file.
 """
 
 from __future__ import annotations
@@ -63,6 +65,7 @@ from .fsutil import (
     syncfs_available,
     write_all,
 )
+from .packread import PackReader, read_pack_index
 
 __all__ = [
     "GitStore",
@@ -74,6 +77,7 @@ __all__ = [
     "IDENTITY",
     "MAX_OBJECT_BYTES",
     "LAYOUT_ROLES",
+    "read_pack_index",
 ]
 
 BRANCH = Ref(b"refs/heads/main")
@@ -306,34 +310,6 @@ def pack_index(entries: list[tuple[bytes, int, int]], pack_checksum: bytes) -> b
     return body + hashlib.sha1(body, usedforsecurity=False).digest()
 
 
-def read_pack_index(data: bytes) -> list[tuple[int, bytes, int]] | None:
-    """``(offset, 20-byte id, crc32)`` of every entry of a version 2 pack index, sorted by
-    offset; None if ``data`` is not a well-formed version 2 index (its own checksum included)."""
-    if len(data) < 1072 or data[:8] != b"\377tOc\0\0\0\2":
-        return None
-    if hashlib.sha1(data[:-20], usedforsecurity=False).digest() != data[-20:]:
-        return None
-    n = struct.unpack_from(">I", data, 8 + 255 * 4)[0]
-    ids_at = 1032
-    crcs_at = ids_at + 20 * n
-    offsets_at = crcs_at + 4 * n
-    large_at = offsets_at + 4 * n
-    if large_at + 40 > len(data):
-        return None
-    crcs = struct.unpack_from(f">{n}I", data, crcs_at)
-    offsets = list(struct.unpack_from(f">{n}I", data, offsets_at))
-    large_count = (len(data) - 40 - large_at) // 8
-    for i, offset in enumerate(offsets):
-        if offset & 0x80000000:
-            j = offset & 0x7FFFFFFF
-            if j >= large_count:
-                return None
-            offsets[i] = struct.unpack_from(">Q", data, large_at + 8 * j)[0]
-    entries = [(offsets[i], data[ids_at + 20 * i : ids_at + 20 * i + 20], crcs[i]) for i in range(n)]
-    entries.sort()
-    return entries
-
-
 def _pack_head(path: str) -> tuple[bytes, int]:
     """The first 12 bytes (signature, version, object count) and the size of a regular file."""
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
@@ -461,6 +437,9 @@ class GitStore:
         #: Closes the repository (its packs' files and maps) at :meth:`close`, or when this object
         #: is collected or the interpreter exits, whichever comes first.
         self._closer = weakref.finalize(self, self._repo.close)
+        #: Packed objects are read by memvault (bounded, checked), not through dulwich.
+        self._pack_reader = PackReader(self._pack_base, MAX_OBJECT_BYTES)
+        self._pack_closer = weakref.finalize(self, self._pack_reader.close)
         self._layout_ok: dict[tuple[bytes, str], None] = {}
         self._trees: OrderedDict[bytes, dict[bytes, tuple[int, bytes]]] = OrderedDict()
         #: ``(sort keys, serialised entries)`` of the trees :meth:`tree_update` built lately.
@@ -483,6 +462,7 @@ class GitStore:
 
     def close(self) -> None:
         self._closer()
+        self._pack_closer()
 
     # -- refs ---------------------------------------------------------------------------------
 
@@ -972,6 +952,7 @@ class GitStore:
         behind only holds duplicates), and drop them from dulwich's cache."""
         for base in bases:
             self._remove_pack_files(base)
+        self._pack_reader.forget(bases)
         try:
             self._repo.object_store._update_pack_cache()
         except OSError:
@@ -1100,6 +1081,8 @@ class GitStore:
         return len(merged[1])
 
     def _get(self, obj_id: bytes) -> ShaFile:
+        """An object parsed by dulwich: :meth:`pack_loose` uses it for loose objects (bounded by
+        dulwich's loose-object size limit); memvault's reads go through :meth:`_raw`."""
         if not _HEX40.match(obj_id):
             raise IntegrityError()
         try:
@@ -1112,9 +1095,17 @@ class GitStore:
             raise IntegrityError() from None
 
     def contains(self, obj_id: bytes) -> bool:
+        """Whether the repository holds ``obj_id`` (a pack's index lists it, or a loose file
+        is there; the object itself is not read)."""
         if not _HEX40.match(obj_id):
             return False
-        return ObjectID(obj_id) in self._repo.object_store
+        raw_id = binascii.a2b_hex(obj_id)
+        packs = self._pack_reader
+        if packs.contains(raw_id):
+            return True
+        if os.path.lexists(f"{self._objects_base}/{obj_id[:2].decode()}/{obj_id[2:].decode()}"):
+            return True
+        return packs.rescan() and packs.contains(raw_id)
 
     def read_blob(self, obj_id: bytes) -> bytes:
         return self._raw(obj_id, b"blob")
@@ -1125,30 +1116,26 @@ class GitStore:
 
     def _raw(self, obj_id: bytes, kind: bytes) -> bytes:
         """The body of the object ``obj_id`` of type ``kind``, loose or packed, checked against
-        its id (dulwich does not check the objects it reads from a pack: a pack whose index
-        names one object at another's place is caught here). Commits write packs, so the pack
-        indexes this object knows are asked first (a lookup there costs a third of a missing
-        loose file's open); a loose object, or one in a pack another writer added since, is
-        found after that."""
+        its id. Packed objects are read by :class:`~memvault.packread.PackReader` (bounded to
+        :data:`MAX_OBJECT_BYTES`, deltas resolved, a removed pack never read); the packs it
+        knows are asked first, then the loose file, and only then is ``objects/pack`` listed
+        again for packs another writer added since."""
         if not _HEX40.match(obj_id):
             raise IntegrityError()
-        store = self._repo.object_store
-        if not store.contains_packed(ObjectID(obj_id)):
+        raw_id = binascii.a2b_hex(obj_id)
+        packs = self._pack_reader
+        found = packs.get(raw_id)
+        if found is None:
             raw = self._read_loose(obj_id, kind)
             if raw is not None:
                 return raw
-        try:
-            type_num, raw = store.get_raw(ObjectID(obj_id))
-        except KeyError:
-            raise IntegrityError("An object of the store is missing.") from None
-        except Exception:  # dulwich raises assorted errors on hostile packs (zlib.error, ...)
-            raise IntegrityError() from None
+            if packs.rescan():
+                found = packs.get(raw_id)
+            if found is None:
+                raise IntegrityError("An object of the store is missing.")
+        type_num, raw = found
         if _TYPE_NAMES.get(type_num) != kind:
             raise IntegrityError()
-        digest = hashlib.sha1(_header(kind, len(raw)), usedforsecurity=False)
-        digest.update(raw)
-        if digest.hexdigest().encode() != obj_id:
-            raise IntegrityError()  # damaged: the content does not match its id
         return raw
 
     def _read_loose(self, obj_id: bytes, kind: bytes) -> bytes | None:
@@ -1253,7 +1240,11 @@ class GitStore:
 
     def read_commit(self, obj_id: bytes) -> tuple[bytes, list[bytes], bytes]:
         """``(tree_id, parents, message)`` of a commit written by :meth:`commit` (byte for byte)."""
-        obj = self._get(obj_id)
+        raw = self._raw(obj_id, b"commit")
+        try:
+            obj = Commit.from_raw_string(_PACK_TYPES[b"commit"], raw, sha=ObjectID(obj_id))
+        except Exception:  # dulwich raises assorted errors on a malformed commit
+            raise IntegrityError("A commit of the store is not in the format memvault writes.") from None
         if not isinstance(obj, Commit):
             raise IntegrityError()
         tree, parents, message = obj.tree, [bytes(p) for p in obj.parents], obj.message

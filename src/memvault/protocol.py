@@ -12,6 +12,8 @@ Every path goes through :func:`memvault.paths.parse_path` before any storage cal
 from __future__ import annotations
 
 import base64
+import functools
+import operator
 import re
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -135,6 +137,17 @@ def _lines(text: str) -> list[str]:
     return lines
 
 
+#: Line numbers whose row prefix (number padded to _LINE_NUMBER_WIDTH, tab) is kept ready: a
+#: whole view at the default ``view_max_chars`` holds fewer rows.
+_LABEL_COUNT = 2048
+
+
+@functools.cache
+def _labels() -> tuple[str, ...]:
+    """The row prefix of every line number below :data:`_LABEL_COUNT` (built at first use)."""
+    return tuple(str(n).rjust(_LINE_NUMBER_WIDTH) + "\t" for n in range(_LABEL_COUNT))
+
+
 def _numbered(lines: list[str], first: int) -> str:
     return "\n".join(f"{str(i).rjust(_LINE_NUMBER_WIDTH)}\t{line}" for i, line in enumerate(lines, first))
 
@@ -225,6 +238,16 @@ def _view_file(store: MemoryStore, path: MemoryPath, text: str, view_range: obje
     header = f"Here's the content of {path.text} with line numbers:\n"
     start, end = (1, len(lines)) if view_range is None else _view_range(view_range, len(lines))
     limit = store.settings.view_max_chars
+    if start <= end:
+        selected = lines[start - 1 : end]
+        # Every row is the number padded to _LINE_NUMBER_WIDTH (MAX_LINES has that many digits),
+        # a tab and the line, plus a newline: when all of them fit, join them in one pass.
+        if sum(map(len, selected)) + (_LINE_NUMBER_WIDTH + 2) * len(selected) <= limit:
+            if end < _LABEL_COUNT:
+                return header + "\n".join(map(operator.add, _labels()[start : end + 1], selected))
+            return header + "\n".join(
+                [f"{str(n).rjust(_LINE_NUMBER_WIDTH)}\t{line}" for n, line in enumerate(selected, start)]
+            )
     rows: list[str] = []
     used = 0
     cut = False

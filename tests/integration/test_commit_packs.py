@@ -360,3 +360,372 @@ def test_commits_are_compressed_in_stored_packs_and_read_back(tmp_path: Path) ->
         for obj in (blob, tree, commit):
             type_num, raw = p.get_raw(bytes.fromhex(obj.id.decode()))
             assert gitstore._TYPE_NAMES[type_num] == obj.type_name and raw == obj.as_raw_string()
+
+
+# -- memvault's own pack reader (memvault.packread) ------------------------------------------------
+
+
+def _raw_id(obj: gitstore.GitObject) -> bytes:
+    return bytes.fromhex(obj.id.decode())
+
+
+def _install(pack_dir: Path, pack: bytes, idx: bytes, name: str | None = None) -> Path:
+    """Write a pack and its index as ``pack-<name>`` (default: its checksum); return the base."""
+    pack_dir.mkdir(parents=True, exist_ok=True)
+    base = pack_dir / f"pack-{name or pack[-20:].hex()}"
+    base.with_suffix(".pack").write_bytes(pack)
+    base.with_suffix(".idx").write_bytes(idx)
+    return base
+
+
+def _forge_pack(entries: list[tuple[bytes, bytes]]) -> tuple[bytes, bytes]:
+    """A pack of raw entries ``(20-byte id the index claims, entry bytes)`` and its index (both
+    well-formed: checksums right, so only what the entries say can be wrong)."""
+    import hashlib
+    import struct
+    import zlib
+
+    parts, index, offset = [], [], 12
+    for raw_id, entry in entries:
+        index.append((raw_id, zlib.crc32(entry), offset))
+        parts.append(entry)
+        offset += len(entry)
+    body = b"PACK" + struct.pack(">II", 2, len(entries)) + b"".join(parts)
+    checksum = hashlib.sha1(body).digest()
+    return body + checksum, gitstore.pack_index(index, checksum)
+
+
+def _entry(type_num: int, body: bytes, *, declared: int | None = None, stream: bytes | None = None) -> bytes:
+    import zlib
+
+    size = len(body) if declared is None else declared
+    return gitstore._entry_header(type_num, size) + (zlib.compress(body, 0) if stream is None else stream)
+
+
+def test_pack_reader_reads_every_object_and_nothing_else(tmp_path: Path) -> None:
+    from memvault.packread import PackReader
+
+    objects = [gitstore.GitStore.blob(os.urandom(n)) for n in (0, 10, 5000, 200_000)]
+    objects.append(gitstore.GitStore.tree({b"a": (gitstore.MODE_BLOB, objects[1].id)}))
+    objects.append(gitstore.GitStore.commit(objects[-1].id, None, b"message"))
+    for level in (0, 9):
+        pack, idx, _name = gitstore.build_pack(objects, level)
+        reader = PackReader(str(tmp_path / f"l{level}"), 1 << 20)
+        _install(tmp_path / f"l{level}", pack, idx)
+        for obj in objects:
+            assert reader.get(_raw_id(obj)) == (gitstore._PACK_TYPES[obj.type_name], obj.as_raw_string())
+            assert reader.contains(_raw_id(obj))
+        assert reader.get(b"\0" * 20) is None and reader.get(b"\xff" * 20) is None
+        assert not reader.contains(_raw_id(gitstore.GitStore.blob(b"absent")))
+        reader.close()
+
+
+def test_pack_reader_refuses_hostile_entries(tmp_path: Path) -> None:
+    """Each entry lies in one way; the index and pack checksums are right. Every read is an
+    IntegrityError, and none inflates more than the entry's bound."""
+    import tracemalloc
+    import zlib
+
+    from memvault.packread import PackReader
+
+    good = gitstore.GitStore.blob(b"x" * 1000)
+    gid = _raw_id(good)
+    bomb = zlib.compress(b"\0" * (64 << 20), 9)  # 64 MiB of zeros in about 64 KiB
+    cases = {
+        "wrong id": [(gid, _entry(3, b"y" * 1000))],
+        "huge declared size": [(gid, _entry(3, b"x" * 1000, declared=(1 << 20) + 1))],
+        "zlib bomb": [(gid, _entry(3, b"", declared=1000, stream=bomb))],
+        "shorter than declared": [(gid, _entry(3, b"x" * 999, declared=1000))],
+        "not zlib": [(gid, _entry(3, b"", declared=1000, stream=os.urandom(1100)))],
+        "truncated stream": [(gid, _entry(3, b"", declared=1000, stream=zlib.compress(b"x" * 1000)[:-6]))],
+        "reserved type 5": [(gid, b"\x50" + zlib.compress(b""))],
+        "size varint runs on": [(gid, b"\xb0" + b"\xff" * 40)],
+        "delta base before the pack": [(gid, b"\x60\x7f" + zlib.compress(b"\0\0"))],
+        "ref delta to itself": [(gid, b"\x72" + gid + zlib.compress(b"\x00\x00"))],
+        "ref delta to a missing base": [(gid, b"\x72" + b"\1" * 20 + zlib.compress(b"\x00\x00"))],
+    }
+    for name, entries in cases.items():
+        d = tmp_path / name.replace(" ", "_")
+        pack, idx = _forge_pack(entries)
+        _install(d, pack, idx)
+        reader = PackReader(str(d), 1 << 20)
+        tracemalloc.start()
+        try:
+            with pytest.raises(IntegrityError):
+                reader.get(gid)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+            reader.close()
+        assert peak < 4 << 20, name  # never the bomb's 64 MiB
+
+
+def test_pack_reader_resolves_deltas_and_refuses_hostile_ones(tmp_path: Path) -> None:
+    """OFS_DELTA and REF_DELTA entries (as ``git gc`` writes them) resolve, bounded; a delta
+    that copies outside its base, inserts past its end or misstates a size is refused."""
+    import zlib
+
+    from memvault.packread import PackReader
+
+    base = gitstore.GitStore.blob(b"0123456789" * 100)
+    target_body = b"0123456789" * 50 + b"NEW" + b"0123456789" * 50
+    target = gitstore.GitStore.blob(target_body)
+    # copy 500 bytes from 0, insert "NEW", copy 500 bytes from 500
+    ops = b"\xb1\x00\xf4\x01" + b"\x03NEW" + b"\xb3\xf4\x01\xf4\x01"
+    delta = b"\xe8\x07" + bytes([len(target_body) & 0x7F | 0x80, len(target_body) >> 7]) + ops
+    base_entry = _entry(3, base.as_raw_string())
+    ofs = len(base_entry)  # the base is the entry right before
+    # git's offset encoding: big-endian base-128 with +1 per continuation byte
+    encoded = [ofs & 0x7F]
+    rest = ofs >> 7
+    while rest:
+        rest -= 1
+        encoded.insert(0, 0x80 | (rest & 0x7F))
+        rest >>= 7
+    ofs_entry = gitstore._entry_header(6, len(delta)) + bytes(encoded) + zlib.compress(delta)
+    ref_entry = gitstore._entry_header(7, len(delta)) + _raw_id(base) + zlib.compress(delta)
+    for kind, entry in (("ofs", ofs_entry), ("ref", ref_entry)):
+        pack, idx = _forge_pack([(_raw_id(base), base_entry), (_raw_id(target), entry)])
+        _install(tmp_path / kind, pack, idx)
+        reader = PackReader(str(tmp_path / kind), 1 << 20)
+        assert reader.get(_raw_id(target)) == (3, target_body)
+        reader.close()
+    hostile = {
+        "copy past the base": b"\xe8\x07\x05" + b"\x93\xe6\x03\x05",  # copy 5 bytes at 998 of 1000
+        "insert past the delta": b"\xe8\x07\x05" + b"\x05AB",
+        "more than declared": b"\xe8\x07\x02" + b"\x03ABC",
+        "less than declared": b"\xe8\x07\x04" + b"\x03ABC",
+        "wrong base size": b"\xe7\x07\x03" + b"\x03ABC",
+        "opcode 0": b"\xe8\x07\x03" + b"\x00\x03ABC",
+        "huge target": b"\xe8\x07\x80\x80\x80\x80\x01" + b"\x03ABC",
+    }
+    for name, bad in hostile.items():
+        claimed = gitstore.GitStore.blob(b"ABC")
+        entry = gitstore._entry_header(7, len(bad)) + _raw_id(base) + zlib.compress(bad)
+        d = tmp_path / name.replace(" ", "_")
+        pack, idx = _forge_pack([(_raw_id(base), base_entry), (_raw_id(claimed), entry)])
+        _install(d, pack, idx)
+        reader = PackReader(str(d), 1 << 20)
+        with pytest.raises(IntegrityError):
+            reader.get(_raw_id(claimed))
+        assert reader.get(_raw_id(base)) == (3, base.as_raw_string())  # the rest of the pack reads on
+        reader.close()
+
+
+def test_pack_reader_refuses_hostile_indexes_and_packs(tmp_path: Path) -> None:
+    """An index whose checksum is right but whose tables lie, or a pack that is not the one its
+    index was written for, is never used: its objects are absent (None), nothing raises."""
+    import hashlib
+    import struct
+
+    from memvault.packread import PackReader
+
+    objects = [gitstore.GitStore.blob(bytes([i]) * 100) for i in range(40)]
+    pack, idx, _name = gitstore.build_pack(objects, 0)
+    n = len(objects)
+    offsets_at = 1032 + 24 * n
+
+    def resigned(body: bytearray) -> bytes:
+        return bytes(body[:-20]) + hashlib.sha1(bytes(body[:-20])).digest()
+
+    def with_offset(value: int) -> bytes:
+        body = bytearray(idx)
+        struct.pack_into(">I", body, offsets_at, value)
+        return resigned(body)
+
+    swapped = bytearray(idx)  # two ids out of order
+    swapped[1032 : 1032 + 40] = idx[1052:1072] + idx[1032:1052]
+    fan = bytearray(idx)  # a fan-out that goes down
+    struct.pack_into(">I", fan, 8 + 4 * 100, 0xFFFF)
+    cases = {
+        "offset past the pack": (pack, with_offset(len(pack))),
+        "offset into the header": (pack, with_offset(4)),
+        "large offset out of range": (pack, with_offset(0x80000005)),
+        "duplicate offset": (pack, with_offset(struct.unpack_from(">I", idx, offsets_at + 4)[0])),
+        "ids out of order": (pack, resigned(swapped)),
+        "fan-out not monotonic": (pack, resigned(fan)),
+        "truncated pack": (pack[:-100], idx),
+        "pack of another index": (gitstore.build_pack(objects[:-1], 0)[0], idx),
+        "empty pack": (b"", idx),
+        "truncated index": (pack, idx[:-1]),
+    }
+    for name, (data, index) in cases.items():
+        d = tmp_path / name.replace(" ", "_")
+        _install(d, data, index, name=pack[-20:].hex())
+        reader = PackReader(str(d), 1 << 20)
+        for obj in objects:
+            assert reader.get(_raw_id(obj)) is None, name
+        assert not reader.rescan(), name  # refused once, not read again until the index changes
+        reader.close()
+
+
+def test_pack_reader_never_reads_a_removed_pack(tmp_path: Path) -> None:
+    """A reader holding a pack open stops reading it once it is removed (even though the open
+    file could still be read); a pack that replaced it is found by the lookup's rescan."""
+    from memvault.packread import PackReader
+
+    objects = [gitstore.GitStore.blob(os.urandom(100)) for _ in range(5)]
+    pack, idx, _name = gitstore.build_pack(objects, 0)
+    d = tmp_path / "pack"
+    base = _install(d, pack, idx)
+    reader = PackReader(str(d), 1 << 20)
+    assert reader.get(_raw_id(objects[0])) is not None
+    base.with_suffix(".idx").unlink()
+    base.with_suffix(".pack").unlink()
+    assert reader.get(_raw_id(objects[1])) is None  # not served from the file still open
+    merged, merged_idx, _name = gitstore.build_pack(list(reversed(objects)), 0)  # same objects, other pack
+    _install(d, merged, merged_idx)
+    assert reader.rescan()
+    assert reader.get(_raw_id(objects[1])) == (3, objects[1].as_raw_string())
+    # replaced in place under the same name (another inode): validated again before use
+    other = [gitstore.GitStore.blob(os.urandom(100)) for _ in range(3)]
+    again, again_idx, _name = gitstore.build_pack(other, 0)
+    merged_base = d / f"pack-{merged[-20:].hex()}"
+    for path in (merged_base.with_suffix(".pack"), merged_base.with_suffix(".idx")):
+        path.unlink()
+    _install(d, again, again_idx, name=merged[-20:].hex())
+    assert reader.get(_raw_id(other[1])) is None  # not in the index this reader checked
+    assert reader.rescan()  # the file under that name changed: validated again
+    assert reader.get(_raw_id(other[1])) == (3, other[1].as_raw_string())
+    assert reader.get(_raw_id(objects[2])) is None
+    assert reader.get(_raw_id(other[0])) == (3, other[0].as_raw_string())
+    reader.close()
+
+
+@pytest.mark.skipif(GIT is None, reason="needs git")
+@pytest.mark.parametrize("offsets", [True, False])
+def test_pack_reader_reads_deltas_git_wrote(tmp_path: Path, offsets: bool) -> None:
+    """git's own deltified packs (OFS_DELTA, or REF_DELTA without delta base offsets) read back
+    byte for byte as ``git cat-file`` shows them."""
+    from memvault.packread import PackReader
+
+    repo = tmp_path / "r.git"
+    subprocess.run([GIT, "init", "-q", "--bare", str(repo)], check=True)
+    texts = [b"".join(b"line %d of a note that changes a little\n" % (i * j) for i in range(200)) for j in range(1, 9)]
+    ids = []
+    for text in texts:
+        out = subprocess.run([GIT, "--git-dir", str(repo), "hash-object", "-w", "--stdin"], input=text,
+                             capture_output=True, check=True)  # fmt: skip
+        ids.append(out.stdout.strip())
+    flags = ["--delta-base-offset"] if offsets else []
+    subprocess.run([GIT, "--git-dir", str(repo), "pack-objects", "-q", "--window=50", "--depth=50", *flags,
+                    str(repo / "objects" / "pack" / "pack")], input=b"\n".join(ids) + b"\n", check=True)  # fmt: skip
+    pack_dir = repo / "objects" / "pack"
+    [idx_path] = pack_dir.glob("*.idx")
+    listing = subprocess.run([GIT, "verify-pack", "-v", str(idx_path)], capture_output=True, text=True, check=True)
+    assert sum(len(line.split()) == 7 for line in listing.stdout.splitlines()) >= 4  # deltas (depth, base)
+    reader = PackReader(str(pack_dir), 1 << 20)
+    for obj_id, text in zip(ids, texts, strict=True):
+        assert reader.get(bytes.fromhex(obj_id.decode())) == (3, text)
+    reader.close()
+
+
+def test_a_store_refuses_a_packed_blob_larger_than_the_bound_before_inflating_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pack entry that declares more than MAX_OBJECT_BYTES is an integrity error of the file
+    read, found from the entry's header: nothing near its size is allocated."""
+    import tracemalloc
+
+    store = make_store(tmp_path / "s", StoreSettings(durability="none"))
+    _create(store, 1)
+    path = parse_path("/memories/n001.md", store.settings)
+    node = store.snapshot().get(path)
+    assert node is not None
+    store.close()
+    rewrite_packed_object(tmp_path / "s", node.blob_id, b"\0" * (8 << 20))
+    monkeypatch.setattr(gitstore, "MAX_OBJECT_BYTES", 1 << 20)
+    fresh = memvault.MemoryStore.open(tmp_path / "s", passphrase=PASSPHRASE)
+    snap = fresh.snapshot()
+    tracemalloc.start()
+    try:
+        with pytest.raises(IntegrityError, match="n001"):
+            snap.read(path)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+        fresh.close()
+    assert peak < 1 << 20
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc/self/fd")
+def test_pack_reader_closes_its_pack_files(tmp_path: Path) -> None:
+    """One descriptor per pack while it is used; none after close, or once the reader is gone."""
+    import gc
+
+    from memvault.packread import PackReader
+
+    objects = [gitstore.GitStore.blob(os.urandom(100)) for _ in range(3)]
+    for chunk in (objects[:2], objects[2:]):
+        pack, idx, _name = gitstore.build_pack(chunk, 0)
+        _install(tmp_path / "p", pack, idx)
+
+    def open_packs() -> int:
+        """Descriptors of this process open on a file of the test's pack directory."""
+        n = 0
+        for fd in os.listdir("/proc/self/fd"):
+            try:
+                n += os.readlink(f"/proc/self/fd/{fd}").startswith(str(tmp_path / "p"))
+            except OSError:
+                continue  # closed meanwhile
+        return n
+
+    reader = PackReader(str(tmp_path / "p"), 1 << 20)
+    assert reader.get(_raw_id(objects[2])) is not None
+    assert open_packs() == 2
+    reader.close()
+    assert open_packs() == 0
+    assert reader.get(_raw_id(objects[0])) is not None  # usable again: lists the directory again
+    assert open_packs() == 2
+    del reader
+    gc.collect()
+    assert open_packs() == 0
+
+
+def test_pack_reader_on_randomly_damaged_packs_raises_only_integrity_errors(tmp_path: Path) -> None:
+    """Flipped bits anywhere in a pack (undeltified and OFS_DELTA entries) or its index: every
+    read gives the object intact, None (an index refused), or IntegrityError; never anything else
+    and never a wrong object."""
+    import random
+    import zlib
+
+    from memvault.packread import PackReader
+
+    base = gitstore.GitStore.blob(b"0123456789" * 100)
+    target_body = b"0123456789" * 50 + b"NEW" + b"0123456789" * 50
+    target = gitstore.GitStore.blob(target_body)
+    delta = b"\xe8\x07\xeb\x07" + b"\xb1\x00\xf4\x01" + b"\x03NEW" + b"\xb3\xf4\x01\xf4\x01"
+    base_entry = _entry(3, base.as_raw_string())
+    ofs = len(base_entry)
+    ofs_entry = (
+        gitstore._entry_header(6, len(delta)) + bytes([0x80 | ((ofs >> 7) - 1), ofs & 0x7F]) + zlib.compress(delta)
+    )
+    others = [gitstore.GitStore.blob(os.urandom(n)) for n in (0, 30, 3000)]
+    pack, idx = _forge_pack(
+        [(_raw_id(base), base_entry), (_raw_id(target), ofs_entry)]
+        + [(_raw_id(o), _entry(3, o.as_raw_string())) for o in others]
+    )
+    expected = {_raw_id(o): (3, o.as_raw_string()) for o in [base, *others]} | {_raw_id(target): (3, target_body)}
+    good = PackReader(str(_install(tmp_path / "good", pack, idx).parent), 1 << 20)
+    assert all(good.get(k) == v for k, v in expected.items())  # the forged delta itself is right
+    good.close()
+    rng = random.Random(5)
+    outcomes: dict[str, int] = {}
+    for trial in range(300):
+        damaged_pack, damaged_idx = bytearray(pack), bytearray(idx)
+        target_file = damaged_pack if rng.random() < 0.7 else damaged_idx
+        for _ in range(rng.randint(1, 3)):
+            target_file[rng.randrange(len(target_file))] ^= 1 << rng.randrange(8)
+        d = tmp_path / f"t{trial}"
+        _install(d, bytes(damaged_pack), bytes(damaged_idx), name=pack[-20:].hex())
+        reader = PackReader(str(d), 1 << 20)
+        for raw_id, value in expected.items():
+            try:
+                got = reader.get(raw_id)
+            except IntegrityError:
+                outcomes["refused"] = outcomes.get("refused", 0) + 1
+                continue
+            assert got in (None, value)
+            outcomes["none" if got is None else "intact"] = outcomes.get("none" if got is None else "intact", 0) + 1
+        reader.close()
+    assert set(outcomes) == {"refused", "none", "intact"}

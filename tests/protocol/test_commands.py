@@ -506,3 +506,60 @@ def test_insert_keeps_requested_blank_lines(tool: memvault.MemoryTool) -> None:
     assert ok(tool, command="view", path="/memories/t.txt") == (
         "Here's the content of /memories/t.txt with line numbers:\n     1\ta\n     2\tX\n     3\t\n     4\tb"
     )
+
+
+def _view_rows_one_by_one(lines: list[str], start: int, end: int, limit: int) -> tuple[list[str], bool]:
+    """The rows a numbered view shows, added one at a time against the character budget (the
+    rule ``_view_file`` states), and whether the first row was cut."""
+    rows: list[str] = []
+    used = 0
+    for number in range(start, end + 1):
+        row = f"{str(number).rjust(6)}\t{lines[number - 1]}"
+        if used + len(row) + 1 > limit:
+            if not rows:
+                return [row[:limit]], True
+            break
+        rows.append(row)
+        used += len(row) + 1
+    return rows, False
+
+
+def test_numbered_view_fits_the_budget_exactly_as_row_by_row() -> None:
+    """The one-pass join of a view that fits is the row-by-row result, at and around the limit,
+    for whole files and ranges (including ones past the end and negative ends)."""
+    import random
+    from types import SimpleNamespace
+
+    from memvault import protocol
+    from memvault.paths import parse_path
+
+    assert protocol.MAX_LINES < 10**protocol._LINE_NUMBER_WIDTH
+    path = parse_path("/memories/a.md", StoreSettings())
+    rng = random.Random(11)
+    checked_fits = checked_cut = 0
+    for _ in range(3000):
+        big = rng.random() < 0.1  # line numbers around the prepared row prefixes' end (2048)
+        n = rng.randint(2030, 2070) if big else rng.randint(0, 30)
+        lines = ["".join(rng.choice("ab \r") for _ in range(rng.randint(0, 3 if big else 40))) for _ in range(n)]
+        text = "\n".join(lines) + ("\n" if rng.random() < 0.5 else "")
+        shown = protocol._lines(text)
+        exact = sum(len(x) + 8 for x in shown)
+        limit = max(1, exact + rng.randint(-20, 5))
+        if big:
+            view_range = [rng.randint(2000, n + 2), rng.choice([-1, rng.randint(2000, n + 3)])]
+        else:
+            view_range = (
+                None if rng.random() < 0.4 else [rng.randint(-2, n + 2), rng.choice([-1, -3, rng.randint(0, n + 3)])]
+            )
+        store = SimpleNamespace(settings=SimpleNamespace(view_max_chars=limit))
+        out = protocol._view_file(store, path, text, view_range)  # type: ignore[arg-type]
+        header = f"Here's the content of {path.text} with line numbers:\n"
+        start, end = (1, len(shown)) if view_range is None else protocol._view_range(view_range, len(shown))
+        rows, cut = _view_rows_one_by_one(shown, start, end, limit)
+        if not cut and start + len(rows) - 1 >= end:
+            assert out == header + "\n".join(rows)
+            checked_fits += 1
+        else:
+            assert out.startswith(header + "\n".join(rows) + "\n[")
+            checked_cut += 1
+    assert checked_fits > 500 and checked_cut > 500

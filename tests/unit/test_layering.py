@@ -29,6 +29,7 @@ TIERS = {
     "scrub": 2,
     "crypto": 2,
     "fsutil": 2,
+    "packread": 2,
     "keys": 3,
     "keyring": 3,
     "access": 3,

@@ -1,0 +1,486 @@
+"""memvault's own reader of git packs (``objects/pack``): bounded, checked, and flat in cost.
+
+:class:`PackReader` reads an object from the packs of a repository by id. Every byte of a pack
+and its index is treated as hostile:
+
+- an index is used only if it is a well-formed version 2 index (:func:`read_pack_index`: its
+  own checksum, every table inside the file), its fan-out is monotonic and agrees with the ids,
+  the ids ascend strictly, and its offsets are distinct and inside the pack; the pack must be a
+  regular file that starts with git's signature, holds as many entries as the index and ends
+  with the checksum the index records;
+- an entry's declared size is checked against the reader's bound *before* it is inflated, and
+  the zlib stream is inflated to at most that size plus one byte (a zlib bomb stops there) and
+  must end exactly at it;
+- a delta (``OFS_DELTA``/``REF_DELTA``, in packs ``git gc`` wrote) is resolved here too, with
+  its base in the same pack, through at most :data:`MAX_DELTA_DEPTH` bases, every step bounded
+  the same way;
+- what is returned hashes to the id asked for (SHA-1 of git's object header and body).
+
+A pack file is held open (read with ``pread``, never mapped: a file truncated under the reader
+cannot fault it) and checked with one ``fstat`` before each read, so a pack that was removed
+(fewer links) is never read, and one whose file changed (size or time) is validated again before
+it is used. Packs another writer added are found by :meth:`PackReader.rescan`,
+which the caller runs when the packs it knows do not hold an object. Any damage raises
+:class:`~memvault.errors.IntegrityError` and never names the bytes it found.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import operator
+import os
+import re
+import stat
+import struct
+import threading
+import weakref
+import zlib
+
+from .errors import IntegrityError
+
+__all__ = ["PackReader", "read_pack_index", "MAX_DELTA_DEPTH"]
+
+#: Longest delta chain resolved (git's own maximum ``pack.depth``).
+MAX_DELTA_DEPTH = 4095
+_PACK_SIGNATURES = (b"PACK\0\0\0\2", b"PACK\0\0\0\3")
+_TYPE_NAMES = {1: b"commit", 2: b"tree", 3: b"blob", 4: b"tag"}
+_OFS_DELTA = 6
+_REF_DELTA = 7
+_O_READ = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+#: Bytes read at an entry's offset first: a small object (a note, a tree) needs no second read.
+_FIRST_READ = 4096
+#: Compressed bytes read per step when an entry's stream is longer than expected.
+_CHUNK = 1 << 20
+_IDS_AT = 1032  # 8-byte header + 256 fan-out words
+_ID = re.compile(rb"(?s).{20}")
+
+
+def _index_tables(data: bytes) -> tuple[int, list[int]] | None:
+    """``(object count, offset of every entry in index order)`` of a version 2 pack index whose
+    checksum is right and whose tables lie inside it (large offsets resolved), else None."""
+    if len(data) < 1072 or data[:8] != b"\377tOc\0\0\0\2":
+        return None
+    if hashlib.sha1(data[:-20], usedforsecurity=False).digest() != data[-20:]:
+        return None
+    n = struct.unpack_from(">I", data, 8 + 255 * 4)[0]
+    offsets_at = _IDS_AT + 24 * n
+    large_at = offsets_at + 4 * n
+    if large_at + 40 > len(data):
+        return None
+    offsets = list(struct.unpack_from(f">{n}I", data, offsets_at))
+    if not n or max(offsets) < 0x80000000:
+        return n, offsets  # no large offset (a pack under 2 GiB)
+    large_count = (len(data) - 40 - large_at) // 8
+    for i, offset in enumerate(offsets):
+        if offset & 0x80000000:
+            j = offset & 0x7FFFFFFF
+            if j >= large_count:
+                return None
+            offsets[i] = struct.unpack_from(">Q", data, large_at + 8 * j)[0]
+    return n, offsets
+
+
+def read_pack_index(data: bytes) -> list[tuple[int, bytes, int]] | None:
+    """``(offset, 20-byte id, crc32)`` of every entry of a version 2 pack index, sorted by
+    offset; None if ``data`` is not a well-formed version 2 index (its own checksum included)."""
+    tables = _index_tables(data)
+    if tables is None:
+        return None
+    n, offsets = tables
+    crcs = struct.unpack_from(f">{n}I", data, _IDS_AT + 20 * n)
+    entries = [(offsets[i], data[_IDS_AT + 20 * i : _IDS_AT + 20 * i + 20], crcs[i]) for i in range(n)]
+    entries.sort()
+    return entries
+
+
+def _read_small_file(path: str, limit: int) -> bytes:
+    """The bytes of a regular file of at most ``limit`` bytes (OSError otherwise)."""
+    fd = os.open(path, _O_READ)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > limit:
+            raise OSError("not a regular file of bounded size")
+        data = os.pread(fd, st.st_size, 0)
+    finally:
+        os.close(fd)
+    if len(data) != st.st_size:
+        raise OSError("the file changed while it was read")
+    return data
+
+
+def _signature(st: os.stat_result) -> tuple[int, int, int, int, int]:
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_nlink)
+
+
+class _Stale(Exception):
+    """The pack file is gone or is not the file the index was checked against."""
+
+
+class _Pack:
+    """One validated pack: its index bytes, fan-out, and its pack file, open."""
+
+    __slots__ = (
+        "path",
+        "idx",
+        "count",
+        "fanout",
+        "offsets_at",
+        "large_at",
+        "size",
+        "sig",
+        "fd",
+        "close",
+        "__weakref__",
+    )
+
+    def __init__(self, base: str, max_index_bytes: int) -> None:
+        """Read and validate ``base.idx`` against ``base.pack``; IntegrityError if either is
+        not as git writes them, OSError if a file cannot be read."""
+        idx = _read_small_file(base + ".idx", max_index_bytes)
+        tables = _index_tables(idx)
+        if tables is None:
+            raise IntegrityError()
+        n, offsets = tables
+        fanout = struct.unpack_from(">256I", idx, 8)
+        ids = _ID.findall(idx, _IDS_AT, _IDS_AT + 20 * n)  # every id, in one pass
+        if len(ids) != n or not all(map(operator.lt, ids, itertools.islice(ids, 1, None))):
+            raise IntegrityError()  # ids not strictly ascending: binary search would mislead
+        low = 0
+        for first_byte, high in enumerate(fanout):
+            if high < low or high > n or (high > low and (ids[low][0] != first_byte or ids[high - 1][0] != first_byte)):
+                raise IntegrityError()  # fan-out not monotonic, or a bucket holding other ids
+            low = high
+        fd = os.open(base + ".pack", _O_READ)
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode) or st.st_size < 32:
+                raise IntegrityError()
+            head = os.pread(fd, 12, 0)
+            trailer = os.pread(fd, 20, st.st_size - 20)
+            if head[:8] not in _PACK_SIGNATURES or head[8:] != n.to_bytes(4, "big") or trailer != idx[-40:-20]:
+                raise IntegrityError()  # not the pack this index was written for
+            if n and (min(offsets) < 12 or max(offsets) >= st.st_size - 20 or len(set(offsets)) != n):
+                raise IntegrityError()  # an offset outside the pack's entries, or two ids at one offset
+        except BaseException:
+            os.close(fd)
+            raise
+        self.fd = fd
+        #: Closes the pack file (once): when the reader drops the pack, or when it is collected.
+        self.close = weakref.finalize(self, os.close, fd)
+        self.path = base + ".pack"
+        self.idx = idx
+        self.count = n
+        self.fanout = fanout
+        self.offsets_at = _IDS_AT + 24 * n
+        self.large_at = _IDS_AT + 28 * n
+        self.size = st.st_size
+        self.sig = _signature(st)
+
+    def find(self, raw_id: bytes) -> int:
+        """The offset of ``raw_id`` in the pack, or -1 (binary search in its fan-out bucket)."""
+        first = raw_id[0]
+        lo = self.fanout[first - 1] if first else 0
+        hi = self.fanout[first]
+        idx = self.idx
+        while lo < hi:
+            mid = (lo + hi) >> 1
+            at = _IDS_AT + 20 * mid
+            here = idx[at : at + 20]
+            if here < raw_id:
+                lo = mid + 1
+            elif here > raw_id:
+                hi = mid
+            else:
+                offset: int = struct.unpack_from(">I", idx, self.offsets_at + 4 * mid)[0]
+                if offset & 0x80000000:  # in range: read_pack_index checked every large offset
+                    offset = struct.unpack_from(">Q", idx, self.large_at + 8 * (offset & 0x7FFFFFFF))[0]
+                return offset
+        return -1
+
+
+class PackReader:
+    """The packs of one ``objects/pack`` directory, read by id with bounded memory.
+
+    ``max_bytes`` bounds every object inflated (and every delta and intermediate result) and the
+    size of an index read. Thread-safe: reads and :meth:`rescan` take one lock, so a pack file
+    is never closed while it is read. :meth:`close` closes the pack files.
+    """
+
+    def __init__(self, pack_dir: str, max_bytes: int) -> None:
+        self._dir = pack_dir
+        self._max = max_bytes
+        self._lock = threading.Lock()
+        #: Validated packs by path without extension; ``_order``: the same, most objects first.
+        self._packs: dict[str, _Pack] = {}
+        self._order: tuple[_Pack, ...] = ()
+        #: Packs refused, by base, with the identity of the index refused (not read again).
+        self._refused: dict[str, tuple[int, int, int, int, int]] = {}
+        self._scanned = False
+
+    def close(self) -> None:
+        """Close every pack file; a later read lists the directory again."""
+        with self._lock:
+            self._set({})
+            self._scanned = False
+
+    def _set(self, packs: dict[str, _Pack]) -> None:
+        """Use ``packs`` from now on; close the files of the packs left out (lock held)."""
+        for base, pack in self._packs.items():
+            if packs.get(base) is not pack:
+                pack.close()
+        self._packs = packs
+        self._order = tuple(sorted(packs.values(), key=lambda p: -p.count))
+
+    def forget(self, bases: list[str]) -> None:
+        """Stop using the packs ``bases`` (paths without extension; removed by the caller) and
+        close their files now rather than at the next read that finds them gone."""
+        with self._lock:
+            self._set({b: p for b, p in self._packs.items() if b not in bases})
+
+    def rescan(self) -> bool:
+        """List the pack directory again: forget packs that are gone or whose file changed,
+        validate new ones (a pack refused as malformed is not read again until its index
+        changes; one that could not be opened is tried again at the next rescan). True if the
+        set of packs changed."""
+        with self._lock:
+            return self._rescan()
+
+    def _rescan(self) -> bool:
+        self._scanned = True
+        try:
+            names = set(os.listdir(self._dir))
+        except FileNotFoundError:
+            names = set()
+        except OSError:
+            raise IntegrityError() from None
+        bases = {f"{self._dir}/{n[:-5]}" for n in names if n.endswith(".pack") and n[:-5] + ".idx" in names}
+        packs = {b: p for b, p in self._packs.items() if b in bases and _signature(os.fstat(p.fd)) == p.sig}
+        changed = len(packs) != len(self._packs)
+        for base in bases - packs.keys():
+            try:
+                sig = _signature(os.stat(base + ".idx"))
+            except OSError:
+                continue
+            if self._refused.get(base) == sig:
+                continue
+            try:
+                packs[base] = _Pack(base, self._max)
+            except OSError:
+                continue  # gone meanwhile, or unreadable for now (e.g. out of descriptors): retried
+            except (IntegrityError, ValueError, struct.error):
+                self._refused[base] = sig
+                continue
+            self._refused.pop(base, None)
+            changed = True
+        for base in [b for b in self._refused if b not in bases]:
+            del self._refused[base]
+        self._set(packs)
+        return changed
+
+    def contains(self, raw_id: bytes) -> bool:
+        """Whether a pack this reader knows lists ``raw_id`` (its index only; the directory is
+        listed only at the first use)."""
+        if not self._scanned:
+            self.rescan()
+        return any(pack.find(raw_id) >= 0 for pack in self._order)
+
+    def get(self, raw_id: bytes) -> tuple[int, bytes] | None:
+        """``(type number, body)`` of the object ``raw_id`` from the packs this reader knows,
+        checked against its id; None if none of them lists it. A pack found removed or changed
+        is dropped, the directory listed again and the lookup made again. The directory is
+        otherwise listed only at the first use (and by :meth:`rescan`)."""
+        with self._lock:
+            if not self._scanned:
+                self._rescan()
+            for _attempt in range(3):
+                for pack in self._order:
+                    offset = pack.find(raw_id)
+                    if offset >= 0:
+                        break
+                else:
+                    return None
+                try:
+                    type_num, body = self._read(pack, offset)
+                except _Stale:
+                    base = pack.path[:-5]
+                    self._set({b: p for b, p in self._packs.items() if b != base})
+                    self._rescan()
+                    continue
+                digest = hashlib.sha1(_TYPE_NAMES[type_num] + b" %d\0" % len(body), usedforsecurity=False)
+                digest.update(body)
+                if digest.digest() != raw_id:
+                    raise IntegrityError()  # damaged: the content does not match its id
+                return type_num, body
+        raise IntegrityError()  # the packs keep changing under this reader
+
+    # -- entries ------------------------------------------------------------------------------
+
+    def _read(self, pack: _Pack, offset: int) -> tuple[int, bytes]:
+        """The object at ``offset`` (lock held); _Stale if the pack file was removed (fewer
+        links than when it was validated) or changed."""
+        try:
+            if _signature(os.fstat(pack.fd)) != pack.sig:
+                raise _Stale()
+            return self._resolve(pack.fd, pack, offset)
+        except OSError:
+            raise IntegrityError() from None
+
+    def _resolve(self, fd: int, pack: _Pack, offset: int) -> tuple[int, bytes]:
+        """The type and body at ``offset``, following delta bases within the pack."""
+        deltas: list[tuple[int, int]] = []  # (offset of a delta's zlib stream, its size)
+        while True:
+            type_num, size, head, at, base_offset, base_id = self._entry(fd, pack, offset)
+            if type_num in _TYPE_NAMES:
+                body = self._inflate(fd, pack, offset + at, size, memoryview(head)[at:])
+                break
+            if len(deltas) >= MAX_DELTA_DEPTH:
+                raise IntegrityError()  # too long a chain, or a cycle of REF_DELTA bases
+            deltas.append((offset + at, size))
+            offset = base_offset if type_num == _OFS_DELTA else pack.find(base_id)
+            if offset < 0:
+                raise IntegrityError()  # a base outside this pack (a thin pack is never stored)
+        for start, size in reversed(deltas):
+            body = _apply_delta(body, self._inflate(fd, pack, start, size, b""), self._max)
+        return type_num, body
+
+    def _entry(self, fd: int, pack: _Pack, offset: int) -> tuple[int, int, bytes, int, int, bytes]:
+        """Parse the entry header at ``offset``: ``(type, inflated size, the bytes read at
+        offset, where its zlib stream starts in them, base offset (OFS_DELTA), base id
+        (REF_DELTA))``."""
+        end = pack.size - 20
+        if not 12 <= offset < end:
+            raise IntegrityError()
+        head = os.pread(fd, min(_FIRST_READ, end - offset), offset)
+        if not head:
+            raise IntegrityError()
+        c = head[0]
+        type_num = (c >> 4) & 7
+        size = c & 0x0F
+        shift, i = 4, 1
+        while c & 0x80:
+            if i >= len(head) or i > 10:
+                raise IntegrityError()
+            c = head[i]
+            size |= (c & 0x7F) << shift
+            shift += 7
+            i += 1
+        if size > self._max:
+            raise IntegrityError()  # refused before inflating it
+        base_offset, base_id = -1, b""
+        if type_num == _OFS_DELTA:
+            if i >= len(head):
+                raise IntegrityError()
+            c = head[i]
+            i += 1
+            rel = c & 0x7F
+            while c & 0x80:
+                if i >= len(head) or i > 20:
+                    raise IntegrityError()
+                c = head[i]
+                i += 1
+                rel = ((rel + 1) << 7) | (c & 0x7F)
+            base_offset = offset - rel
+            if not 12 <= base_offset < offset:
+                raise IntegrityError()
+        elif type_num == _REF_DELTA:
+            base_id = head[i : i + 20]
+            i += 20
+            if len(base_id) != 20:
+                raise IntegrityError()
+        elif type_num not in _TYPE_NAMES:
+            raise IntegrityError()
+        return type_num, size, head, i, base_offset, base_id
+
+    def _inflate(self, fd: int, pack: _Pack, start: int, size: int, prefix: bytes | memoryview) -> bytes:
+        """Inflate the zlib stream at ``start`` (``prefix``: its first bytes, already read) to
+        exactly ``size`` bytes, never producing more than ``size + 1``; IntegrityError if it is
+        truncated, longer, or not zlib."""
+        end = pack.size - 20
+        # zlib's bound on the stream of ``size`` bytes: the usual entry is read once, or twice
+        want = size + (size >> 12) + (size >> 14) + 64
+        buf: bytes | memoryview
+        if len(prefix) >= want:
+            buf = prefix[:want]
+        else:
+            buf = bytes(prefix) + os.pread(
+                fd, max(0, min(want - len(prefix), end - start - len(prefix))), start + len(prefix)
+            )
+        pos = start + len(buf)
+        inflater = zlib.decompressobj()
+        parts: list[bytes] = []
+        produced = 0
+        try:
+            while True:
+                piece = inflater.decompress(buf, size + 1 - produced)
+                produced += len(piece)
+                parts.append(piece)
+                if produced > size or inflater.unconsumed_tail:
+                    raise IntegrityError()  # longer than its header says (or a bomb)
+                if inflater.eof:
+                    break
+                if pos >= end:
+                    raise IntegrityError()  # truncated
+                buf = os.pread(fd, min(_CHUNK, end - pos), pos)
+                if not buf:
+                    raise IntegrityError()
+                pos += len(buf)
+        except zlib.error:
+            raise IntegrityError() from None
+        if produced != size:
+            raise IntegrityError()
+        return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
+def _delta_size(delta: bytes, i: int) -> tuple[int, int]:
+    """A size in a delta's header (little-endian base-128) and the index after it."""
+    size, shift = 0, 0
+    while True:
+        if i >= len(delta) or shift > 63:
+            raise IntegrityError()
+        c = delta[i]
+        i += 1
+        size |= (c & 0x7F) << shift
+        shift += 7
+        if not c & 0x80:
+            return size, i
+
+
+def _apply_delta(base: bytes, delta: bytes, max_bytes: int) -> bytes:
+    """git's delta ``delta`` applied to ``base``: every copy inside ``base``, every insert inside
+    ``delta``, the result exactly the size the delta declares (at most ``max_bytes``)."""
+    i, n = 0, len(delta)
+    source_size, i = _delta_size(delta, i)
+    target_size, i = _delta_size(delta, i)
+    if source_size != len(base) or target_size > max_bytes:
+        raise IntegrityError()
+    out = bytearray()
+    view = memoryview(base)
+    while i < n:
+        c = delta[i]
+        i += 1
+        if c & 0x80:  # copy from the base: offset and size bytes present per the flag bits
+            start = length = 0
+            for k in range(7):
+                if c & (1 << k):
+                    if i >= n:
+                        raise IntegrityError()
+                    if k < 4:
+                        start |= delta[i] << (8 * k)
+                    else:
+                        length |= delta[i] << (8 * (k - 4))
+                    i += 1
+            length = length or 0x10000
+            if start + length > len(base) or len(out) + length > target_size:
+                raise IntegrityError()
+            out += view[start : start + length]
+        elif c:  # insert the next c bytes of the delta
+            if i + c > n or len(out) + c > target_size:
+                raise IntegrityError()
+            out += delta[i : i + c]
+            i += c
+        else:
+            raise IntegrityError()  # opcode 0 is reserved
+    if len(out) != target_size:
+        raise IntegrityError()
+    return bytes(out)

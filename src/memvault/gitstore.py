@@ -109,9 +109,10 @@ _LAYOUT_CACHE_ENTRIES = 65536
 #: Trees whose parsed entries :meth:`GitStore.tree_entries` keeps (every tree of one state is
 #: at most 291: root, ``c``, 16 + 256 below it, ``i`` and 16 below it).
 _TREE_CACHE_ENTRIES = 4096
-#: Trees whose serialised entries :meth:`GitStore.tree_update` keeps (the root, ``c`` and ``i``
-#: of the newest commits are the ones worth it: they are the largest and change every commit).
-_TREE_PARTS_ENTRIES = 64
+#: Trees whose serialised entries :meth:`GitStore.tree_update` keeps: every tree of one state
+#: (at most 291, see above), so a commit rebuilds only the entries it changes. Their size is
+#: about that of the head's trees (~100 bytes per file).
+_TREE_PARTS_ENTRIES = 320
 #: Loose objects per pack written by :meth:`GitStore.pack_loose` (bounds its memory).
 PACK_BATCH = 4096
 #: A command merges the smallest packs (:meth:`GitStore.write_pack`) once this many of them break
@@ -166,12 +167,17 @@ def _name_problem(name: bytes) -> str:
     return "a name memvault never writes"
 
 
-def parse_tree_strict(raw: bytes) -> tuple[dict[bytes, tuple[int, bytes]], str | None]:
+def parse_tree_strict(
+    raw: bytes, parts: tuple[list[bytes], list[bytes]] | None = None
+) -> tuple[dict[bytes, tuple[int, bytes]], str | None]:
     """Entries of a raw (SHA-1) tree and, if it holds anything memvault never writes, what
-    (``None`` when it is clean). The description names a kind of entry, never its bytes."""
+    (``None`` when it is clean). The description names a kind of entry, never its bytes.
+    ``parts``, if given, receives each entry's sort key and raw bytes (for
+    :meth:`GitStore.tree_update`; complete only for a clean tree)."""
     out: dict[bytes, tuple[int, bytes]] = {}
     pos, last = 0, b""
     while pos < len(raw):
+        start = pos
         space = raw.find(b" ", pos, pos + 8)
         if space < 0:
             return out, "a malformed entry"
@@ -193,6 +199,9 @@ def parse_tree_strict(raw: bytes) -> tuple[dict[bytes, tuple[int, bytes]], str |
             return out, "entries out of git's order"
         last = key
         out[name] = (mode, sha.hex().encode())
+        if parts is not None:
+            parts[0].append(key)
+            parts[1].append(raw[start:pos])
     return out, None
 
 
@@ -213,8 +222,10 @@ def _tree_entry(name: bytes, mode: int, obj_id: bytes) -> bytes:
 
 def _tree_parts(entries: Mapping[bytes, tuple[int, bytes]]) -> tuple[list[bytes], list[bytes]]:
     """``(sort keys, serialised entries)`` of a tree, both in git's order."""
-    items = sorted((_tree_sort_key(name, mode), name, mode, obj_id) for name, (mode, obj_id) in entries.items())
-    return [key for key, *_ in items], [_tree_entry(name, mode, obj_id) for _, name, mode, obj_id in items]
+    items = sorted(
+        (name + b"/" if mode == MODE_TREE else name, name, mode, obj_id) for name, (mode, obj_id) in entries.items()
+    )
+    return [item[0] for item in items], [_tree_entry(name, mode, obj_id) for _key, name, mode, obj_id in items]
 
 
 class GitObject:
@@ -597,9 +608,9 @@ class GitStore:
         self, base_id: bytes | None, entries: Mapping[bytes, tuple[int, bytes]], changed: Iterable[bytes]
     ) -> GitObject:
         """The tree ``entries`` (byte for byte :meth:`tree`), which differs from the tree
-        ``base_id`` at most in the names ``changed``. When this object built ``base_id`` lately,
-        only those entries are serialised again (a tree of 256 entries costs what one of a few
-        does); otherwise the whole tree is."""
+        ``base_id`` at most in the names ``changed``. When this object built or read ``base_id``
+        lately, only those entries are serialised again (a tree of 256 entries costs what one of
+        a few does); otherwise the whole tree is."""
         cached = self._tree_parts.get(base_id) if base_id is not None else None
         if cached is None:
             keys, parts = _tree_parts(entries)
@@ -617,11 +628,14 @@ class GitStore:
                     keys.insert(i, key)
                     parts.insert(i, _tree_entry(name, *new))
         tree = GitObject(b"tree", b"".join(parts))
-        self._tree_parts[tree.id] = (keys, parts)
-        self._tree_parts.move_to_end(tree.id)
+        self._keep_parts(tree.id, (keys, parts))
+        return tree
+
+    def _keep_parts(self, tree_id: bytes, parts: tuple[list[bytes], list[bytes]]) -> None:
+        self._tree_parts[tree_id] = parts
+        self._tree_parts.move_to_end(tree_id)
         if len(self._tree_parts) > _TREE_PARTS_ENTRIES:
             self._tree_parts.popitem(last=False)
-        return tree
 
     @staticmethod
     def commit(
@@ -1172,9 +1186,12 @@ class GitStore:
             raise IntegrityError()  # damaged: the content does not match its id
         return body
 
-    def read_tree(self, obj_id: bytes) -> dict[bytes, tuple[int, bytes]]:
-        """Entries of a tree, refusing any name, mode or order memvault never writes."""
-        entries, problem = parse_tree_strict(self._raw_tree(obj_id))
+    def read_tree(
+        self, obj_id: bytes, parts: tuple[list[bytes], list[bytes]] | None = None
+    ) -> dict[bytes, tuple[int, bytes]]:
+        """Entries of a tree, refusing any name, mode or order memvault never writes (``parts``:
+        see :func:`parse_tree_strict`)."""
+        entries, problem = parse_tree_strict(self._raw_tree(obj_id), parts)
         if problem is not None:
             raise IntegrityError(f"The store's git repository holds a tree memvault did not write: {problem}.")
         return entries
@@ -1186,8 +1203,10 @@ class GitStore:
         not modify the result. (:meth:`read_tree` always reads, for ``verify``.)"""
         entries = self._trees.get(obj_id)
         if entries is None:
-            entries = self.read_tree(obj_id)
+            parts: tuple[list[bytes], list[bytes]] = ([], [])
+            entries = self.read_tree(obj_id, parts)
             self.remember_tree(obj_id, entries)
+            self._keep_parts(obj_id, parts)  # so that a commit changing it patches it
         return entries
 
     def remember_tree(self, obj_id: bytes, entries: dict[bytes, tuple[int, bytes]]) -> None:

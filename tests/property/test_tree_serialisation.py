@@ -71,3 +71,34 @@ def test_an_unknown_base_builds_the_whole_tree(tmp_path: Path) -> None:
         assert tree.as_raw_string() == dulwich_tree(entries)[0]
     finally:
         git.close()
+
+
+@settings(max_examples=40, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.dictionaries(NAMES, ENTRY, min_size=1, max_size=12), STEPS)
+def test_trees_read_back_are_patched_like_trees_built_here(
+    tmp_path: Path, start: dict[bytes, tuple[int, bytes]], steps: list[list[tuple[bytes, tuple[int, bytes] | None]]]
+) -> None:
+    """A tree this object read (another process wrote it) is patched from the bytes it read."""
+    repo = tmp_path / f"repo-{os.urandom(4).hex()}"
+    writer = GitStore.init(repo, durable=False)
+    tree = GitStore.tree(start)
+    writer.write_pack([tree])
+    writer.close()
+    git = GitStore(repo, durable=False)
+    try:
+        entries = dict(git.tree_entries(tree.id))
+        assert entries == start
+        base: bytes | None = tree.id
+        for step in steps:
+            changed = []
+            for name, value in step:
+                changed.append(name)
+                if value is None:
+                    entries.pop(name, None)
+                else:
+                    entries[name] = value
+            new = git.tree_update(base, entries, changed)
+            assert (new.as_raw_string(), new.id) == dulwich_tree(entries)
+            base = new.id
+    finally:
+        git.close()

@@ -213,17 +213,23 @@ def test_a_failure_while_packing_loses_nothing(tmp_path: Path, monkeypatch: pyte
     assert not [p for p in _pack_files(tmp_path / "s") if p.name.startswith("tmp_")]
 
 
-def test_damaged_loose_object_stays_loose_and_is_reported(tmp_path: Path) -> None:
-    store = make_store(tmp_path / "s", StoreSettings(durability="none"))
-    _edits(store, 2)
-    unpack_to_loose(store)
-    node = store.snapshot().get(parse_path("/memories/n000.md", store.settings))
+def _damage_loose_blob(store: memvault.MemoryStore, path: str) -> tuple[bytes, Path]:
+    """Flip a bit in the loose content blob of ``path``; return its id and file."""
+    node = store.snapshot().get(parse_path(path, store.settings))
     assert node is not None
-    obj = tmp_path / "s" / "repo" / "objects" / node.blob_id[:2].decode() / node.blob_id[2:].decode()
+    obj = store.root / "repo" / "objects" / node.blob_id[:2].decode() / node.blob_id[2:].decode()
     obj.chmod(0o600)
     raw = bytearray(obj.read_bytes())
     raw[-5] ^= 0x01
     obj.write_bytes(bytes(raw))
+    return node.blob_id, obj
+
+
+def test_damaged_loose_object_stays_loose_and_is_reported(tmp_path: Path) -> None:
+    store = make_store(tmp_path / "s", StoreSettings(durability="none"))
+    _edits(store, 2)
+    unpack_to_loose(store)
+    _, obj = _damage_loose_blob(store, "/memories/n000.md")
     store.maintain()
     assert store.git.loose_count() == 1 and obj.exists()  # not packed under another id
     with memvault.MemoryStore.open(tmp_path / "s", passphrase=PASSPHRASE, check_head=False) as again:
@@ -253,16 +259,7 @@ def test_a_batch_of_damaged_loose_objects_does_not_stop_packing(
     _edits(store, 3)
     unpack_to_loose(store)
     total = store.git.loose_count()
-    damaged = []
-    for name in ("/memories/n000.md", "/memories/n001.md"):
-        node = store.snapshot().get(parse_path(name, store.settings))
-        assert node is not None
-        obj = tmp_path / "s" / "repo" / "objects" / node.blob_id[:2].decode() / node.blob_id[2:].decode()
-        obj.chmod(0o600)
-        raw = bytearray(obj.read_bytes())
-        raw[-5] ^= 0x01
-        obj.write_bytes(bytes(raw))
-        damaged.append(node.blob_id)
+    damaged = [_damage_loose_blob(store, name)[0] for name in ("/memories/n000.md", "/memories/n001.md")]
     object_store = store.git._repo.object_store
     real_iter = type(object_store)._iter_loose_objects
     reads: list[bytes] = []

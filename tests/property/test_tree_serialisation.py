@@ -24,6 +24,18 @@ ENTRY = st.tuples(st.sampled_from([MODE_BLOB, MODE_TREE]), IDS)
 STEPS = st.lists(st.lists(st.tuples(NAMES, st.none() | ENTRY), min_size=1, max_size=4), min_size=1, max_size=12)
 
 
+def apply_step(
+    entries: dict[bytes, tuple[int, bytes]], step: list[tuple[bytes, tuple[int, bytes] | None]]
+) -> list[bytes]:
+    """Apply one step's changes to ``entries``; return the names it touched."""
+    for name, value in step:
+        if value is None:
+            entries.pop(name, None)
+        else:
+            entries[name] = value
+    return [name for name, _ in step]
+
+
 def dulwich_tree(entries: dict[bytes, tuple[int, bytes]]) -> tuple[bytes, bytes]:
     tree = Tree()
     for name, (mode, obj_id) in entries.items():
@@ -47,14 +59,7 @@ def test_patched_trees_match_dulwich(tmp_path: Path, steps: list[list[tuple[byte
         entries: dict[bytes, tuple[int, bytes]] = {}
         base: bytes | None = None
         for step in steps:
-            changed = []
-            for name, value in step:
-                changed.append(name)
-                if value is None:
-                    entries.pop(name, None)
-                else:
-                    entries[name] = value
-            tree = git.tree_update(base, entries, changed)
+            tree = git.tree_update(base, entries, apply_step(entries, step))
             raw, tree_id = dulwich_tree(entries)
             assert tree.as_raw_string() == raw
             assert tree.id == tree_id
@@ -90,14 +95,7 @@ def test_trees_read_back_are_patched_like_trees_built_here(
         assert entries == start
         base: bytes | None = tree.id
         for step in steps:
-            changed = []
-            for name, value in step:
-                changed.append(name)
-                if value is None:
-                    entries.pop(name, None)
-                else:
-                    entries[name] = value
-            new = git.tree_update(base, entries, changed)
+            new = git.tree_update(base, entries, apply_step(entries, step))
             assert (new.as_raw_string(), new.id) == dulwich_tree(entries)
             base = new.id
     finally:

@@ -12,8 +12,10 @@ and its index is treated as hostile:
   the zlib stream is inflated to at most that size plus one byte (a zlib bomb stops there) and
   must end exactly at it;
 - a delta (``OFS_DELTA``/``REF_DELTA``, in packs ``git gc`` wrote) is resolved here too, with
-  its base in the same pack, through at most :data:`MAX_DELTA_DEPTH` bases, every step bounded
-  the same way;
+  its base in the same pack, through at most :data:`MAX_DELTA_DEPTH` bases and
+  :data:`MAX_DELTA_BYTES` of delta instructions, every step bounded the same way and all the
+  intermediate results together to four times the object bound (so a crafted chain costs
+  seconds of CPU, not minutes);
 - what is returned hashes to the id asked for (SHA-1 of git's object header and body).
 
 A pack file is held open (read with ``pread``, never mapped: a file truncated under the reader
@@ -37,12 +39,17 @@ import threading
 import weakref
 import zlib
 
-from .errors import IntegrityError
+from .errors import IntegrityError, StorageError
 
-__all__ = ["PackReader", "read_pack_index", "MAX_DELTA_DEPTH"]
+__all__ = ["PackReader", "read_pack_index", "MAX_DELTA_DEPTH", "MAX_DELTA_BYTES"]
 
 #: Longest delta chain resolved (git's own maximum ``pack.depth``).
-MAX_DELTA_DEPTH = 4095
+MAX_DELTA_DEPTH = 250
+#: Most delta bytes (inflated) one lookup may apply: a hostile chain of tiny copy instructions
+#: costs ~2 us each in Python, so this bounds the CPU time of a lookup (memvault never writes
+#: deltas; those ``git gc`` makes of memvault's trees are a few hundred bytes, and ciphertext
+#: does not delta).
+MAX_DELTA_BYTES = 16 * 1024 * 1024
 _PACK_SIGNATURES = (b"PACK\0\0\0\2", b"PACK\0\0\0\3")
 _TYPE_NAMES = {1: b"commit", 2: b"tree", 3: b"blob", 4: b"tag"}
 _OFS_DELTA = 6
@@ -216,6 +223,9 @@ class PackReader:
         self._order: tuple[_Pack, ...] = ()
         #: Packs refused, by base, with the identity of the index refused (not read again).
         self._refused: dict[str, tuple[int, int, int, int, int]] = {}
+        #: Why a pack listed at the last rescan could not be opened (out of descriptors, EIO,
+        #: permission), if one could not: an object not found is then not known to be absent.
+        self._unreadable: OSError | None = None
         self._scanned = False
 
     def close(self) -> None:
@@ -248,26 +258,33 @@ class PackReader:
 
     def _rescan(self) -> bool:
         self._scanned = True
+        self._unreadable = None
         try:
             names = set(os.listdir(self._dir))
         except FileNotFoundError:
             names = set()
-        except OSError:
-            raise IntegrityError() from None
+        except OSError as err:
+            raise _storage_error(err) from None
         bases = {f"{self._dir}/{n[:-5]}" for n in names if n.endswith(".pack") and n[:-5] + ".idx" in names}
         packs = {b: p for b, p in self._packs.items() if b in bases and _signature(os.fstat(p.fd)) == p.sig}
         changed = len(packs) != len(self._packs)
         for base in bases - packs.keys():
             try:
                 sig = _signature(os.stat(base + ".idx"))
-            except OSError:
+            except FileNotFoundError:
+                continue  # gone meanwhile
+            except OSError as err:
+                self._unreadable = err
                 continue
             if self._refused.get(base) == sig:
                 continue
             try:
                 packs[base] = _Pack(base, self._max)
-            except OSError:
-                continue  # gone meanwhile, or unreadable for now (e.g. out of descriptors): retried
+            except FileNotFoundError:
+                continue  # gone meanwhile
+            except OSError as err:
+                self._unreadable = err  # unreadable for now (e.g. out of descriptors): retried
+                continue
             except (IntegrityError, ValueError, struct.error):
                 self._refused[base] = sig
                 continue
@@ -283,7 +300,17 @@ class PackReader:
         listed only at the first use)."""
         if not self._scanned:
             self.rescan()
-        return any(pack.find(raw_id) >= 0 for pack in self._order)
+        if any(pack.find(raw_id) >= 0 for pack in self._order):
+            return True
+        self._not_found()
+        return False
+
+    def _not_found(self) -> None:
+        """Raise :class:`StorageError` if a pack could not be opened at the last rescan: the
+        object may be in it, and "absent" would read as a rollback or as damage."""
+        err = self._unreadable
+        if err is not None:
+            raise _storage_error(err)
 
     def get(self, raw_id: bytes) -> tuple[int, bytes] | None:
         """``(type number, body)`` of the object ``raw_id`` from the packs this reader knows,
@@ -299,6 +326,7 @@ class PackReader:
                     if offset >= 0:
                         break
                 else:
+                    self._not_found()
                     return None
                 try:
                     type_num, body = self._read(pack, offset)
@@ -323,25 +351,29 @@ class PackReader:
             if _signature(os.fstat(pack.fd)) != pack.sig:
                 raise _Stale()
             return self._resolve(pack.fd, pack, offset)
-        except OSError:
-            raise IntegrityError() from None
+        except OSError as err:
+            raise _storage_error(err) from None  # EIO and the like: the disk's fault, not damage
 
     def _resolve(self, fd: int, pack: _Pack, offset: int) -> tuple[int, bytes]:
         """The type and body at ``offset``, following delta bases within the pack."""
         deltas: list[tuple[int, int]] = []  # (offset of a delta's zlib stream, its size)
+        delta_bytes = 0
         while True:
             type_num, size, head, at, base_offset, base_id = self._entry(fd, pack, offset)
             if type_num in _TYPE_NAMES:
                 body = self._inflate(fd, pack, offset + at, size, memoryview(head)[at:])
                 break
-            if len(deltas) >= MAX_DELTA_DEPTH:
-                raise IntegrityError()  # too long a chain, or a cycle of REF_DELTA bases
+            delta_bytes += size
+            if len(deltas) >= MAX_DELTA_DEPTH or delta_bytes > MAX_DELTA_BYTES:
+                raise IntegrityError()  # too long a chain, a cycle of REF_DELTA bases, or a delta bomb
             deltas.append((offset + at, size))
             offset = base_offset if type_num == _OFS_DELTA else pack.find(base_id)
             if offset < 0:
                 raise IntegrityError()  # a base outside this pack (a thin pack is never stored)
+        budget = 4 * self._max  # all intermediate results: a chain must not rebuild a large one again and again
         for start, size in reversed(deltas):
-            body = _apply_delta(body, self._inflate(fd, pack, start, size, b""), self._max)
+            body = _apply_delta(body, self._inflate(fd, pack, start, size, b""), min(self._max, budget))
+            budget -= len(body)
         return type_num, body
 
     def _entry(self, fd: int, pack: _Pack, offset: int) -> tuple[int, int, bytes, int, int, bytes]:
@@ -444,6 +476,10 @@ def _delta_size(delta: bytes, i: int) -> tuple[int, int]:
         shift += 7
         if not c & 0x80:
             return size, i
+
+
+def _storage_error(err: OSError) -> StorageError:
+    return StorageError.from_read_error(err, what="The store's git objects")
 
 
 def _apply_delta(base: bytes, delta: bytes, max_bytes: int) -> bytes:

@@ -319,6 +319,15 @@ class _Verifier:
     def read_head(self) -> bytes | None:
         try:
             head = self.git.head()
+            for _attempt in range(3):
+                # The branch is overwritten in place (format.md §7 step 4): a value read during
+                # that write names no commit. A branch that moved since is read again.
+                if head is None or not self.absent(head):
+                    break
+                again = self.git.head()
+                if again == head:
+                    break
+                head = again
         except IntegrityError:
             self.add("error", "bad-ref", "The branch refs/heads/main is damaged.")
             return None

@@ -21,6 +21,7 @@ from memvault.errors import IntegrityError
 from memvault.gitstore import GitStore
 from memvault.paths import parse_path
 from memvault.settings import StoreSettings
+from memvault.verify import verify
 
 
 def _put(store: memvault.MemoryStore, name: str, text: str) -> None:
@@ -152,3 +153,27 @@ def test_a_packed_branch_gets_an_owner_only_loose_ref_whatever_the_umask(tmp_pat
     finally:
         os.umask(old)
     assert stat.S_IMODE((repo / "refs" / "heads").stat().st_mode) == 0o700
+
+
+def test_verify_that_reads_a_half_written_branch_reads_it_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = make_store(tmp_path / "s", StoreSettings(durability="full"))
+    _put(store, "a.md", "a\n")
+    old = store.head[0]
+    _put(store, "b.md", "b\n")
+    new = store.head[0]
+    torn = new[:20] + old[20:]
+    real_head = GitStore.head
+    calls: list[bytes | None] = []
+
+    def head_torn_once(self: GitStore) -> bytes | None:
+        value = torn if not calls else real_head(self)
+        calls.append(value)
+        return value
+
+    monkeypatch.setattr(GitStore, "head", head_torn_once)
+    report = verify(store)
+    assert calls[0] == torn
+    assert report.ok, [p.code for p in report.problems]
+    assert report.head == new.decode()

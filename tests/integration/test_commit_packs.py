@@ -729,3 +729,129 @@ def test_pack_reader_on_randomly_damaged_packs_raises_only_integrity_errors(tmp_
             outcomes["none" if got is None else "intact"] = outcomes.get("none" if got is None else "intact", 0) + 1
         reader.close()
     assert set(outcomes) == {"refused", "none", "intact"}
+
+
+def _ofs_entry(delta: bytes, distance: int) -> bytes:
+    """An OFS_DELTA entry whose base starts ``distance`` bytes before it (git's encoding)."""
+    import zlib
+
+    encoded = [distance & 0x7F]
+    rest = distance >> 7
+    while rest:
+        rest -= 1
+        encoded.insert(0, 0x80 | (rest & 0x7F))
+        rest >>= 7
+    return gitstore._entry_header(6, len(delta)) + bytes(encoded) + zlib.compress(delta)
+
+
+def _delta_size(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte, n = n & 0x7F, n >> 7
+        out.append(byte | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+def _copy_chain(tmp_path: Path, name: str, base_size: int, links: int) -> tuple[Path, bytes, bytes]:
+    """A pack: a blob of ``base_size`` zeros, then ``links`` OFS_DELTAs, each copying the whole
+    previous object, the last one appending b"X". Returns (directory, final id, final body)."""
+    base = gitstore.GitStore.blob(bytes(base_size))
+    ops = b""
+    for start in range(0, base_size, 0x10000):  # copy 64 KiB at offset `start` (offset bytes 2 and 3)
+        ops += b"\x8c" + bytes([(start >> 16) & 0xFF, (start >> 24) & 0xFF])
+    same = _delta_size(base_size) + _delta_size(base_size) + ops
+    final_body = bytes(base_size) + b"X"
+    last = _delta_size(base_size) + _delta_size(base_size + 1) + ops + b"\x01X"
+    entries = [(_raw_id(base), _entry(3, base.as_raw_string()))]
+    for i in range(links):
+        delta = last if i == links - 1 else same
+        raw_id = _raw_id(gitstore.GitStore.blob(final_body)) if i == links - 1 else bytes([i + 1]) * 20
+        entries.append((raw_id, _ofs_entry(delta, len(entries[-1][1]))))
+    pack, idx = _forge_pack(entries)
+    _install(tmp_path / name, pack, idx)
+    return tmp_path / name, entries[-1][0], final_body
+
+
+def test_pack_reader_bounds_the_work_of_a_delta_chain(tmp_path: Path) -> None:
+    """A chain that rebuilds a large object again and again stops once its intermediate results
+    together pass four times the object bound; a shorter one of the same kind reads."""
+    from memvault.packread import PackReader
+
+    bound = 1 << 20  # 256 KiB objects: four times the bound is 16 of them
+    ok_dir, ok_id, ok_body = _copy_chain(tmp_path, "short", 256 * 1024, 12)
+    reader = PackReader(str(ok_dir), bound)
+    assert reader.get(ok_id) == (3, ok_body)
+    reader.close()
+    bad_dir, bad_id, _ = _copy_chain(tmp_path, "long", 256 * 1024, 20)
+    reader = PackReader(str(bad_dir), bound)
+    with pytest.raises(IntegrityError):
+        reader.get(bad_id)
+    reader.close()
+
+
+def test_pack_reader_bounds_the_delta_bytes_of_a_lookup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from memvault import packread
+    from memvault.packread import PackReader
+
+    monkeypatch.setattr(packread, "MAX_DELTA_BYTES", 64 * 1024)
+    ok_dir, ok_id, ok_body = _copy_chain(tmp_path, "few", 64 * 1024, 3)  # ~3 bytes of instructions per link
+    reader = PackReader(str(ok_dir), 1 << 20)
+    assert reader.get(ok_id) == (3, ok_body)
+    reader.close()
+    base = gitstore.GitStore.blob(b"")
+    big = bytes(70 * 1024)  # inserted, 127 bytes per instruction: more than 64 KiB of delta
+    ops = b"".join(bytes([len(big[i : i + 127])]) + big[i : i + 127] for i in range(0, len(big), 127))
+    delta = _delta_size(0) + _delta_size(len(big)) + ops
+    target = gitstore.GitStore.blob(big)
+    base_entry = _entry(3, base.as_raw_string())
+    pack, idx = _forge_pack([(_raw_id(base), base_entry), (_raw_id(target), _ofs_entry(delta, len(base_entry)))])
+    _install(tmp_path / "big", pack, idx)
+    reader = PackReader(str(tmp_path / "big"), 1 << 20)
+    with pytest.raises(IntegrityError):
+        reader.get(_raw_id(target))
+    monkeypatch.setattr(packread, "MAX_DELTA_BYTES", 1 << 20)
+    assert reader.get(_raw_id(target)) == (3, big)  # the same delta under a larger budget
+    reader.close()
+
+
+def test_pack_reader_reports_a_pack_it_cannot_open_as_a_storage_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Out of descriptors (or EIO, EACCES) while opening a pack: an object not found in the other
+    packs is not "absent" (which a store would read as a rollback or damage) but a StorageError;
+    a failed read of a pack is one too. Both work again once the fault is gone."""
+    import errno
+
+    from memvault import packread
+    from memvault.errors import StorageError
+    from memvault.packread import PackReader
+
+    blob = gitstore.GitStore.blob(b"content")
+    pack, idx, _ = gitstore.build_pack([blob], 0)
+    _install(tmp_path / "p", pack, idx)
+    real_init = packread._Pack.__init__
+
+    def emfile(self: object, *args: object) -> None:
+        raise OSError(errno.EMFILE, os.strerror(errno.EMFILE))
+
+    monkeypatch.setattr(packread._Pack, "__init__", emfile)
+    reader = PackReader(str(tmp_path / "p"), 1 << 20)
+    with pytest.raises(StorageError, match="could not be read"):
+        reader.contains(_raw_id(blob))
+    with pytest.raises(StorageError):
+        reader.get(_raw_id(blob))
+    monkeypatch.setattr(packread._Pack, "__init__", real_init)
+    reader.rescan()
+    assert reader.get(_raw_id(blob)) == (3, b"content")
+
+    def eio(*args: object) -> bytes:
+        raise OSError(errno.EIO, os.strerror(errno.EIO))
+
+    monkeypatch.setattr(packread.os, "pread", eio)
+    with pytest.raises(StorageError) as caught:
+        reader.get(_raw_id(blob))
+    assert not isinstance(caught.value, IntegrityError)
+    monkeypatch.undo()
+    assert reader.get(_raw_id(blob)) == (3, b"content")
+    reader.close()

@@ -520,7 +520,7 @@ class GitStore:
         """
         if self.head() != old:
             return False
-        if old is not None and self._move_in_place(new):
+        if old is not None and self._move_in_place(old, new):
             return True
         sync = self._durable and (old is None or not self._syncfs)
         lock = self._ref_lock
@@ -543,12 +543,13 @@ class GitStore:
             fsync_dir(self._ref_file.parent)
         return True
 
-    def _move_in_place(self, new: bytes) -> bool:
+    def _move_in_place(self, old: bytes, new: bytes) -> bool:
         """Overwrite the loose branch file's one line in place (one ``pwrite`` of 41 bytes into a
         block the file already has): no new file, no rename, no block freed. False, with nothing
         written, unless the branch file is a regular file with one link (so no other name shares
         the write), exactly one ref line long, and writable; the caller then uses the lock
-        protocol, which also replaces a value a failed write left torn."""
+        protocol, which also replaces a value a failed write left torn (the old value is first
+        written back, so that it stands if the lock protocol fails too)."""
         try:
             fd = os.open(self._ref_path, _O_REF_WRITE)
         except OSError:  # missing (a packed branch), read-only, a FIFO without reader, a symlink
@@ -570,6 +571,10 @@ class GitStore:
                 if self._durable and not self._syncfs:
                     os.fdatasync(fd)
             except OSError:
+                try:  # put the old value back, so that a failing lock protocol leaves it too
+                    pwrite_all(fd, old + b"\n", 0)
+                except OSError:
+                    pass  # the lock protocol replaces the file whole, or the command fails
                 return False
         finally:
             os.close(fd)

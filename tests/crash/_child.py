@@ -178,7 +178,7 @@ def arm(point: str, action: Callable[[], None] = die) -> None:
         # (packed, hard-linked, another size) gets: force it here.
         import memvault.gitstore
 
-        GitStore._move_in_place = lambda self, new: False  # type: ignore[method-assign]
+        GitStore._move_in_place = lambda self, old, new: False  # type: ignore[method-assign]
         real_replace = os.replace
 
         def replace(src: Any, dst: Any) -> None:

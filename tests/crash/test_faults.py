@@ -323,7 +323,7 @@ def test_short_write_of_the_branch_value(
     template: tuple[Path, State, dict[str, State]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The lock protocol (what a branch file that cannot be overwritten in place gets)."""
-    monkeypatch.setattr(gitstore.GitStore, "_move_in_place", lambda self, new: False)
+    monkeypatch.setattr(gitstore.GitStore, "_move_in_place", lambda self, old, new: False)
     src, before, _ = template
     path = tmp_path / "store"
     shutil.copytree(src, path)
@@ -376,6 +376,43 @@ def test_failed_write_in_place_falls_back_to_the_lock_protocol(
     assert fresh.head[0] == ref.read_bytes().strip() == store.head[0]
     assert torn[0] not in (old_value, ref.read_bytes())  # the failed write had torn the branch
     assert read_state(fresh) == afters["str_replace"]
+    assert_clean(fresh)
+
+
+def test_failed_write_in_place_and_failed_lock_protocol_leave_the_old_branch(
+    template: tuple[Path, State, dict[str, State]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Half the new value written in place, then EIO, and the lock protocol fails too (disk
+    full): the old value is written back first, so the branch is intact and names the old
+    commit; the command fails with StorageError and leaves the store as it was."""
+    src, before, _ = template
+    path = tmp_path / "store"
+    shutil.copytree(src, path)
+    ref = path / "repo" / "refs" / "heads" / "main"
+    old_value = ref.read_bytes()
+    real = gitstore.pwrite_all
+    writes: list[bytes] = []
+
+    def first_half_then_eio(fd: int, data: bytes, offset: int) -> None:
+        writes.append(data)
+        if len(writes) == 1:
+            real(fd, data[:20], offset)
+            raise OSError(errno.EIO, os.strerror(errno.EIO))
+        real(fd, data, offset)
+
+    def disk_full(self: object, lock: str) -> int:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(gitstore, "pwrite_all", first_half_then_eio)
+    monkeypatch.setattr(gitstore.GitStore, "_create_ref_lock", disk_full)
+    store = open_store(path)
+    with pytest.raises(StorageError):
+        run(store, COMMANDS["str_replace"])
+    assert writes == [writes[0], old_value] and writes[0] != old_value
+    assert ref.read_bytes() == old_value
+    monkeypatch.undo()
+    fresh = open_store(path)
+    assert read_state(fresh) == before
     assert_clean(fresh)
 
 

@@ -263,18 +263,18 @@ def test_a_batch_of_damaged_loose_objects_does_not_stop_packing(
     object_store = store.git._repo.object_store
     real_iter = type(object_store)._iter_loose_objects
     reads: list[bytes] = []
-    real_get = gitstore.GitStore._get
+    real_read = gitstore.GitStore._read_loose_any
 
     def damaged_first(self: object) -> object:
         ids = list(real_iter(self))  # type: ignore[arg-type]
         return iter(sorted(ids, key=lambda i: bytes(i) not in damaged))
 
-    def counting_get(self: gitstore.GitStore, obj_id: bytes) -> object:
+    def counting_read(self: gitstore.GitStore, obj_id: bytes) -> tuple[bytes, bytes] | None:
         reads.append(bytes(obj_id))
-        return real_get(self, obj_id)
+        return real_read(self, obj_id)
 
     monkeypatch.setattr(type(object_store), "_iter_loose_objects", damaged_first)
-    monkeypatch.setattr(gitstore.GitStore, "_get", counting_get)
+    monkeypatch.setattr(gitstore.GitStore, "_read_loose_any", counting_read)
     assert store.git.pack_loose(batch=1) == total - 2
     assert store.git.loose_count() == 2
     assert sorted(r for r in reads if r in damaged) == sorted(damaged)  # each damaged one read once

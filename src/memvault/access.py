@@ -18,6 +18,7 @@ is damaged (:class:`~memvault.errors.IntegrityError`) rather than treating every
 
 from __future__ import annotations
 
+import errno
 import struct
 import threading
 import time
@@ -26,7 +27,7 @@ from pathlib import Path
 from typing import Final
 
 from . import crypto
-from .errors import IntegrityError
+from .errors import IntegrityError, StorageError
 from .fsutil import atomic_write, read_bounded
 
 __all__ = ["AccessTimes", "FILE_NAME", "RESOLUTION", "FLUSH_SECONDS"]
@@ -107,8 +108,13 @@ class AccessTimes:
             sealed = read_bounded(self._path, _MAX_FILE_BYTES)
         except FileNotFoundError:
             return {}
-        except OSError:  # also a FIFO, a directory or a file larger than memvault writes it
-            raise IntegrityError("The store's access-time file cannot be read.") from None
+        except OSError as err:
+            if err.errno in (None, errno.EISDIR, errno.ELOOP, errno.ENOTDIR, errno.ENXIO):
+                # a FIFO, a directory, a file larger than memvault writes it: damage
+                raise IntegrityError("The store's access-time file cannot be read.") from None
+            # EIO, out of descriptors, permission: the disk's fault. Not damage, which flush()
+            # would answer by replacing the file (and every other session's read times).
+            raise StorageError.from_read_error(err, what="The store's access-time file") from None
         return decode(self._key, self._store_id, sealed)
 
     def last_read(self) -> dict[bytes, float]:

@@ -283,6 +283,8 @@ class _Verifier:
     def check_access_times(self) -> None:
         try:
             self.store.access_times.last_read()
+        except StorageError as err:
+            self.add("warning", "bad-access-times", f"{err} expire cannot run until it can.")
         except IntegrityError:
             self.add(
                 "warning",

@@ -176,3 +176,42 @@ def test_closing_a_store_object_that_missed_new_files_keeps_their_read_times(tmp
     assert set(reads) == {_token(again, p) for p in ("/memories/read.md", "/memories/new.md", "/memories/fresh.md")}
     assert old_token not in reads
     again.close()
+
+
+def test_a_transient_fault_reading_the_access_file_loses_no_read_times(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """EMFILE/EIO while reading the access-time file is a StorageError, not damage: the merge
+    keeps this session's reads pending instead of replacing the file (and every other session's
+    read times), and succeeds once the fault is gone."""
+    import errno
+    import os
+
+    from memvault.errors import StorageError
+
+    store = _store(tmp_path)
+    tool = memvault.MemoryTool(store)
+    tool.call({"command": "view", "path": "/memories/read.md"})
+    assert store.flush_access_times()
+    tool.call({"command": "view", "path": "/memories/fresh.md"})
+    real = access.read_bounded
+
+    def emfile(path: object, limit: int) -> bytes:
+        raise OSError(errno.EMFILE, os.strerror(errno.EMFILE))
+
+    monkeypatch.setattr(access, "read_bounded", emfile)
+    with pytest.raises(StorageError):
+        store.access_times.last_read()
+    assert "bad-access-times" in {p.code for p in verify(store).problems}
+    assert not store.flush_access_times()  # reads stay pending
+    monkeypatch.setattr(access, "read_bounded", real)
+    assert set(memvault.MemoryStore.open(tmp_path / "s", passphrase=PASSPHRASE).access_times.last_read()) == {
+        _token(store, "/memories/read.md")
+    }
+    assert store.flush_access_times()
+    store.close()
+    again = memvault.MemoryStore.open(tmp_path / "s", passphrase=PASSPHRASE)
+    assert set(again.access_times.last_read()) == {
+        _token(again, p) for p in ("/memories/read.md", "/memories/fresh.md")
+    }
+    again.close()

@@ -633,6 +633,10 @@ class GitStore:
                     keys.insert(i, key)
                     parts.insert(i, _tree_entry(name, *new))
         tree = GitObject(b"tree", b"".join(parts))
+        if base_id is not None and cached is not None and base_id != tree.id:
+            # The new tree supersedes its base: keep the cache for the trees of the newest state
+            # (a commit that then fails costs one whole rebuild of this tree, nothing else).
+            del self._tree_parts[base_id]
         self._keep_parts(tree.id, (keys, parts))
         return tree
 

@@ -100,3 +100,20 @@ def test_trees_read_back_are_patched_like_trees_built_here(
             base = new.id
     finally:
         git.close()
+
+
+def test_a_superseded_base_is_rebuilt_whole_and_right(tmp_path: Path) -> None:
+    """After a tree is patched into a new one, its cached entries are dropped; building from it
+    again (a commit that failed and is retried) serialises it whole, still byte for byte."""
+    git = GitStore.init(tmp_path / "repo", durable=False)
+    try:
+        entries = {b"a": (MODE_BLOB, b"1" * 40), b"b": (MODE_TREE, b"2" * 40)}
+        base = git.tree_update(None, entries, [])
+        first = {**entries, b"c": (MODE_BLOB, b"3" * 40)}
+        git.tree_update(base.id, first, [b"c"])
+        assert base.id not in git._tree_parts
+        retry = {**entries, b"d": (MODE_TREE, b"4" * 40)}
+        again = git.tree_update(base.id, retry, [b"d"])
+        assert (again.as_raw_string(), again.id) == dulwich_tree(retry)
+    finally:
+        git.close()

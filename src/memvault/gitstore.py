@@ -1145,7 +1145,13 @@ class GitStore:
             raise IntegrityError()
         raw_id = binascii.a2b_hex(obj_id)
         packs = self._pack_reader
-        found = packs.get(raw_id)
+        try:
+            found = packs.get(raw_id)
+        except IntegrityError:
+            raw = self._read_loose(obj_id, kind)  # an intact loose copy (packing keeps it until the pack is durable)
+            if raw is None:
+                raise
+            return raw
         if found is None:
             raw = self._read_loose(obj_id, kind)
             if raw is not None:

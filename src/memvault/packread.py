@@ -314,32 +314,42 @@ class PackReader:
 
     def get(self, raw_id: bytes) -> tuple[int, bytes] | None:
         """``(type number, body)`` of the object ``raw_id`` from the packs this reader knows,
-        checked against its id; None if none of them lists it. A pack found removed or changed
+        checked against its id (a damaged copy in one pack is passed over for an intact one in
+        another); None if none of them lists it. A pack found removed or changed
         is dropped, the directory listed again and the lookup made again. The directory is
         otherwise listed only at the first use (and by :meth:`rescan`)."""
         with self._lock:
             if not self._scanned:
                 self._rescan()
             for _attempt in range(3):
+                damaged, stale = False, None
                 for pack in self._order:
                     offset = pack.find(raw_id)
-                    if offset >= 0:
+                    if offset < 0:
+                        continue
+                    try:
+                        type_num, body = self._read(pack, offset)
+                    except _Stale:
+                        stale = pack
                         break
-                else:
-                    self._not_found()
-                    return None
-                try:
-                    type_num, body = self._read(pack, offset)
-                except _Stale:
-                    base = pack.path[:-5]
+                    except IntegrityError:
+                        damaged = True
+                        continue  # another pack (e.g. the sources of a merge) may hold it intact
+                    digest = hashlib.sha1(_TYPE_NAMES[type_num] + b" %d\0" % len(body), usedforsecurity=False)
+                    digest.update(body)
+                    if digest.digest() != raw_id:
+                        damaged = True  # the content does not match its id
+                        continue
+                    return type_num, body
+                if stale is not None:
+                    base = stale.path[:-5]
                     self._set({b: p for b, p in self._packs.items() if b != base})
                     self._rescan()
                     continue
-                digest = hashlib.sha1(_TYPE_NAMES[type_num] + b" %d\0" % len(body), usedforsecurity=False)
-                digest.update(body)
-                if digest.digest() != raw_id:
-                    raise IntegrityError()  # damaged: the content does not match its id
-                return type_num, body
+                if damaged:
+                    raise IntegrityError()  # every copy the packs hold is damaged
+                self._not_found()
+                return None
         raise IntegrityError()  # the packs keep changing under this reader
 
     # -- entries ------------------------------------------------------------------------------

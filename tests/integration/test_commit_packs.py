@@ -855,3 +855,40 @@ def test_pack_reader_reports_a_pack_it_cannot_open_as_a_storage_error(
     monkeypatch.undo()
     assert reader.get(_raw_id(blob)) == (3, b"content")
     reader.close()
+
+
+def test_a_damaged_copy_in_one_pack_is_passed_over_for_an_intact_one(tmp_path: Path) -> None:
+    """The pack asked first (most objects) holds a damaged copy of an object, another pack (or a
+    loose file) an intact one: the intact copy is read; with no intact copy, IntegrityError."""
+    from memvault.packread import PackReader
+
+    blob = gitstore.GitStore.blob(b"intact content")
+    fillers = [gitstore.GitStore.blob(b"filler %d" % i) for i in range(5)]
+    damaged = [(_raw_id(f), _entry(3, f.as_raw_string())) for f in fillers] + [
+        (_raw_id(blob), _entry(3, b"damaged content"))
+    ]
+    pack_dir = tmp_path / "repo" / "objects" / "pack"
+    _install(pack_dir, *_forge_pack(sorted(damaged)))
+    reader = PackReader(str(pack_dir), 1 << 20)
+    with pytest.raises(IntegrityError):
+        reader.get(_raw_id(blob))  # the only copy is damaged
+    intact_pack, intact_idx, _ = gitstore.build_pack([blob], 0)
+    _install(pack_dir, intact_pack, intact_idx)
+    reader.rescan()
+    assert reader.get(_raw_id(blob)) == (3, b"intact content")
+    reader.close()
+    # a loose copy stands in for a damaged packed one too
+    (pack_dir / f"pack-{intact_pack[-20:].hex()}.idx").unlink()
+    (pack_dir / f"pack-{intact_pack[-20:].hex()}.pack").unlink()
+    git = gitstore.GitStore.init(tmp_path / "repo2", durable=False)
+    git.close()
+    shutil.rmtree(tmp_path / "repo2" / "objects")
+    shutil.copytree(tmp_path / "repo" / "objects", tmp_path / "repo2" / "objects")
+    git = gitstore.GitStore(tmp_path / "repo2", durable=False)
+    try:
+        with pytest.raises(IntegrityError):
+            git.read_blob(blob.id)
+        git.write([blob])  # the loose writer
+        assert git.read_blob(blob.id) == b"intact content"
+    finally:
+        git.close()

@@ -28,6 +28,7 @@ which the caller runs when the packs it knows do not hold an object. Any damage 
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import itertools
 import operator
@@ -274,7 +275,8 @@ class PackReader:
             except FileNotFoundError:
                 continue  # gone meanwhile
             except OSError as err:
-                self._unreadable = err
+                if err.errno not in _NOT_A_FILE_WE_WROTE:
+                    self._unreadable = err
                 continue
             if self._refused.get(base) == sig:
                 continue
@@ -283,7 +285,10 @@ class PackReader:
             except FileNotFoundError:
                 continue  # gone meanwhile
             except OSError as err:
-                self._unreadable = err  # unreadable for now (e.g. out of descriptors): retried
+                if err.errno in _NOT_A_FILE_WE_WROTE:  # a FIFO, a directory, an oversized index
+                    self._refused[base] = sig
+                else:
+                    self._unreadable = err  # unreadable for now (e.g. out of descriptors): retried
                 continue
             except (IntegrityError, ValueError, struct.error):
                 self._refused[base] = sig
@@ -486,6 +491,11 @@ def _delta_size(delta: bytes, i: int) -> tuple[int, int]:
         shift += 7
         if not c & 0x80:
             return size, i
+
+
+#: errno values (None: raised by memvault for a file that is not regular or too large) that
+#: say a pack file is not one a writer made, rather than that the disk refused to read it.
+_NOT_A_FILE_WE_WROTE = frozenset({None, errno.ELOOP, errno.EISDIR, errno.ENOTDIR, errno.ENXIO})
 
 
 def _storage_error(err: OSError) -> StorageError:

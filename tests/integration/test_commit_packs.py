@@ -892,3 +892,21 @@ def test_a_damaged_copy_in_one_pack_is_passed_over_for_an_intact_one(tmp_path: P
         assert git.read_blob(blob.id) == b"intact content"
     finally:
         git.close()
+
+
+def test_a_pack_whose_index_is_not_a_file_memvault_wrote_is_ignored_not_a_storage_error(tmp_path: Path) -> None:
+    """An index that is too large (or a directory, a FIFO) is refused as before: its objects are
+    absent, the other packs read, and nothing is reported as the disk's fault."""
+    from memvault.packread import PackReader
+
+    good = gitstore.GitStore.blob(b"good")
+    other = gitstore.GitStore.blob(b"other")
+    pack_dir = tmp_path / "p"
+    _install(pack_dir, *gitstore.build_pack([good], 0)[:2])
+    big_pack, big_idx, _ = gitstore.build_pack([other], 0)
+    base = _install(pack_dir, big_pack, big_idx)
+    base.with_suffix(".idx").write_bytes(big_idx + bytes(4096))  # larger than the reader's bound
+    reader = PackReader(str(pack_dir), 2048)
+    assert reader.get(_raw_id(good)) == (3, b"good")
+    assert not reader.contains(_raw_id(other)) and reader.get(_raw_id(other)) is None
+    reader.close()

@@ -33,6 +33,21 @@ def _read(store: memvault.MemoryStore, name: str) -> bytes:
         return txn.read(parse_path(f"/memories/{name}"))
 
 
+def _branch_read_torn_once(monkeypatch: pytest.MonkeyPatch, torn: bytes) -> list[bytes | None]:
+    """Make the first branch read return ``torn`` (a value read mid-write), the later ones the
+    file; returns the values read, in order."""
+    real_head = GitStore.head
+    calls: list[bytes | None] = []
+
+    def head_torn_once(self: GitStore) -> bytes | None:
+        value = torn if not calls else real_head(self)
+        calls.append(value)
+        return value
+
+    monkeypatch.setattr(GitStore, "head", head_torn_once)
+    return calls
+
+
 def _ref(path: Path) -> Path:
     return path / "repo" / "refs" / "heads" / "main"
 
@@ -106,15 +121,7 @@ def test_a_reader_that_reads_a_half_written_branch_reads_it_again(
     new = writer.head[0]
     torn = new[:20] + old[20:]
     assert torn not in (old, new)
-    real_head = GitStore.head
-    calls: list[bytes | None] = []
-
-    def head_torn_once(self: GitStore) -> bytes | None:
-        value = torn if not calls else real_head(self)
-        calls.append(value)
-        return value
-
-    monkeypatch.setattr(GitStore, "head", head_torn_once)
+    calls = _branch_read_torn_once(monkeypatch, torn)
     assert _read(reader, "b.md") == b"b\n"
     assert calls[0] == torn and new in calls
     assert reader.head[0] == new
@@ -164,15 +171,7 @@ def test_verify_that_reads_a_half_written_branch_reads_it_again(
     _put(store, "b.md", "b\n")
     new = store.head[0]
     torn = new[:20] + old[20:]
-    real_head = GitStore.head
-    calls: list[bytes | None] = []
-
-    def head_torn_once(self: GitStore) -> bytes | None:
-        value = torn if not calls else real_head(self)
-        calls.append(value)
-        return value
-
-    monkeypatch.setattr(GitStore, "head", head_torn_once)
+    calls = _branch_read_torn_once(monkeypatch, torn)
     report = verify(store)
     assert calls[0] == torn
     assert report.ok, [p.code for p in report.problems]

@@ -460,6 +460,19 @@ def test_pack_reader_refuses_hostile_entries(tmp_path: Path) -> None:
         assert peak < 4 << 20, name  # never the bomb's 64 MiB
 
 
+def _ofs_entry(delta: bytes, distance: int) -> bytes:
+    """An OFS_DELTA entry whose base starts ``distance`` bytes before it (git's encoding)."""
+    import zlib
+
+    encoded = [distance & 0x7F]
+    rest = distance >> 7
+    while rest:
+        rest -= 1
+        encoded.insert(0, 0x80 | (rest & 0x7F))
+        rest >>= 7
+    return gitstore._entry_header(6, len(delta)) + bytes(encoded) + zlib.compress(delta)
+
+
 def test_pack_reader_resolves_deltas_and_refuses_hostile_ones(tmp_path: Path) -> None:
     """OFS_DELTA and REF_DELTA entries (as ``git gc`` writes them) resolve, bounded; a delta
     that copies outside its base, inserts past its end or misstates a size is refused."""
@@ -474,15 +487,7 @@ def test_pack_reader_resolves_deltas_and_refuses_hostile_ones(tmp_path: Path) ->
     ops = b"\xb1\x00\xf4\x01" + b"\x03NEW" + b"\xb3\xf4\x01\xf4\x01"
     delta = b"\xe8\x07" + bytes([len(target_body) & 0x7F | 0x80, len(target_body) >> 7]) + ops
     base_entry = _entry(3, base.as_raw_string())
-    ofs = len(base_entry)  # the base is the entry right before
-    # git's offset encoding: big-endian base-128 with +1 per continuation byte
-    encoded = [ofs & 0x7F]
-    rest = ofs >> 7
-    while rest:
-        rest -= 1
-        encoded.insert(0, 0x80 | (rest & 0x7F))
-        rest >>= 7
-    ofs_entry = gitstore._entry_header(6, len(delta)) + bytes(encoded) + zlib.compress(delta)
+    ofs_entry = _ofs_entry(delta, len(base_entry))  # the base is the entry right before
     ref_entry = gitstore._entry_header(7, len(delta)) + _raw_id(base) + zlib.compress(delta)
     for kind, entry in (("ofs", ofs_entry), ("ref", ref_entry)):
         pack, idx = _forge_pack([(_raw_id(base), base_entry), (_raw_id(target), entry)])
@@ -729,19 +734,6 @@ def test_pack_reader_on_randomly_damaged_packs_raises_only_integrity_errors(tmp_
             outcomes["none" if got is None else "intact"] = outcomes.get("none" if got is None else "intact", 0) + 1
         reader.close()
     assert set(outcomes) == {"refused", "none", "intact"}
-
-
-def _ofs_entry(delta: bytes, distance: int) -> bytes:
-    """An OFS_DELTA entry whose base starts ``distance`` bytes before it (git's encoding)."""
-    import zlib
-
-    encoded = [distance & 0x7F]
-    rest = distance >> 7
-    while rest:
-        rest -= 1
-        encoded.insert(0, 0x80 | (rest & 0x7F))
-        rest >>= 7
-    return gitstore._entry_header(6, len(delta)) + bytes(encoded) + zlib.compress(delta)
 
 
 def _delta_size(n: int) -> bytes:

@@ -48,8 +48,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from dulwich.errors import ChecksumMismatch, ObjectFormatException
-from dulwich.objects import Commit, ObjectID, RawObjectID, ShaFile
-from dulwich.pack import Pack
+from dulwich.objects import Commit, ObjectID, ShaFile
 from dulwich.refs import Ref
 from dulwich.repo import Repo
 
@@ -931,26 +930,24 @@ class GitStore:
                     emit(block)
                     offset += len(block)
                     continue
-                pack: Pack | None = None
-                try:
-                    for i, (start, raw_id, crc) in enumerate(entries):
-                        if raw_id in seen:
-                            continue
-                        seen.add(raw_id)
-                        end = entries[i + 1][0] if i + 1 < len(entries) else size - 20
-                        entry = data[start:end]
-                        if (entry[0] >> 4) & 7 not in _TYPE_NAMES:  # a delta: store it whole
-                            if pack is None:
-                                pack = Pack(base, object_format=self._repo.object_store.object_format)
-                            type_num, body = pack.get_raw(RawObjectID(raw_id))
-                            entry = _entry_header(type_num, len(body)) + zlib.compress(body, self._compression)
-                            crc = zlib.crc32(entry)
-                        index.append((raw_id, crc, offset))
-                        emit(entry)
-                        offset += len(entry)
-                finally:
-                    if pack is not None:
-                        pack.close()
+                for i, (start, raw_id, crc) in enumerate(entries):
+                    if raw_id in seen:
+                        continue
+                    seen.add(raw_id)
+                    end = entries[i + 1][0] if i + 1 < len(entries) else size - 20
+                    entry = data[start:end]
+                    if (entry[0] >> 4) & 7 not in _TYPE_NAMES:  # a delta: resolved (bounded, id-checked), stored whole
+                        found = self._pack_reader.get(raw_id)
+                        if found is None and self._pack_reader.rescan():
+                            found = self._pack_reader.get(raw_id)
+                        if found is None:
+                            raise IntegrityError()
+                        type_num, body = found
+                        entry = _entry_header(type_num, len(body)) + zlib.compress(body, self._compression)
+                        crc = zlib.crc32(entry)
+                    index.append((raw_id, crc, offset))
+                    emit(entry)
+                    offset += len(entry)
         if len(index) != count:
             raise IntegrityError()
         if chunks:

@@ -221,9 +221,7 @@ def _tree_entry(name: bytes, mode: int, obj_id: bytes) -> bytes:
 
 def _tree_parts(entries: Mapping[bytes, tuple[int, bytes]]) -> tuple[list[bytes], list[bytes]]:
     """``(sort keys, serialised entries)`` of a tree, both in git's order."""
-    items = sorted(
-        (name + b"/" if mode == MODE_TREE else name, name, mode, obj_id) for name, (mode, obj_id) in entries.items()
-    )
+    items = sorted((_tree_sort_key(name, mode), name, mode, obj_id) for name, (mode, obj_id) in entries.items())
     return [item[0] for item in items], [_tree_entry(name, mode, obj_id) for _key, name, mode, obj_id in items]
 
 

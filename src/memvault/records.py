@@ -24,6 +24,7 @@ __all__ = [
     "BLOB_MAGIC",
     "encode_blob",
     "decode_blob",
+    "NODE_ENCODINGS",
     "seal_node",
     "open_node",
     "encode_shard",
@@ -38,6 +39,13 @@ _BLOB_HEADER = struct.Struct(">4s16s16sQ16s")
 SHARD_MAGIC = b"MVI1"
 _SHARD_ENTRY = struct.Struct(">32s16sI")
 _NODE_AAD = b"memvault/v1/node"
+#: Node record encodings: 1 = canonical JSON (format version 1), 2 = compact binary (format version 2).
+NODE_ENCODINGS = (1, 2)
+_NODE_V2_MAGIC = b"N2"
+#: Compact node record: magic, kind (0 file, 1 dir), flags (bit 0: binary), file_id, version, size, mtime.
+_NODE_V2_HEAD = struct.Struct(">2sBB16sQQd")
+#: ...then, for a file only: SHA-256 of the content, raw git id of the content blob, SHA-256 of the blob.
+_NODE_V2_FILE = struct.Struct(">32s20s32s")
 _SHARD_AAD = b"memvault/v1/index"
 _META_AAD = b"memvault/v1/meta"
 _COMMIT_TAG = b"memvault/v1/commit"
@@ -224,21 +232,39 @@ def _node_aad(store_id: bytes, token: bytes, dek_id: bytes) -> bytes:
     return _NODE_AAD + store_id + token + dek_id
 
 
-def seal_node(dek: bytes, store_id: bytes, node: Node) -> Node:
-    """Return ``node`` with ``sealed`` set: ``seal(DEK, pad(json), aad=prefix||store||token||dek_id)``."""
-    record = {
-        "p": node.path,
-        "k": node.kind,
-        "f": node.file_id.hex(),
-        "v": node.version,
-        "s": node.size,
-        "h": node.sha256.hex(),
-        "t": node.mtime,
-        "b": node.blob_id.decode("ascii"),
-        "c": node.ct_sha256.hex(),
-        "x": node.binary,
-    }
-    sealed = crypto.seal(dek, crypto.pad(_json_bytes(record)), _node_aad(store_id, node.token, node.dek_id))
+def seal_node(dek: bytes, store_id: bytes, node: Node, *, encoding: int = 2) -> Node:
+    """Return ``node`` with ``sealed`` set: ``seal(DEK, pad(record), aad=prefix||store||token||dek_id)``.
+
+    ``encoding`` 2 (format version 2 stores): the compact binary record of docs/format.md 5.2;
+    1 (format version 1 stores): canonical JSON. :func:`open_node` reads both.
+    """
+    if encoding == 2:
+        is_file = node.kind == "file"
+        record = _NODE_V2_HEAD.pack(
+            _NODE_V2_MAGIC, 0 if is_file else 1, 1 if node.binary else 0, node.file_id, node.version, node.size,
+            node.mtime,
+        )  # fmt: skip
+        if is_file:
+            record += _NODE_V2_FILE.pack(node.sha256, bytes.fromhex(node.blob_id.decode("ascii")), node.ct_sha256)
+        record += node.path.encode("utf-8")
+    elif encoding == 1:
+        record = _json_bytes(
+            {
+                "p": node.path,
+                "k": node.kind,
+                "f": node.file_id.hex(),
+                "v": node.version,
+                "s": node.size,
+                "h": node.sha256.hex(),
+                "t": node.mtime,
+                "b": node.blob_id.decode("ascii"),
+                "c": node.ct_sha256.hex(),
+                "x": node.binary,
+            }
+        )
+    else:
+        raise ValueError(f"unknown node record encoding {encoding!r}")
+    sealed = crypto.seal(dek, crypto.pad(record), _node_aad(store_id, node.token, node.dek_id))
     return Node(
         node.path, node.kind, node.token, node.file_id, node.version, node.dek_id, node.size,
         node.sha256, node.mtime, node.blob_id, node.ct_sha256, node.binary, sealed,
@@ -246,12 +272,17 @@ def seal_node(dek: bytes, store_id: bytes, node: Node) -> Node:
 
 
 def open_node(dek: bytes, store_id: bytes, token: bytes, dek_id: bytes, sealed: bytes) -> Node:
-    """Decrypt and validate a node record (every field's JSON type and range, docs/format.md 5.2).
+    """Decrypt and validate a node record of either encoding (every field's type and range,
+    docs/format.md 5.2); anything else is :class:`IntegrityError`.
 
-    Keys other than the ten of format version 1 are ignored.
+    A record starting with ``N2`` is compact binary; any other is JSON, where keys other than the
+    ten of format version 1 are ignored.
     """
     frame = crypto.open_sealed(dek, sealed, _NODE_AAD + store_id + token + dek_id)
-    r = _json_object(crypto.unpad(frame))
+    data = crypto.unpad(frame)
+    if data[:2] == _NODE_V2_MAGIC:
+        return _open_node_v2(data, token, dek_id, sealed)
+    r = _json_object(data)
     try:
         kind = r["k"]
         if kind == "file":
@@ -290,6 +321,30 @@ def open_node(dek: bytes, store_id: bytes, token: bytes, dek_id: bytes, sealed: 
             blob_text.encode("ascii"), ct_sha256, binary, sealed,
         )  # fmt: skip
     except (ValueError, KeyError, TypeError, UnicodeError):
+        raise IntegrityError() from None
+
+
+def _open_node_v2(data: bytes, token: bytes, dek_id: bytes, sealed: bytes) -> Node:
+    try:
+        _, kind_code, flags, file_id, version, size, mtime = _NODE_V2_HEAD.unpack_from(data)
+        pos = _NODE_V2_HEAD.size
+        if kind_code == 0:
+            sha256, blob_raw, ct_sha256 = _NODE_V2_FILE.unpack_from(data, pos)
+            pos += _NODE_V2_FILE.size
+            kind: NodeKind = "file"
+            blob_text = blob_raw.hex().encode("ascii")
+        elif kind_code == 1 and size == 0:  # a directory has no content: no blob, size 0, no digests
+            kind, sha256, ct_sha256, blob_text = "dir", b"", b"", b""
+        else:
+            raise ValueError
+        if flags > 1 or version < 1 or size > _I64_MAX or pos == len(data):
+            raise ValueError
+        path = data[pos:].decode("utf-8")  # strict: refuses invalid UTF-8 and encoded surrogates
+        return Node(
+            path, kind, token, file_id, version, dek_id, size, sha256, _time(mtime), blob_text, ct_sha256,
+            flags == 1, sealed,
+        )  # fmt: skip
+    except (ValueError, struct.error):  # UnicodeDecodeError is a ValueError
         raise IntegrityError() from None
 
 

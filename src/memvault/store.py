@@ -87,7 +87,11 @@ CLOSE_MERGE_BYTES = 64 * 1024 * 1024
 #: Largest ``memvault.json`` read (settings with a full allowlist and custom rules stay far below).
 MAX_CONFIG_BYTES = 16 * 1024 * 1024
 _STORE_FORMAT = "memvault-store"
-_STORE_VERSION = 1
+#: Format version of new stores (docs/format.md): 2 writes compact binary node records.
+FORMAT_VERSION = 2
+#: Format versions this code opens: 1 (JSON node records, still written to a version 1 store
+#: so that older memvault releases keep reading it) and 2.
+_READABLE_VERSIONS = (1, 2)
 _CONFIG_MAC = b"memvault/v1/config"
 _MESSAGE_RE = re.compile(rb"\Amemvault\n\nMemvault-Meta: ([A-Za-z0-9+/=]+)\nMemvault-Tag: ([0-9a-f]{64})\n\Z")
 #: Decrypted file contents kept in memory for repeated views (bytes).
@@ -384,6 +388,8 @@ class MemoryStore:
         self.root = root
         self.store_id = store_id
         self.settings = settings
+        #: The store's format version (``memvault.json``); it picks the node record encoding.
+        self.format_version = FORMAT_VERSION
         self._epoch = max(master_keys)
         self._master_keys = dict(master_keys)
         #: Id of the key slot that unlocked this store object.
@@ -485,14 +491,7 @@ class MemoryStore:
         # containers): nothing in the store may be readable by group or others.
         restrict_modes(root / "repo")
         # The marker file goes last: a crash before it leaves no half-made store that opens.
-        config = {
-            "format": _STORE_FORMAT,
-            "version": _STORE_VERSION,
-            "store_id": store_id.hex(),
-            "settings": settings.model_dump(),
-        }
-        config["settings_mac"] = b64encode(crypto.mac(store._keys.config, store._config_message(config)))
-        atomic_write(root / STORE_FILE, json.dumps(config, indent=2, sort_keys=True).encode() + b"\n", durable=durable)
+        store._write_config(FORMAT_VERSION)
         return store
 
     @classmethod
@@ -527,7 +526,8 @@ class MemoryStore:
         try:
             if set(config) != {"format", "version", "store_id", "settings", "settings_mac"}:
                 raise ValueError
-            if config["format"] != _STORE_FORMAT or config["version"] != _STORE_VERSION:
+            version = config["version"]
+            if config["format"] != _STORE_FORMAT or type(version) is not int or version not in _READABLE_VERSIONS:
                 raise IntegrityError("Unsupported memory store format.")
             store_id = bytes.fromhex(config["store_id"])
             if len(store_id) != 16:
@@ -540,6 +540,7 @@ class MemoryStore:
             raise IntegrityError("The store's configuration file is damaged.") from None
         slot, master_keys = unlock_master_keys(store_id, load_slots(root / "keys"), unlock)
         store = cls(root, store_id, settings, master_keys, _token=_PRIVATE)
+        store.format_version = version
         store.unlocked_slot = slot.slot_id
         crypto.mac_verify(store._keys.config, store._config_message(config), settings_mac)
         store.git = GitStore(root / "repo", durable=settings.durability == "full")
@@ -584,6 +585,33 @@ class MemoryStore:
         wipe_leftovers(self.root / "keys", (".json.tmp-",))
         wipe_leftovers(self.root, (f"{STORE_FILE}.tmp-", ".keyring.rewrite-"))
         self.git.sweep_pack_leftovers()
+
+    def _write_config(self, version: int) -> None:
+        """Write ``memvault.json`` for format ``version`` and the current settings (atomically)."""
+        config: dict[str, object] = {
+            "format": _STORE_FORMAT,
+            "version": version,
+            "store_id": self.store_id.hex(),
+            "settings": self.settings.model_dump(),
+        }
+        config["settings_mac"] = b64encode(crypto.mac(self._keys.config, self._config_message(config)))
+        data = json.dumps(config, indent=2, sort_keys=True).encode() + b"\n"
+        atomic_write(self.root / STORE_FILE, data, durable=self._durable)
+
+    def upgrade_format(self) -> tuple[int, int]:
+        """Move a store to format version :data:`FORMAT_VERSION`; return ``(old, new)`` versions.
+
+        Only ``memvault.json`` changes (atomically, under the writer lock): records already
+        written stay as they are and are read as before; records written from then on use the
+        newer encoding (version 2: compact node records, docs/format.md 5.2). memvault releases
+        that only know the older version refuse to open the store afterwards ("Unsupported
+        memory store format") instead of misreading it. Idempotent."""
+        old = self.format_version
+        if old < FORMAT_VERSION:
+            with self._writer():  # the same bytes whichever process upgrades first
+                self._write_config(FORMAT_VERSION)
+            self.format_version = FORMAT_VERSION
+        return old, FORMAT_VERSION
 
     def _config_message(self, config: dict[str, object]) -> bytes:
         body = json.dumps(
@@ -1091,7 +1119,7 @@ class MemoryStore:
                 tree_changes[_content_path(node.token)] = (MODE_BLOB, blob.id)
             elif old is not None and not old.is_dir:
                 tree_changes[_content_path(old.token)] = None
-            node = records.seal_node(dek, self.store_id, node)
+            node = records.seal_node(dek, self.store_id, node, encoding=self.format_version)
             shard = _shard_of(node.token)
             touched_shards.add(shard)
             shard_view(shard)[node.token] = node

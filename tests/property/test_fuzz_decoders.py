@@ -307,6 +307,75 @@ def test_valid_node_records_still_open() -> None:
     assert records.open_node(KEY, STORE_ID, TOKEN, DEK_ID, _seal_node_text(json.dumps(odd).encode())).path == odd["p"]
 
 
+# -- compact node records (encoding 2) ---------------------------------------------------------------
+
+_NODE_AAD = b"memvault/v1/node" + STORE_ID + TOKEN + DEK_ID
+DIR_NODE = dataclasses.replace(FILE_NODE, path="/memories/notes", kind="dir", size=0, sha256=b"", blob_id=b"",
+                               ct_sha256=b"")  # fmt: skip
+NODE_V2 = crypto.unpad(crypto.open_sealed(KEY, records.seal_node(KEY, STORE_ID, FILE_NODE).sealed, _NODE_AAD))
+DIR_V2 = crypto.unpad(crypto.open_sealed(KEY, records.seal_node(KEY, STORE_ID, DIR_NODE).sealed, _NODE_AAD))
+_HEAD = struct.Struct(">2sBB16sQQd")
+
+
+@FUZZ
+@given(text=st.one_of(mutated(NODE_V2), mutated(DIR_V2), st.binary(max_size=300).map(lambda b: b"N2" + b)))
+def test_fuzz_node_record_v2(text: bytes) -> None:
+    node = _only_memvault_errors(lambda: records.open_node(KEY, STORE_ID, TOKEN, DEK_ID, _seal_node_text(text)))
+    if node is not None:
+        assert isinstance(node, Node)
+        _check_node(node)
+        # What opens re-encodes to the same record: no field is read loosely.
+        assert crypto.unpad(crypto.open_sealed(KEY, records.seal_node(KEY, STORE_ID, node).sealed, _NODE_AAD)) == text
+
+
+def _v2(kind: int = 0, flags: int = 0, version: int = 3, size: int = 5, mtime: float = 1.5, tail: bytes | None = None,
+        path: bytes = b"/memories/a.md") -> bytes:  # fmt: skip
+    head = _HEAD.pack(b"N2", kind, flags, bytes(16), version, size, mtime)
+    return head + (bytes(84) if tail is None else tail) + path
+
+
+def test_v2_seeds_open() -> None:
+    """Control for the hostile records below: the same builder makes records that open."""
+    node = records.open_node(KEY, STORE_ID, TOKEN, DEK_ID, _seal_node_text(_v2()))
+    assert (node.kind, node.version, node.size, node.mtime, node.path) == ("file", 3, 5, 1.5, "/memories/a.md")
+    assert node.blob_id == b"0" * 40 and node.binary is False
+    directory = records.open_node(KEY, STORE_ID, TOKEN, DEK_ID, _seal_node_text(_v2(kind=1, size=0, tail=b"")))
+    assert directory.is_dir and directory.sha256 == directory.blob_id == b""
+    binary = records.open_node(KEY, STORE_ID, TOKEN, DEK_ID, _seal_node_text(_v2(flags=1)))
+    assert binary.binary is True
+    assert dataclasses.replace(records.open_node(KEY, STORE_ID, TOKEN, DEK_ID, SEALED_NODE), sealed=b"") == (
+        dataclasses.replace(FILE_NODE, sealed=b"")
+    )
+
+
+@pytest.mark.parametrize(
+    "record",
+    [
+        _v2(kind=2),  # neither file nor directory
+        _v2(kind=1, size=5, tail=b""),  # a directory with content
+        _v2(flags=2),
+        _v2(flags=0x81),
+        _v2(version=0),
+        _v2(size=2**63),
+        _v2(mtime=float("nan")),
+        _v2(mtime=float("inf")),
+        _v2(mtime=-1.0),
+        _v2(mtime=253402300800.0),  # the year 10000
+        _v2(path=b""),  # no path
+        _v2(path=b"/memories/\xff.md"),  # not UTF-8
+        _v2(path=b"/memories/\xed\xa0\x80.md"),  # an encoded surrogate
+        _v2()[:40],  # truncated head
+        _v2(tail=bytes(50), path=b""),  # truncated digests
+        b"N2",
+        b"N3" + _v2()[2:],  # another magic is read as JSON, which it is not
+    ],
+    ids=lambda r: r[:4].hex() + f"-{len(r)}",
+)
+def test_v2_hostile_records_refused(record: bytes) -> None:
+    with pytest.raises(IntegrityError):
+        records.open_node(KEY, STORE_ID, TOKEN, DEK_ID, _seal_node_text(record))
+
+
 # -- index shards ----------------------------------------------------------------------------------
 
 

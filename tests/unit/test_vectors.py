@@ -34,6 +34,7 @@ SLOTS_FILE = _load("keyslot_v1.json")
 SLOTS = SLOTS_FILE["cases"]
 PADDING = _load("padding_v1.json")
 REC = _load("records_v1.json")
+NODES_V2 = _load("node_v2.json")["cases"]
 
 
 def _ids(cases: list[dict[str, Any]]) -> list[str]:
@@ -379,7 +380,45 @@ def _asdict(node: records.Node) -> dict[str, Any]:
 def test_node_reseals(case: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
     dek, store_id, _, _ = _node_args(case)
     _fixed_random(monkeypatch, [bytes.fromhex(case["nonce"])])
-    assert records.seal_node(dek, store_id, _node_from_record(case)).sealed.hex() == case["sealed"]
+    assert records.seal_node(dek, store_id, _node_from_record(case), encoding=1).sealed.hex() == case["sealed"]
+
+
+# -- compact node records (encoding 2, format version 2): node_v2.json, made without memvault ------
+
+
+@pytest.mark.parametrize("case", NODES_V2, ids=_ids(NODES_V2))
+def test_node_v2_opens(case: dict[str, Any]) -> None:
+    dek, store_id, token, dek_id = _node_args(case)
+    sealed = bytes.fromhex(case["sealed"])
+    frame = crypto.open_sealed(dek, sealed, b"memvault/v1/node" + store_id + token + dek_id)
+    assert len(frame) == case["frame_bytes"]
+    assert crypto.unpad(frame) == bytes.fromhex(case["record_bin"])
+    node = records.open_node(dek, store_id, token, dek_id, sealed)
+    assert node == records.Node(**{**_asdict(_node_from_record(case)), "sealed": sealed})
+
+
+@pytest.mark.parametrize("case", NODES_V2, ids=_ids(NODES_V2))
+def test_node_v2_reseals(case: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    dek, store_id, _, _ = _node_args(case)
+    _fixed_random(monkeypatch, [bytes.fromhex(case["nonce"])])
+    assert records.seal_node(dek, store_id, _node_from_record(case), encoding=2).sealed.hex() == case["sealed"]
+
+
+def test_node_v2_is_smaller_than_json() -> None:
+    # The same file nodes: JSON needs the 512-byte step, the compact record fits the first one.
+    for v1, v2 in zip(REC["nodes"][1:], NODES_V2[1:3], strict=True):
+        assert len(bytes.fromhex(v2["sealed"])) == 256 + 28 < len(bytes.fromhex(v1["sealed"])) == 512 + 28
+
+
+@pytest.mark.parametrize("case", NODES_V2, ids=_ids(NODES_V2))
+def test_node_v2_tamper(case: dict[str, Any]) -> None:
+    dek, store_id, token, dek_id = _node_args(case)
+    sealed = bytes.fromhex(case["sealed"])
+    for index in _sealed_regions(0, len(sealed)).values():
+        with pytest.raises(IntegrityError):
+            records.open_node(dek, store_id, token, dek_id, _flip(sealed, index))
+    with pytest.raises(IntegrityError):
+        records.open_node(dek, store_id, _flip(token, 31), dek_id, sealed)
 
 
 @pytest.mark.parametrize("case", REC["nodes"], ids=_ids(REC["nodes"]))

@@ -76,6 +76,7 @@ __all__ = [
     "IDENTITY",
     "MAX_OBJECT_BYTES",
     "LAYOUT_ROLES",
+    "root_roles",
     "read_pack_index",
 ]
 
@@ -94,15 +95,36 @@ _MODE_TEXT = {b"100644": MODE_BLOB, b"40000": MODE_TREE}
 _HEX1 = re.compile(rb"\A[0-9a-f]\Z")
 _HEX62 = re.compile(rb"\A[0-9a-f]{62}\Z")
 _PACK_NAME = re.compile(r"\Apack-[0-9a-f]{40}\.pack\Z")
-#: The tree layout of docs/format.md 5.3 by role: (name pattern, mode, child role or None).
-#: ``root`` holds only ``c`` and/or ``i``; every other tree is non-empty.
+#: Names in a shard tree of layout 2: content blobs (``h[2:]``) and the shard's index blob ``i``.
+_LEAF2 = re.compile(rb"\A(?:[0-9a-f]{62}|i)\Z")
+#: The tree layouts of docs/format.md 5.3 by role: (name pattern, mode, child role or None).
+#: Every tree but the root is non-empty. Layout 1's root holds ``c`` and/or ``i`` (:func:`root_roles`).
 LAYOUT_ROLES: dict[str, tuple[re.Pattern[bytes], int, str | None]] = {
-    "i": (_HEX1, MODE_TREE, "i1"),  # i/<h0>
-    "i1": (_HEX1, MODE_BLOB, None),  # i/<h0>/<h1>: index shard blobs
-    "c": (_HEX1, MODE_TREE, "c1"),  # c/<h0>
-    "c1": (_HEX1, MODE_TREE, "c2"),  # c/<h0>/<h1>
-    "c2": (_HEX62, MODE_BLOB, None),  # c/<h0>/<h1>/<h[2:]>: content blobs
+    "i": (_HEX1, MODE_TREE, "i1"),  # layout 1: i/<h0>
+    "i1": (_HEX1, MODE_BLOB, None),  # layout 1: i/<h0>/<h1>: index shard blobs
+    "c": (_HEX1, MODE_TREE, "c1"),  # layout 1: c/<h0>
+    "c1": (_HEX1, MODE_TREE, "c2"),  # layout 1: c/<h0>/<h1>
+    "c2": (_HEX62, MODE_BLOB, None),  # layout 1: c/<h0>/<h1>/<h[2:]>: content blobs
+    "s1": (_HEX1, MODE_TREE, "s2"),  # layout 2: <h0>
+    "s2": (_LEAF2, MODE_BLOB, None),  # layout 2: <h0>/<h1>/<h[2:]> content blobs and <h0>/<h1>/i
 }
+
+
+def root_roles(entries: dict[bytes, tuple[int, bytes]]) -> dict[bytes, str] | None:
+    """The role of each entry of a root tree (docs/format.md 5.3), or None if it has neither layout.
+
+    A root holding ``i`` has layout 1 (only the subtrees ``c`` and ``i``); any other root has
+    layout 2 (one subtree per first hex digit of the tokens, role ``s1``). The empty tree is both.
+    """
+    if b"i" in entries:
+        if all(name in (b"c", b"i") and mode == MODE_TREE for name, (mode, _id) in entries.items()):
+            return {name: name.decode() for name in entries}
+        return None
+    if all(_HEX1.match(name) and mode == MODE_TREE for name, (mode, _id) in entries.items()):
+        return dict.fromkeys(entries, "s1")
+    return None
+
+
 #: Cache of tree ids whose whole subtree passed :meth:`GitStore.layout_problem` (per role).
 _LAYOUT_CACHE_ENTRIES = 65536
 #: Trees whose parsed entries :meth:`GitStore.tree_entries` keeps (every tree of one state is
@@ -1254,10 +1276,10 @@ class GitStore:
             return None
         entries = self.tree_entries(tree_id)
         if role == "root":
-            for name, (mode, _id) in entries.items():
-                if name not in (b"c", b"i") or mode != MODE_TREE:
-                    return "an entry other than the 'c' and 'i' subtrees at the top level"
-            children = [(obj_id, name.decode()) for name, (_mode, obj_id) in entries.items()]
+            roles = root_roles(entries)
+            if roles is None:
+                return "a top-level entry that fits neither of memvault's layouts"
+            children = [(entries[name][1], child_role) for name, child_role in roles.items()]
         else:
             pattern, mode_required, child = LAYOUT_ROLES[role]
             if not entries:

@@ -63,7 +63,7 @@ from .fsutil import (
     restrict_modes,
     wipe_leftovers,
 )
-from .gitstore import MODE_BLOB, MODE_TREE, GitObject, GitStore
+from .gitstore import MODE_BLOB, MODE_TREE, GitObject, GitStore, root_roles
 from .keyring import ZERO_ID, HighWater, Keyring
 from .keys import Subkeys, Unlock, b64decode, b64encode, load_slots, new_slot, read_key_file, unlock_master_keys
 from .paths import ROOT, MemoryPath, fold_key
@@ -958,24 +958,40 @@ class MemoryStore:
         return self.git.tree_entries(tree_id)
 
     def _shard_blob_ids(self, tree_id: bytes) -> dict[bytes, bytes]:
-        """``shard -> index blob id`` for the tree ``tree_id`` (layout ``i/<h0>/<h1>``)."""
+        """``shard -> index blob id`` for the tree ``tree_id`` (layout 1: ``i/<h0>/<h1>``;
+        layout 2: ``<h0>/<h1>/i``; docs/format.md 5.3)."""
         out: dict[bytes, bytes] = {}
         root = self._tree(tree_id)
-        if set(root) - {b"c", b"i"}:
+        roles = root_roles(root)
+        if roles is None:
             raise IntegrityError()
-        if b"i" not in root:
-            return out
-        mode, index_id = root[b"i"]
-        if mode != MODE_TREE:
-            raise IntegrityError()
-        for h0, (mode0, sub_id) in self._tree(index_id).items():
-            if mode0 != MODE_TREE or len(h0) != 1:
-                raise IntegrityError()
-            for h1, (mode1, blob_id) in self._tree(sub_id).items():
-                if mode1 != MODE_BLOB or len(h1) != 1:
+        if b"i" in root:
+            for h0, (mode0, sub_id) in self._tree(root[b"i"][1]).items():
+                if mode0 != MODE_TREE or len(h0) != 1:
                     raise IntegrityError()
-                out[h0 + h1] = blob_id
+                for h1, (mode1, blob_id) in self._tree(sub_id).items():
+                    if mode1 != MODE_BLOB or len(h1) != 1:
+                        raise IntegrityError()
+                    out[h0 + h1] = blob_id
+            return out
+        for h0, (_mode0, sub_id) in root.items():
+            for h1, (mode1, leaf_id) in self._tree(sub_id).items():
+                if mode1 != MODE_TREE or len(h1) != 1:
+                    raise IntegrityError()
+                entry = self._tree(leaf_id).get(b"i")
+                if entry is not None:
+                    if entry[0] != MODE_BLOB:
+                        raise IntegrityError()
+                    out[h0 + h1] = entry[1]
         return out
+
+    def _layout(self, tree_id: bytes) -> int:
+        """The tree layout a commit on ``tree_id`` keeps: the base's own, and for an empty base
+        the one of the store's format version (layout 2 from format version 2)."""
+        root = self._tree(tree_id)
+        if b"i" in root:
+            return 1
+        return 2 if root or self.format_version >= 2 else 1
 
     def _load_shard(self, shard: bytes, blob_id: bytes) -> dict[bytes, Node]:
         self._follow_keyring()
@@ -1087,6 +1103,7 @@ class MemoryStore:
         touched_shards: set[bytes] = set()
         tree_changes: dict[tuple[bytes, ...], tuple[int, bytes] | None] = {}
         shard_nodes: dict[bytes, dict[bytes, Node]] = {}
+        layout = self._layout(state.tree_id)
 
         def shard_view(shard: bytes) -> dict[bytes, Node]:
             if shard not in shard_nodes:
@@ -1101,7 +1118,7 @@ class MemoryStore:
                 touched_shards.add(_shard_of(old.token))
                 shard_view(_shard_of(old.token)).pop(old.token, None)
                 if not old.is_dir:
-                    tree_changes[_content_path(old.token)] = None
+                    tree_changes[_content_path(old.token, layout)] = None
                 new_nodes[path] = None
                 continue
             dek_id, dek = crypto.random_bytes(16), crypto.new_key()
@@ -1116,9 +1133,9 @@ class MemoryStore:
                 blob = GitStore.blob(blob_bytes)
                 objects.append(blob)
                 node = replace(node, blob_id=blob.id, ct_sha256=crypto.sha256(blob_bytes))
-                tree_changes[_content_path(node.token)] = (MODE_BLOB, blob.id)
+                tree_changes[_content_path(node.token, layout)] = (MODE_BLOB, blob.id)
             elif old is not None and not old.is_dir:
-                tree_changes[_content_path(old.token)] = None
+                tree_changes[_content_path(old.token, layout)] = None
             node = records.seal_node(dek, self.store_id, node, encoding=self.format_version)
             shard = _shard_of(node.token)
             touched_shards.add(shard)
@@ -1127,7 +1144,7 @@ class MemoryStore:
         new_shard_blobs: dict[bytes, bytes | None] = {}
         for shard in touched_shards:
             nodes = shard_nodes[shard]
-            path_key = (b"i", shard[:1], shard[1:])
+            path_key = (b"i", shard[:1], shard[1:]) if layout == 1 else (shard[:1], shard[1:], b"i")
             if nodes:
                 blob = GitStore.blob(records.encode_shard(self._keys.index, self.store_id, shard, list(nodes.values())))
                 objects.append(blob)
@@ -1350,9 +1367,10 @@ def _commit_message(sealed_meta: bytes, tag: bytes) -> bytes:
     )
 
 
-def _content_path(token: bytes) -> tuple[bytes, ...]:
+def _content_path(token: bytes, layout: int) -> tuple[bytes, ...]:
+    """Where a file's content blob sits in the tree (docs/format.md 5.3)."""
     h = token.hex().encode()
-    return (b"c", h[:1], h[1:2], h[2:])
+    return (b"c", h[:1], h[1:2], h[2:]) if layout == 1 else (h[:1], h[1:2], h[2:])
 
 
 def _consteq(a: bytes, b: bytes) -> bool:

@@ -51,7 +51,7 @@ from typing import Any, Literal
 
 from . import crypto, records
 from .errors import IntegrityError, StorageError
-from .gitstore import LAYOUT_ROLES, MODE_TREE
+from .gitstore import LAYOUT_ROLES, root_roles
 from .keyring import ZERO_ID
 from .keys import read_slot_file, slot_file_names
 from .records import Node
@@ -77,6 +77,8 @@ _ROLE_NAMES = {
     "c": "content tree",
     "c1": "content tree",
     "c2": "content tree",
+    "s1": "fan-out tree",
+    "s2": "shard tree",
 }
 
 
@@ -518,7 +520,7 @@ class _Verifier:
                 "error",
                 "hostile-tree",
                 f"The {_ROLE_NAMES[role]} {tree_id.decode()} holds "
-                + ("an entry other than the 'c' and 'i' subtrees" if role == "root" else "an entry out of place")
+                + ("a top-level entry that fits neither layout" if role == "root" else "an entry out of place")
                 + ": it does not have the layout memvault writes.",
                 where=where,
             )
@@ -532,28 +534,34 @@ class _Verifier:
         root, _first = self.tree(entry.tree_id, "root", where)
         if root is None:
             return
-        if b"c" in root:
-            self.walk_content(root[b"c"][1], "c", b"", where)
         shard_map: dict[bytes, bytes] = {}
-        if b"i" in root:
+        if b"i" in root:  # layout 1: c/<h0>/<h1>/<h[2:]>, i/<h0>/<h1>
+            if b"c" in root:
+                self.walk_content(root[b"c"][1], "c", b"", shard_map, where)
             index, _ = self.tree(root[b"i"][1], "i", where)
             for h0, (_mode, sub_id) in sorted((index or {}).items()):
                 leaf, _ = self.tree(sub_id, "i1", where)
                 for h1, (_mode1, blob_id) in sorted((leaf or {}).items()):
                     shard_map[h0 + h1] = blob_id
+        else:  # layout 2: <h0>/<h1>/<h[2:]> and <h0>/<h1>/i
+            for h0, (_mode, sub_id) in sorted(root.items()):
+                self.walk_content(sub_id, "s1", h0, shard_map, where)
         for shard, blob_id in sorted(shard_map.items()):
             self.check_shard(shard, blob_id, where)
 
-    def walk_content(self, tree_id: bytes, role: str, prefix: bytes, where: _Where) -> None:
-        """Record every content blob under ``c/`` (each subtree visited once)."""
+    def walk_content(self, tree_id: bytes, role: str, prefix: bytes, shards: dict[bytes, bytes], where: _Where) -> None:
+        """Record every content blob (each subtree visited once) and, in layout 2, each shard's
+        index blob into ``shards`` (a shard seen before was checked then)."""
         entries, first = self.tree(tree_id, role, where)
         if entries is None or not first:
             return
         for name, (_mode, obj_id) in entries.items():
-            if role == "c2":
-                self.content_entries.setdefault(obj_id, (bytes.fromhex((prefix + name).decode()), where))
+            if role not in ("c2", "s2"):
+                self.walk_content(obj_id, LAYOUT_ROLES[role][2] or "", prefix + name, shards, where)
+            elif name == b"i":
+                shards[prefix] = obj_id
             else:
-                self.walk_content(obj_id, "c1" if role == "c" else "c2", prefix + name, where)
+                self.content_entries.setdefault(obj_id, (bytes.fromhex((prefix + name).decode()), where))
 
     # -- index shards and node records --------------------------------------------------------
 
@@ -845,7 +853,7 @@ def _seq_text(seq: int | None) -> str:
 
 def _shape_ok(entries: dict[bytes, tuple[int, bytes]], role: str) -> bool:
     if role == "root":
-        return all(name in (b"c", b"i") and mode == MODE_TREE for name, (mode, _id) in entries.items())
+        return root_roles(entries) is not None
     pattern, mode_required, _child = LAYOUT_ROLES[role]
     return bool(entries) and all(
         pattern.match(name) is not None and mode == mode_required for name, (mode, _id) in entries.items()

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from conftest import FAST_KDF, PASSPHRASE
-from memvault import MemoryStore, crypto
+from memvault import MemoryStore, MemoryTool, crypto, history
 from memvault import store as store_mod
 from memvault.cli import main
 from memvault.errors import IntegrityError
@@ -127,3 +127,50 @@ def test_version_is_authenticated(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     (root / "memvault.json").write_text(json.dumps(config))
     with pytest.raises(IntegrityError):
         _open(root)
+
+
+def _root(store: MemoryStore) -> dict[bytes, tuple[int, bytes]]:
+    return store.git.tree_entries(store.git.read_commit(store.head[0])[0])
+
+
+def test_layout_2_files_each_shard_beside_its_content(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _create(tmp_path / "s", monkeypatch, 2)
+    with _open(tmp_path / "s") as store:
+        root = _root(store)
+        assert root and all(len(name) == 1 and name in b"0123456789abcdef" for name in root)
+        with store.reading() as view:
+            node = view.get(NOTE)
+        assert node is not None
+        h = node.token.hex().encode()
+        leaf = store.git.tree_entries(store.git.tree_entries(root[h[:1]][1])[h[1:2]][1])
+        assert leaf[h[2:]][1] == node.blob_id  # content blob <h0>/<h1>/<h[2:]>
+        assert leaf[b"i"][1] == store.index_blobs(store.git.read_commit(store.head[0])[0])[h[:2]]  # its shard
+
+
+def test_upgraded_store_keeps_layout_1_until_empty_and_history_reads_across(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "s"
+    _create(root, monkeypatch, 1)
+    with _open(root) as store:
+        first = store.head[0]
+        assert b"i" in _root(store)
+        store.upgrade_format()
+        store.put_file("/memories/b.md", "two\n")
+        assert b"i" in _root(store)  # a non-empty layout 1 tree keeps its layout
+        tool = MemoryTool(store)
+        assert tool.call({"command": "delete", "path": "/memories/notes"}).startswith("Successfully deleted")
+        assert tool.call({"command": "delete", "path": "/memories/b.md"}).startswith("Successfully deleted")
+        assert _root(store) == {}
+        emptied = store.head[0]
+        tool.call({"command": "create", "path": NOTE, "file_text": "after\n"})
+        assert _root(store) and b"i" not in _root(store)  # an empty head starts layout 2
+        # history across the two layouts
+        assert [(c.op, c.path) for c in history.changes(store, "HEAD")] == [("created", "/memories/notes"),
+                                                                            ("created", NOTE)]  # fmt: skip
+        assert [(c.op, c.path) for c in history.changes(store, emptied)] == [("deleted", "/memories/b.md")]
+        (d,) = history.diff(store, first, "HEAD")
+        assert (d.path, d.old, d.new) == (NOTE, b"version one\n", b"after\n")
+        assert verify(store).ok  # every commit, in either layout
+    with _open(root) as store:
+        assert _text(store, NOTE) == "after\n"

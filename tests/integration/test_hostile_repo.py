@@ -119,14 +119,20 @@ HOSTILE: dict[str, tuple[Mutation, str]] = {
     "unsorted": (_unsorted, "order"),
 }
 
-#: Where the hostile tree sits: a path of entry names from the root (resolved per store).
-LOCATIONS = ["root", "i", "i/h0", "c", "c/h0", "c/h0/h1"]
+#: Where the hostile tree sits, per tree layout (docs/format.md 5.3): a path of entry names from
+#: the root (resolved per store; h0, h1: the first entry there).
+LOCATIONS = {1: ["root", "i", "i/h0", "c", "c/h0", "c/h0/h1"], 2: ["root", "h0", "h0/h1"]}
 
 
-def _seed(path: Path) -> None:
-    store = make_store(path, StoreSettings(durability="none"))
+def _seed(path: Path, layout: int = 2) -> None:
+    """A store whose trees have ``layout`` (1: made as a format version 1 store)."""
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(memvault.store, "FORMAT_VERSION", layout)
+        store = make_store(path, StoreSettings(durability="none"))
     store.put_file("/memories/a.md", "alpha\n")
     store.put_file("/memories/notes/b.md", "bravo\n")
+    root = store.git.tree_entries(store.git.read_commit(store.head[0])[0])
+    assert (b"i" in root) == (layout == 1)
     store.close()
 
 
@@ -190,9 +196,12 @@ def seeded(store_path: Path) -> Path:
 # -- the tests -------------------------------------------------------------------------------------
 
 
-def test_the_forging_helper_makes_an_authentic_commit(seeded: Path) -> None:
+@pytest.mark.parametrize(("layout", "location"), [(1, "c/h0"), (2, "h0")])
+def test_the_forging_helper_makes_an_authentic_commit(store_path: Path, layout: int, location: str) -> None:
     """Control: the same helper with a clean tree gives a store that opens and verifies."""
-    _make_hostile(seeded, "c/h0", lambda _p, entries: _raw(entries))
+    _seed(store_path, layout)
+    seeded = store_path
+    _make_hostile(seeded, location, lambda _p, entries: _raw(entries))
     with memvault.MemoryStore.open(seeded, passphrase=PASSPHRASE) as store:
         assert store.head[1] == 3
         assert store.snapshot().read(memvault.paths.parse_path("/memories/a.md", store.settings)) == b"alpha\n"
@@ -202,11 +211,18 @@ def test_the_forging_helper_makes_an_authentic_commit(seeded: Path) -> None:
 
 
 def _params() -> list[object]:
-    return [pytest.param(location, name, id=f"{location}-{name}") for location in LOCATIONS for name in HOSTILE]
+    return [
+        pytest.param(layout, location, name, id=f"v{layout}-{location}-{name}")
+        for layout, locations in LOCATIONS.items()
+        for location in locations
+        for name in HOSTILE
+    ]
 
 
-@pytest.mark.parametrize(("location", "name"), _params())
-def test_hostile_tree_is_refused_on_open(seeded: Path, location: str, name: str) -> None:
+@pytest.mark.parametrize(("layout", "location", "name"), _params())
+def test_hostile_tree_is_refused_on_open(store_path: Path, layout: int, location: str, name: str) -> None:
+    _seed(store_path, layout)
+    seeded = store_path
     mutation, words = HOSTILE[name]
     _make_hostile(seeded, location, mutation)
     with pytest.raises(IntegrityError) as info:
@@ -214,9 +230,10 @@ def test_hostile_tree_is_refused_on_open(seeded: Path, location: str, name: str)
     assert words in str(info.value)
 
 
-@pytest.mark.parametrize("location", LOCATIONS)
-@pytest.mark.parametrize("name", list(HOSTILE))
-def test_hostile_tree_is_reported_by_verify(seeded: Path, location: str, name: str) -> None:
+@pytest.mark.parametrize(("layout", "location", "name"), _params())
+def test_hostile_tree_is_reported_by_verify(store_path: Path, layout: int, location: str, name: str) -> None:
+    _seed(store_path, layout)
+    seeded = store_path
     mutation, words = HOSTILE[name]
     _make_hostile(seeded, location, mutation)
     with memvault.MemoryStore.open(seeded, passphrase=PASSPHRASE, check_head=False) as store:
@@ -231,11 +248,19 @@ def test_hostile_tree_is_reported_by_verify(seeded: Path, location: str, name: s
 
 
 @pytest.mark.parametrize(
-    ("extra", "mode"),
-    [(b"x", b"100644"), (b"readme", b"40000"), (b"d", b"40000"), (b"0", b"100644")],
-)
-def test_unexpected_top_level_entry(seeded: Path, extra: bytes, mode: bytes) -> None:
+    ("layout", "extra", "mode"),
+    [
+        *((1, extra, mode) for extra, mode in [(b"x", b"100644"), (b"readme", b"40000"), (b"d", b"40000"),
+                                                (b"0", b"100644"), (b"0", b"40000")]),
+        # layout 2: hex digits are its top-level subtrees; "i" beside them mixes the two layouts
+        *((2, extra, mode) for extra, mode in [(b"x", b"100644"), (b"readme", b"40000"), (b"g", b"40000"),
+                                                (b"0", b"100644"), (b"i", b"40000")]),
+    ],
+)  # fmt: skip
+def test_unexpected_top_level_entry(store_path: Path, layout: int, extra: bytes, mode: bytes) -> None:
     """A name memvault's tree grammar allows but its layout does not: refused, reported."""
+    _seed(store_path, layout)
+    seeded = store_path
     _make_hostile(seeded, "root", _add(mode, extra, "tree" if mode == b"40000" else "blob"))
     with pytest.raises(IntegrityError):
         memvault.MemoryStore.open(seeded, passphrase=PASSPHRASE).close()
@@ -243,14 +268,18 @@ def test_unexpected_top_level_entry(seeded: Path, extra: bytes, mode: bytes) -> 
         assert store.git.layout_problem(store.git.read_commit(store.git.head() or b"")[0]) is not None
         report = verify(store)
     assert [p.code for p in report.errors] == ["hostile-tree"]
-    assert "'c' and 'i'" in report.errors[0].message
+    assert "fits neither layout" in report.errors[0].message
 
 
-@pytest.mark.parametrize("location", ["i", "i/h0", "c", "c/h0", "c/h0/h1"])
-def test_entry_out_of_place_in_the_layout(seeded: Path, location: str) -> None:
+@pytest.mark.parametrize(
+    ("layout", "location"), [(1, "i"), (1, "i/h0"), (1, "c"), (1, "c/h0"), (1, "c/h0/h1"), (2, "h0"), (2, "h0/h1")]
+)
+def test_entry_out_of_place_in_the_layout(store_path: Path, layout: int, location: str) -> None:
     """A well-formed name and mode that the layout does not allow at that depth (a blob where a
     subtree belongs or the reverse, a non-hex name): gitstore.layout_problem and verify see it."""
-    mode = b"100644" if location in ("i", "c", "c/h0") else b"40000"
+    _seed(store_path, layout)
+    seeded = store_path
+    mode = b"100644" if location in ("i", "c", "c/h0", "h0") else b"40000"
     _make_hostile(seeded, location, _add(mode, b"z", "tree" if mode == b"40000" else "blob"))
     with memvault.MemoryStore.open(seeded, passphrase=PASSPHRASE, check_head=False) as store:
         tree_id = store.git.read_commit(store.git.head() or b"")[0]

@@ -135,11 +135,15 @@ def test_swapping_tree_entries_is_detected(store_path: Path) -> None:
     head = repo.refs[b"refs/heads/main"]
     commit = repo[head]
     root = repo[commit.tree]
-    # Swap the index and content subtrees' roles by rebuilding the root with swapped entries.
-    entries = {e.path: (e.mode, e.sha) for e in root.iteritems()}
+    # Swap two top-level subtrees (files and shards of one token prefix filed under another).
+    entries = [(e.path, e.mode, e.sha) for e in root.iteritems()]
+    assert len(entries) >= 2
+    (a, mode_a, sha_a), (b, mode_b, sha_b) = entries[:2]
     forged = Tree()
-    forged.add(b"c", entries[b"i"][0], entries[b"i"][1])
-    forged.add(b"i", entries[b"c"][0], entries[b"c"][1])
+    forged.add(a, mode_b, sha_b)
+    forged.add(b, mode_a, sha_a)
+    for name, mode, sha in entries[2:]:
+        forged.add(name, mode, sha)
     repo.object_store.add_object(forged)
     _set_branch(store_path, _forge_commit(store_path, forged.id, commit.parents[0], commit.message))
     with pytest.raises(IntegrityError):

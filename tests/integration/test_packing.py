@@ -47,9 +47,9 @@ def test_maintain_packs_everything_and_keeps_history(tmp_path: Path) -> None:
     _edits(store, 12)
     unpack_to_loose(store)  # as a store written before commits were packs
     before, log_before = _files(store), [c.commit_id for c in history.log(store)]
-    assert store.git.loose_count() > 12 * 8 and store.git.pack_count() == 0
+    assert store.git.loose_count() > 12 * 5 and store.git.pack_count() == 0  # 6 objects per commit
     packed, _merged = store.maintain()
-    assert packed > 12 * 8
+    assert packed > 12 * 5
     assert store.git.loose_count() == 0 and store.git.pack_count() >= 1
     assert _fanout_dirs(tmp_path / "s") == []  # emptied fan-out directories removed
     # every pack file owner-only, read-only
@@ -174,15 +174,15 @@ def test_close_packs_what_a_busy_session_wrote(tmp_path: Path, monkeypatch: pyte
     store.close()
     again = memvault.MemoryStore.open(tmp_path / "s", passphrase=PASSPHRASE)
     assert again.git.loose_count() > 0 and again.git.pack_count() == 0
-    _edits(again, 6, start=10)
-    assert again.git.pack_count() == 6
+    _edits(again, 8, start=10)  # 6 objects each: 48 >= PACK_AFTER_OBJECTS
+    assert again.git.pack_count() == 8
     again.close()
-    assert _geometric(_pack_sizes(tmp_path / "s")) and len(_pack_sizes(tmp_path / "s")) < 6
+    assert _geometric(_pack_sizes(tmp_path / "s")) and len(_pack_sizes(tmp_path / "s")) < 8
     # close keeps the emptied fan-out directories for the next session's objects
     assert len(_fanout_dirs(tmp_path / "s")) > 5
     with memvault.MemoryStore.open(tmp_path / "s", passphrase=PASSPHRASE) as third:
         assert third.git.loose_count() == 0
-        assert len(_files(third)) == 9
+        assert len(_files(third)) == 11
         third.maintain()  # what `memvault gc` runs: removes them
     assert _fanout_dirs(tmp_path / "s") == []
 

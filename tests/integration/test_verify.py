@@ -172,7 +172,8 @@ def _reachable(path: Path) -> tuple[int, set[bytes], set[bytes], set[bytes]]:
                     stack.append((entry.sha, top or entry.path))
                 else:
                     seen.add(entry.sha)
-                    (content if top == b"c" else shards).add(entry.sha)
+                    # content blobs are named h[2:] (62 hex) in both layouts; shards "i" or one hex digit
+                    (content if len(entry.path) == 62 else shards).add(entry.sha)
         commit_id = commit.parents[0] if commit.parents else None
     return commits, seen, content, shards
 

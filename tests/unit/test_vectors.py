@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from memvault import crypto, keys, records
+from memvault import store as store_mod
 from memvault.errors import IntegrityError, WrongKeyError
 from memvault.gitstore import MODE_BLOB, MODE_TREE, GitStore
 from memvault.keyring import Keyring
@@ -35,6 +36,7 @@ SLOTS = SLOTS_FILE["cases"]
 PADDING = _load("padding_v1.json")
 REC = _load("records_v1.json")
 NODES_V2 = _load("node_v2.json")["cases"]
+TREE_V2 = _load("node_v2.json")["tree_layout_2"]
 
 
 def _ids(cases: list[dict[str, Any]]) -> list[str]:
@@ -562,6 +564,23 @@ def _check_trees(case: dict[str, Any]) -> None:
     assert _tree_of({k[1:]: v for k, v in content.items()}).decode() == case["trees"]["c"]
     assert _tree_of({k[1:]: v for k, v in index.items()}).decode() == case["trees"]["i"]
     assert _tree_of({**content, **index}).decode() == case["trees"]["root"] == case["tree_id"]
+
+
+def test_tree_layout_2() -> None:
+    """Layout 2 (format version 2): the same blobs as <h0>/<h1>/<h[2:]> and <h0>/<h1>/i."""
+    case = TREE_V2
+    paths = {store_mod._content_path(bytes.fromhex(t), 2): b.encode() for t, b in case["content_blobs"].items()}
+    paths.update({(s[:1].encode(), s[1:].encode(), b"i"): b.encode() for s, b in case["index_blobs"].items()})
+    assert _tree_of(paths).decode() == case["trees"]["root"]
+    for token, blob in case["content_blobs"].items():
+        assert store_mod._content_path(bytes.fromhex(token), 2) == (token[:1].encode(), token[1:2].encode(),
+                                                                    token[2:].encode())  # fmt: skip
+        assert store_mod._content_path(bytes.fromhex(token), 1)[0] == b"c"
+    for name, tree_id in case["trees"].items():  # every subtree, e.g. "2" and "2/1"
+        if name != "root":
+            parts = tuple(p.encode() for p in name.split("/"))
+            sub = {k[len(parts) :]: v for k, v in paths.items() if k[: len(parts)] == parts}
+            assert _tree_of(sub).decode() == tree_id
 
 
 # -- keyring -------------------------------------------------------------------------------------

@@ -168,11 +168,13 @@ def sha256(data: bytes) -> bytes:
     return hashlib.sha256(data).digest()
 
 
-def padded_size(n: int) -> int:
-    """Size of the padded frame for an ``n``-byte plaintext (what an observer can learn)."""
+def padded_size(n: int, step: int = _SMALL_STEP) -> int:
+    """Size of the padded frame for an ``n``-byte plaintext (what an observer can learn):
+    at least 256 bytes, a multiple of ``step`` (256 unless a format says otherwise) up to 4096,
+    PADME above."""
     total = n + _FRAME_HEADER.size
     if total <= _SMALL_LIMIT:
-        return max(_SMALL_STEP, -(-total // _SMALL_STEP) * _SMALL_STEP)
+        return max(_SMALL_STEP, -(-total // step) * step)
     # PADME (Nikitin et al. 2019): keep the top bits of the length, round up the rest.
     e = total.bit_length() - 1
     s = e.bit_length()
@@ -180,9 +182,9 @@ def padded_size(n: int) -> int:
     return (total + mask) & ~mask
 
 
-def pad(data: bytes) -> bytes:
+def pad(data: bytes, step: int = _SMALL_STEP) -> bytes:
     """Frame ``data`` as ``len(u32) || data || zeros`` up to :func:`padded_size`."""
-    size = padded_size(len(data))
+    size = padded_size(len(data), step)
     return _FRAME_HEADER.pack(len(data)) + data + bytes(size - len(data) - _FRAME_HEADER.size)
 
 

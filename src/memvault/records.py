@@ -37,6 +37,9 @@ __all__ = [
 BLOB_MAGIC = b"MVB1"
 _BLOB_HEADER = struct.Struct(">4s16s16sQ16s")
 SHARD_MAGIC = b"MVI1"
+#: Format version 2 frames index shards in 64-byte steps below 4 KiB (docs/format.md 5.4): every
+#: entry holds a node record already padded to 256-byte steps, so coarser steps hide little more.
+_SHARD_PAD_STEP = {1: 256, 2: 64}
 _SHARD_ENTRY = struct.Struct(">32s16sI")
 _NODE_AAD = b"memvault/v1/node"
 #: Node record encodings: 1 = canonical JSON (format version 1), 2 = compact binary (format version 2).
@@ -351,15 +354,17 @@ def _open_node_v2(data: bytes, token: bytes, dek_id: bytes, sealed: bytes) -> No
 # -- index shards --------------------------------------------------------------------------------
 
 
-def encode_shard(key: bytes, store_id: bytes, shard: bytes, nodes: list[Node]) -> bytes:
-    """``"MVI1" || seal(K_index, pad(entries), aad=prefix||store||shard)``, entries sorted by token.
+def encode_shard(key: bytes, store_id: bytes, shard: bytes, nodes: list[Node], *, version: int = 2) -> bytes:
+    """``"MVI1" || seal(K_index, pad(entries), aad=prefix||store||shard)``, entries sorted by token,
+    framed in the padding steps of format ``version`` (1: 256 bytes, 2: 64 bytes below 4 KiB).
 
     Entry: ``token(32) || dek_id(16) || u32 len || sealed node record``.
     """
     body = b"".join(
         _SHARD_ENTRY.pack(n.token, n.dek_id, len(n.sealed)) + n.sealed for n in sorted(nodes, key=lambda n: n.token)
     )
-    return SHARD_MAGIC + crypto.seal(key, crypto.pad(body), _SHARD_AAD + store_id + shard)
+    frame = crypto.pad(body, _SHARD_PAD_STEP[version])
+    return SHARD_MAGIC + crypto.seal(key, frame, _SHARD_AAD + store_id + shard)
 
 
 def decode_shard(key: bytes, store_id: bytes, shard: bytes, blob: bytes) -> list[tuple[bytes, bytes, bytes]]:

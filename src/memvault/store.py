@@ -1146,7 +1146,10 @@ class MemoryStore:
             nodes = shard_nodes[shard]
             path_key = (b"i", shard[:1], shard[1:]) if layout == 1 else (shard[:1], shard[1:], b"i")
             if nodes:
-                blob = GitStore.blob(records.encode_shard(self._keys.index, self.store_id, shard, list(nodes.values())))
+                shard_bytes = records.encode_shard(
+                    self._keys.index, self.store_id, shard, list(nodes.values()), version=self.format_version
+                )
+                blob = GitStore.blob(shard_bytes)
                 objects.append(blob)
                 tree_changes[path_key] = (MODE_BLOB, blob.id)
                 new_shard_blobs[shard] = blob.id

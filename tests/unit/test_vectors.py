@@ -37,6 +37,7 @@ PADDING = _load("padding_v1.json")
 REC = _load("records_v1.json")
 NODES_V2 = _load("node_v2.json")["cases"]
 TREE_V2 = _load("node_v2.json")["tree_layout_2"]
+SHARD_V2 = _load("node_v2.json")["shard"]
 
 
 def _ids(cases: list[dict[str, Any]]) -> list[str]:
@@ -466,7 +467,7 @@ def test_shard_reencodes(case: dict[str, Any], monkeypatch: pytest.MonkeyPatch) 
         for e in reversed(case["entries"])  # the encoder sorts by token
     ]
     _fixed_random(monkeypatch, [bytes.fromhex(case["nonce"])])
-    assert records.encode_shard(key, store_id, shard, nodes).hex() == case["blob"]
+    assert records.encode_shard(key, store_id, shard, nodes, version=1).hex() == case["blob"]
 
 
 @pytest.mark.parametrize("case", REC["shards"], ids=_ids(REC["shards"]))
@@ -564,6 +565,23 @@ def _check_trees(case: dict[str, Any]) -> None:
     assert _tree_of({k[1:]: v for k, v in content.items()}).decode() == case["trees"]["c"]
     assert _tree_of({k[1:]: v for k, v in index.items()}).decode() == case["trees"]["i"]
     assert _tree_of({**content, **index}).decode() == case["trees"]["root"] == case["tree_id"]
+
+
+def test_shard_v2_decodes_and_reencodes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Format version 2 shards: 64-byte framing steps (this 672-byte body: 704, not 768)."""
+    case = SHARD_V2
+    key, store_id, shard = bytes.fromhex(case["index_key"]), bytes.fromhex(case["store_id"]), case["shard"].encode()
+    blob = bytes.fromhex(case["blob"])
+    assert len(blob) == 4 + 28 + case["frame_bytes"] and case["frame_bytes"] % 64 == 0
+    assert case["frame_bytes"] < crypto.padded_size(case["body_bytes"])  # the 256-byte steps of version 1
+    entries = records.decode_shard(key, store_id, shard, blob)
+    by_token = {c["token"]: c for c in NODES_V2}
+    assert [t.hex() for t, _d, _s in entries] == case["tokens"]
+    for token, dek_id, sealed in entries:
+        assert (dek_id.hex(), sealed.hex()) == (by_token[token.hex()]["dek_id"], by_token[token.hex()]["sealed"])
+    nodes = [records.Node("", "file", t, b"", 0, d, sealed=s) for t, d, s in reversed(entries)]
+    _fixed_random(monkeypatch, [bytes.fromhex(case["nonce"])])
+    assert records.encode_shard(key, store_id, shard, nodes, version=2).hex() == case["blob"]
 
 
 def test_tree_layout_2() -> None:

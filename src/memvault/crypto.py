@@ -90,7 +90,7 @@ def _seal_with_nonce(key: bytes, nonce: bytes, plaintext: bytes, aad: bytes) -> 
     return nonce + AESGCM(key).encrypt(nonce, plaintext, aad)
 
 
-def open_sealed(key: bytes, sealed: bytes, aad: bytes) -> bytes:
+def open_sealed(key: bytes, sealed: bytes | memoryview, aad: bytes) -> bytes:
     """Return the plaintext of :func:`seal` output, or raise :class:`IntegrityError`.
 
     Whole-or-nothing: the tag is verified before any byte is returned.
@@ -116,11 +116,12 @@ def opener(key: bytes) -> Callable[[bytes, bytes], bytes]:
     return open_with
 
 
-def _open_with(aead: AESGCM, sealed: bytes, aad: bytes) -> bytes:
+def _open_with(aead: AESGCM, sealed: bytes | memoryview, aad: bytes) -> bytes:
     if len(sealed) < SEAL_OVERHEAD:
         raise IntegrityError()
+    view = memoryview(sealed)  # the nonce and the ciphertext without copying them
     try:
-        return aead.decrypt(sealed[:NONCE_SIZE], sealed[NONCE_SIZE:], aad)
+        return aead.decrypt(view[:NONCE_SIZE], view[NONCE_SIZE:], aad)
     except InvalidTag:
         raise IntegrityError() from None
 

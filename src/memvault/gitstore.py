@@ -364,6 +364,13 @@ COMMIT_LEVEL = 1
 _STORED_AS_ZLIB = 32 * 1024
 
 
+def _sha256_checked(body: bytes, sha256: bytes | None) -> bytes:
+    """``body`` if ``sha256`` is None or its SHA-256; IntegrityError otherwise."""
+    if sha256 is not None and hashlib.sha256(body).digest() != sha256:
+        raise IntegrityError()
+    return body
+
+
 def zlib_stored(data: bytes) -> bytes:
     """``data`` as a zlib stream of stored (level 0, uncompressed) deflate blocks, RFC 1950/1951,
     without setting up a compressor (``zlib.compress(data, 0)`` costs ~9 us per object for that)."""
@@ -1145,14 +1152,17 @@ class GitStore:
             return True
         return packs.rescan() and packs.contains(raw_id)
 
-    def read_blob(self, obj_id: bytes) -> bytes:
-        return self._raw(obj_id, b"blob")
+    def read_blob(self, obj_id: bytes, sha256: bytes | None = None) -> bytes:
+        """The body of the blob ``obj_id``; with ``sha256`` (from an authenticated record), one
+        whose SHA-256 is that: a packed copy is then checked against it instead of its id (one
+        hash over the body, not two), a loose one against both. IntegrityError otherwise."""
+        return self._raw(obj_id, b"blob", sha256)
 
     def _raw_tree(self, obj_id: bytes) -> bytes:
         """The raw bytes of a tree object whose content matches its id (loose or packed)."""
         return self._raw(obj_id, b"tree")
 
-    def _raw(self, obj_id: bytes, kind: bytes) -> bytes:
+    def _raw(self, obj_id: bytes, kind: bytes, sha256: bytes | None = None) -> bytes:
         """The body of the object ``obj_id`` of type ``kind``, loose or packed, checked against
         its id. Packed objects are read by :class:`~memvault.packread.PackReader` (bounded to
         :data:`MAX_OBJECT_BYTES`, deltas resolved, a removed pack never read); the packs it
@@ -1163,18 +1173,18 @@ class GitStore:
         raw_id = binascii.a2b_hex(obj_id)
         packs = self._pack_reader
         try:
-            found = packs.get(raw_id)
+            found = packs.get(raw_id, sha256)
         except IntegrityError:
             raw = self._read_loose(obj_id, kind)  # an intact loose copy (packing keeps it until the pack is durable)
             if raw is None:
                 raise
-            return raw
+            return _sha256_checked(raw, sha256)
         if found is None:
             raw = self._read_loose(obj_id, kind)
             if raw is not None:
-                return raw
+                return _sha256_checked(raw, sha256)
             if packs.rescan():
-                found = packs.get(raw_id)
+                found = packs.get(raw_id, sha256)
             if found is None:
                 raise IntegrityError("An object of the store is missing.")
         type_num, raw = found

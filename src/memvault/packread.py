@@ -10,13 +10,17 @@ and its index is treated as hostile:
   with the checksum the index records;
 - an entry's declared size is checked against the reader's bound *before* it is inflated, and
   the zlib stream is inflated to at most that size plus one byte (a zlib bomb stops there) and
-  must end exactly at it;
+  must end exactly at it (a stream of one stored block, as memvault writes an object under
+  64 KiB, is taken apart without an inflater: :func:`_stored_block`, which accepts only what
+  zlib would);
 - a delta (``OFS_DELTA``/``REF_DELTA``, in packs ``git gc`` wrote) is resolved here too, with
   its base in the same pack, through at most :data:`MAX_DELTA_DEPTH` bases and
   :data:`MAX_DELTA_BYTES` of delta instructions, every step bounded the same way and all the
   intermediate results together to four times the object bound (so a crafted chain costs
   seconds of CPU, not minutes);
-- what is returned hashes to the id asked for (SHA-1 of git's object header and body).
+- what is returned hashes to the id asked for (SHA-1 of git's object header and body), or,
+  where the caller knows the body's SHA-256 from an authenticated record (a file view: the node
+  record's ``c``), to that digest instead.
 
 A pack file is held open (read with ``pread``, never mapped: a file truncated under the reader
 cannot fault it) and checked with one ``fstat`` before each read, so a pack that was removed
@@ -62,6 +66,9 @@ _FIRST_READ = 4096
 _CHUNK = 1 << 20
 _IDS_AT = 1032  # 8-byte header + 256 fan-out words
 _ID = re.compile(rb"(?s).{20}")
+#: A zlib header, a stored block's header, LEN and NLEN; the Adler-32 after the data.
+_STORED_HEAD = struct.Struct("<BBBHH")
+_ADLER32 = struct.Struct(">I")
 
 
 def _index_tables(data: bytes) -> tuple[int, list[int]] | None:
@@ -317,12 +324,16 @@ class PackReader:
         if err is not None:
             raise _storage_error(err)
 
-    def get(self, raw_id: bytes) -> tuple[int, bytes] | None:
+    def get(self, raw_id: bytes, sha256: bytes | None = None) -> tuple[int, bytes] | None:
         """``(type number, body)`` of the object ``raw_id`` from the packs this reader knows,
         checked against its id (a damaged copy in one pack is passed over for an intact one in
         another); None if none of them lists it. A pack found removed or changed
         is dropped, the directory listed again and the lookup made again. The directory is
-        otherwise listed only at the first use (and by :meth:`rescan`)."""
+        otherwise listed only at the first use (and by :meth:`rescan`).
+
+        ``sha256``: the SHA-256 the body must have, known from an authenticated record (a node
+        record's ``c``). The body is then checked against it *instead of* against its id: the
+        caller's check subsumes git's, so one hash over the body instead of two."""
         with self._lock:
             if not self._scanned:
                 self._rescan()
@@ -340,11 +351,16 @@ class PackReader:
                     except IntegrityError:
                         damaged = True
                         continue  # another pack (e.g. the sources of a merge) may hold it intact
-                    digest = hashlib.sha1(_TYPE_NAMES[type_num] + b" %d\0" % len(body), usedforsecurity=False)
-                    digest.update(body)
-                    if digest.digest() != raw_id:
-                        damaged = True  # the content does not match its id
-                        continue
+                    if sha256 is not None:
+                        if hashlib.sha256(body).digest() != sha256:
+                            damaged = True  # not the content the caller's record names
+                            continue
+                    else:
+                        digest = hashlib.sha1(_TYPE_NAMES[type_num] + b" %d\0" % len(body), usedforsecurity=False)
+                        digest.update(body)
+                        if digest.digest() != raw_id:
+                            damaged = True  # the content does not match its id
+                            continue
                     return type_num, body
                 if stale is not None:
                     base = stale.path[:-5]
@@ -376,7 +392,8 @@ class PackReader:
         while True:
             type_num, size, head, at, base_offset, base_id = self._entry(fd, pack, offset)
             if type_num in _TYPE_NAMES:
-                body = self._inflate(fd, pack, offset + at, size, memoryview(head)[at:])
+                stored = _stored_block(head, at, size)
+                body = self._inflate(fd, pack, offset + at, size, memoryview(head)[at:]) if stored is None else stored
                 break
             delta_bytes += size
             if len(deltas) >= MAX_DELTA_DEPTH or delta_bytes > MAX_DELTA_BYTES:
@@ -477,6 +494,35 @@ class PackReader:
         if produced != size:
             raise IntegrityError()
         return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
+def _stored_block(data: bytes, at: int, size: int) -> bytes | None:
+    """The ``size`` bytes of the zlib stream at ``data[at:]`` if it is one final stored block
+    (how memvault writes an object under 64 KiB: :func:`memvault.gitstore.zlib_stored`) that
+    ``data`` holds whole, its Adler-32 included; None if it is anything else (or damaged), for
+    zlib to decide. No inflater is set up for such a stream.
+
+    Accepts exactly what zlib accepts of such a stream: a valid zlib header (deflate, window at
+    most 32 KiB, header check, no preset dictionary), a block header with BFINAL set and type 00
+    (the five bits up to the byte boundary are ignored, as zlib ignores them), LEN and its
+    complement NLEN, LEN == ``size``, and the Adler-32 of the data after it."""
+    if len(data) < at + size + 11 or size > 0xFFFF:  # 2 + 1 + 4 header bytes, 4 Adler-32 bytes
+        return None
+    cmf, flg, block, length, complement = _STORED_HEAD.unpack_from(data, at)
+    if (
+        cmf & 0x8F != 0x08  # deflate, CINFO <= 7
+        or (cmf << 8 | flg) % 31
+        or flg & 0x20  # FDICT
+        or block & 0x07 != 0x01  # BFINAL, BTYPE 00
+        or length != size
+        or complement != size ^ 0xFFFF
+    ):
+        return None
+    at += 7
+    body = data[at : at + size]
+    if _ADLER32.unpack_from(data, at + size)[0] != zlib.adler32(body):
+        return None
+    return body
 
 
 def _delta_size(delta: bytes, i: int) -> tuple[int, int]:

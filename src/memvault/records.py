@@ -221,7 +221,7 @@ def decode_blob(dek: bytes, blob: bytes, *, store_id: bytes, node: Node) -> byte
         raise IntegrityError() from None
     if len(store_id) != 16 or len(node.file_id) != 16 or len(node.dek_id) != 16 or header != expected:
         raise IntegrityError()
-    frame = crypto.open_sealed(dek, blob[_BLOB_HEADER.size :], _blob_aad(header, node.path))
+    frame = crypto.open_sealed(dek, memoryview(blob)[_BLOB_HEADER.size :], _blob_aad(header, node.path))
     data = crypto.unpad(frame)
     if crypto.sha256(data) != node.sha256 or len(data) != node.size:
         raise IntegrityError()

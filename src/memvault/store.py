@@ -742,9 +742,9 @@ class MemoryStore:
             self._content_cache.move_to_end(node.blob_id)
             return cached
         try:
-            blob = self.git.read_blob(node.blob_id)
-            if crypto.sha256(blob) != node.ct_sha256:
-                raise IntegrityError()
+            # The ciphertext's SHA-256 (the node record's ``c``) is checked by the git layer,
+            # in place of the git id's SHA-1 for a packed copy: one hash over the blob, not two.
+            blob = self.git.read_blob(node.blob_id, node.ct_sha256)
             data = records.decode_blob(self.keyring.dek(node.dek_id), blob, store_id=self.store_id, node=node)
         except IntegrityError:
             raise IntegrityError(f"Memory store integrity check failed for {node.path}.") from None

@@ -902,3 +902,114 @@ def test_a_pack_whose_index_is_not_a_file_memvault_wrote_is_ignored_not_a_storag
     assert reader.get(_raw_id(good)) == (3, b"good")
     assert not reader.contains(_raw_id(other)) and reader.get(_raw_id(other)) is None
     reader.close()
+
+
+# -- the read path of a file view: one stored block, one hash -------------------------------------
+
+
+def _inflated(stream: bytes, size: int) -> bytes | None:
+    """What zlib makes of ``stream`` as packread's inflater takes it: exactly ``size`` bytes
+    and a complete stream (the bytes after it are the next entry's), else None."""
+    inflater = zlib.decompressobj()
+    try:
+        body = inflater.decompress(stream, size + 1)
+    except zlib.error:
+        return None
+    return body if len(body) == size and inflater.eof and not inflater.unconsumed_tail else None
+
+
+def test_the_stored_block_shortcut_accepts_only_what_zlib_accepts() -> None:
+    """packread takes a stream of one final stored block apart without an inflater: the data of
+    every such stream memvault or zlib writes, and for every altered header, block header,
+    length or Adler-32 either nothing (zlib decides) or exactly what zlib makes of it."""
+    from memvault.packread import _stored_block
+
+    for size in (0, 1, 60, 2437, 0xFFFF, 0x10000):
+        data = os.urandom(size)
+        for stream in {gitstore.zlib_stored(data), zlib.compress(data, 0)}:
+            framed = b"entry header" + stream + b"next entry"
+            if size > 0xFFFF or (stream != gitstore.zlib_stored(data) and size >= 32 * 1024):
+                assert _stored_block(framed, 12, size) is None  # more than one block: zlib's work
+                continue
+            assert _stored_block(framed, 12, size) == data
+            assert _stored_block(framed, 12, size - 1) is None and _stored_block(framed, 12, size + 1) is None
+            assert _stored_block(framed[: 12 + len(stream) - 1], 12, size) is None  # the Adler-32 cut off
+    data = os.urandom(300)
+    stream = zlib.compress(data, 0)
+    variants = [bytes([cmf, flg]) + stream[2:] for cmf in range(256) for flg in range(256)]
+    variants += [stream[:2] + bytes([b]) + stream[3:] for b in range(256)]
+    variants += [
+        stream[:3] + n.to_bytes(2, "little") + (n ^ 0xFFFF).to_bytes(2, "little") + stream[7:] for n in (0, 299, 301)
+    ]
+    variants += [
+        stream[:i] + bytes([stream[i] ^ (1 << bit)]) + stream[i + 1 :] for i in range(3, 7) for bit in range(8)
+    ]
+    n = len(stream)
+    variants += [stream[: n - 4 + i] + bytes([stream[n - 4 + i] ^ 1]) + stream[n - 3 + i :] for i in range(4)]
+    variants += [zlib.compress(data, 9), zlib.compress(b"x" * 300, 9)]
+    accepted = 0
+    for variant in variants:
+        got = _stored_block(variant + b"next", 0, 300)
+        if got is not None:
+            accepted += 1
+            assert got == _inflated(variant + b"next", 300)
+    assert accepted > 1  # header bytes zlib takes as well (another FCHECK, CINFO, the padding bits)
+
+
+def test_a_packed_blob_is_read_without_an_inflater_and_checked_by_one_hash(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A blob memvault packed (stored) is read without setting up zlib's inflater; given the
+    SHA-256 its record names, the body is checked against that instead of its SHA-1 id, and a
+    body that does not have it is damaged (another pack's intact copy read, else IntegrityError)."""
+    import hashlib
+
+    from memvault import packread
+    from memvault.packread import PackReader
+
+    blob = gitstore.GitStore.blob(os.urandom(2400))
+    digest = hashlib.sha256(blob.as_raw_string()).digest()
+    pack_dir = tmp_path / "p"
+    _install(pack_dir, *gitstore.build_pack([blob], 0)[:2])
+    reader = PackReader(str(pack_dir), 1 << 20)
+    reader.rescan()  # the index is validated (its SHA-1 checksum) when the pack is first listed
+
+    def refused(*args: object, **kwargs: object) -> object:
+        raise AssertionError("not on this path")
+
+    with monkeypatch.context() as m:
+        m.setattr(packread.zlib, "decompressobj", refused)
+        m.setattr(packread.hashlib, "sha1", refused)
+        assert reader.get(_raw_id(blob), digest) == (3, blob.as_raw_string())
+        with pytest.raises(IntegrityError):
+            reader.get(_raw_id(blob), bytes(32))  # not the content the record names
+    assert reader.get(_raw_id(blob)) == (3, blob.as_raw_string())  # without a digest: its id
+    reader.close()
+    # a copy with the right id and size but other content, in the pack asked first
+    damaged = [(_raw_id(blob), _entry(3, os.urandom(2400)))]
+    damaged += [
+        (_raw_id(f), _entry(3, f.as_raw_string())) for f in (gitstore.GitStore.blob(b"%d" % i) for i in range(3))
+    ]
+    other = tmp_path / "q"
+    _install(other, *_forge_pack(sorted(damaged)))
+    reader = PackReader(str(other), 1 << 20)
+    with pytest.raises(IntegrityError):
+        reader.get(_raw_id(blob), digest)
+    _install(other, *gitstore.build_pack([blob], 0)[:2])
+    reader.rescan()
+    assert reader.get(_raw_id(blob), digest) == (3, blob.as_raw_string())
+    reader.close()
+
+
+def test_read_blob_checks_a_loose_blob_against_the_digest_too(tmp_path: Path) -> None:
+    import hashlib
+
+    blob = gitstore.GitStore.blob(b"loose content")
+    git = gitstore.GitStore.init(tmp_path / "repo", durable=False)
+    try:
+        git.write([blob])
+        assert git.read_blob(blob.id, hashlib.sha256(b"loose content").digest()) == b"loose content"
+        with pytest.raises(IntegrityError):
+            git.read_blob(blob.id, hashlib.sha256(b"other content").digest())
+    finally:
+        git.close()

@@ -15,6 +15,8 @@ a torn tail (a crash mid-append) is ignored by readers and cut off by the next w
   bytes for the first). The newest one is the high-water mark. Chaining the macs means an old
   record cannot be replayed at the end to lower the mark; seq must grow by one per record
   (or repeat the previous seq from the same parent, replacing a commit that was never published).
+- ``COMMIT`` (type 5, written in format version 2 stores): the same with both ids as 20 raw
+  bytes (80 instead of 120 bytes); the mac is computed over the hex ids exactly as for type 2.
 - ``ABORT`` (type 3): ``u64 seq || commit_id(40 hex) || mac`` with
   ``mac = HMAC(K_keyring, "memvault/v1/abort" || store_id || seq || commit_id || prev_mac)``:
   the writer recorded that commit but could not publish it; the mark goes back to the previous
@@ -42,7 +44,7 @@ from . import crypto
 from .errors import IntegrityError, MemvaultError, StorageError
 from .fsutil import FILE_MODE, fsync_dir, pwrite_all, wipe_file, write_all
 
-__all__ = ["Keyring", "HighWater", "ZERO_ID"]
+__all__ = ["Keyring", "HighWater", "ZERO_ID", "commit_fields"]
 
 _MAGIC = b"MVKR"
 #: Largest keyring read (about 80 bytes per file version: tens of millions of versions).
@@ -54,8 +56,10 @@ _DEK = 1
 _COMMIT = 2
 _ABORT = 3
 _TOMBSTONE = 4
+_COMMIT_RAW = 5
 _DEK_HEAD = struct.Struct(">16sI")
 _COMMIT_BODY = struct.Struct(">Q40s40s32s")
+_COMMIT_RAW_BODY = struct.Struct(">Q20s20s32s")
 _ABORT_BODY = struct.Struct(">Q40s32s")
 _DEK_AAD = b"memvault/v1/dek"
 _HW_MAC = b"memvault/v1/hw"
@@ -64,6 +68,18 @@ _TOMBSTONE_AAD = b"memvault/v1/tombstone"
 _NO_MAC = bytes(32)
 #: Parent id of the first commit.
 ZERO_ID = b"0" * 40
+
+
+def commit_fields(rtype: int, body: bytes) -> tuple[int, bytes, bytes, bytes] | None:
+    """``(seq, commit_id, parent_id, mac)`` of a COMMIT record body of either type (ids as 40 hex
+    ASCII); None for another record type or a body of the wrong length. The mac is not checked."""
+    if rtype == _COMMIT and len(body) == _COMMIT_BODY.size:
+        seq, commit_id, parent_id, tag = _COMMIT_BODY.unpack(body)
+        return seq, commit_id, parent_id, tag
+    if rtype == _COMMIT_RAW and len(body) == _COMMIT_RAW_BODY.size:
+        seq, raw_commit, raw_parent, tag = _COMMIT_RAW_BODY.unpack(body)
+        return seq, raw_commit.hex().encode(), raw_parent.hex().encode(), tag
+    return None
 
 
 def _read_error(err: OSError) -> MemvaultError:
@@ -176,10 +192,11 @@ class Keyring:
                 raise IntegrityError("The store's keyring is damaged.")
             dek_id, epoch = _DEK_HEAD.unpack_from(body)
             self._sealed[dek_id] = (epoch, body[_DEK_HEAD.size :])
-        elif rtype == _COMMIT:
-            if len(body) != _COMMIT_BODY.size:
+        elif rtype == _COMMIT or rtype == _COMMIT_RAW:
+            fields = commit_fields(rtype, body)
+            if fields is None:
                 raise IntegrityError("The store's keyring is damaged.")
-            seq, commit_id, parent_id, tag = _COMMIT_BODY.unpack(body)
+            seq, commit_id, parent_id, tag = fields
             crypto.mac_verify(self._mac_key, self._hw_message(seq, commit_id, parent_id), tag)
             hw = self.high_water
             if hw is not None and not (
@@ -257,9 +274,13 @@ class Keyring:
         self._deks[dek_id] = dek
         return _RECORD.pack(_DEK, len(body)) + body
 
-    def commit_record(self, seq: int, commit_id: bytes, parent_id: bytes) -> bytes:
-        """Encode a high-water record chained to the last record read (refresh first)."""
+    def commit_record(self, seq: int, commit_id: bytes, parent_id: bytes, *, raw_ids: bool = False) -> bytes:
+        """Encode a high-water record chained to the last record read (refresh first); ids are
+        40 hex ASCII. ``raw_ids`` (format version 2 stores): type 5, the ids stored as 20 bytes."""
         tag = crypto.mac(self._mac_key, self._hw_message(seq, commit_id, parent_id))
+        if raw_ids:
+            body = _COMMIT_RAW_BODY.pack(seq, bytes.fromhex(commit_id.decode()), bytes.fromhex(parent_id.decode()), tag)
+            return _RECORD.pack(_COMMIT_RAW, len(body)) + body
         body = _COMMIT_BODY.pack(seq, commit_id, parent_id, tag)
         return _RECORD.pack(_COMMIT, len(body)) + body
 

@@ -1169,7 +1169,9 @@ class MemoryStore:
             raise _storage_error(err) from None
         # Step 2: the keyring records the commit (the point of no return once it is durable).
         # The keyring was read by _sync under this same lock: the chain is current.
-        dek_records.append(self.keyring.commit_record(meta.seq, commit.id, state.commit_id))
+        dek_records.append(
+            self.keyring.commit_record(meta.seq, commit.id, state.commit_id, raw_ids=self.format_version >= 2)
+        )
         try:
             self.keyring.append(b"".join(dek_records), durable=self._durable)
         except OSError as err:
@@ -1301,7 +1303,8 @@ class MemoryStore:
         tag = records.commit_tag(self._keys.chain, self.store_id, 0, ZERO_ID, empty.id, sealed)
         commit = GitStore.commit(empty.id, None, _commit_message(sealed, tag))
         self.git.write_pack([empty, commit])
-        self.keyring.append(self.keyring.commit_record(0, commit.id, ZERO_ID), durable=self._durable)
+        record = self.keyring.commit_record(0, commit.id, ZERO_ID, raw_ids=self.format_version >= 2)
+        self.keyring.append(record, durable=self._durable)
         if not self.git.compare_and_swap(None, commit.id):
             raise InternalError()
         self._state = StoreState(commit.id, 0, empty.id)

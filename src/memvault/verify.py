@@ -52,7 +52,7 @@ from typing import Any, Literal
 from . import crypto, records
 from .errors import IntegrityError, StorageError
 from .gitstore import LAYOUT_ROLES, root_roles
-from .keyring import ZERO_ID
+from .keyring import ZERO_ID, commit_fields
 from .keys import read_slot_file, slot_file_names
 from .records import Node
 from .store import MemoryStore, _freshness_problem
@@ -67,8 +67,6 @@ _KR_RECORD = struct.Struct(">BH")
 _KR_DEK = 1
 _KR_DEK_HEAD = struct.Struct(">16sI")
 _KR_DEK_SIZE = _KR_DEK_HEAD.size + crypto.KEY_SIZE + crypto.SEAL_OVERHEAD
-_KR_COMMIT = 2
-_KR_COMMIT_BODY = struct.Struct(">Q40s40s32s")
 
 _ROLE_NAMES = {
     "root": "root tree",
@@ -812,9 +810,11 @@ class _Verifier:
             if end <= limit and rtype == _KR_DEK and length == _KR_DEK_SIZE:
                 dek_id, epoch = _KR_DEK_HEAD.unpack_from(data, pos + _KR_RECORD.size)
                 deks[dek_id] = (epoch, data[pos + _KR_RECORD.size + _KR_DEK_HEAD.size : end])
-            elif end <= limit and keyring_ok and rtype == _KR_COMMIT and length == _KR_COMMIT_BODY.size:
-                seq, commit_id, parent_id, _mac = _KR_COMMIT_BODY.unpack_from(data, pos + _KR_RECORD.size)
-                commits[commit_id] = (seq, parent_id)  # authenticated: Keyring.refresh checked its MAC
+            elif end <= limit and keyring_ok:
+                fields = commit_fields(rtype, data[pos + _KR_RECORD.size : end])
+                if fields is not None:
+                    seq, commit_id, parent_id, _mac = fields
+                    commits[commit_id] = (seq, parent_id)  # authenticated: Keyring.refresh checked its MAC
             pos = end
         if pos < len(data):
             self.add(

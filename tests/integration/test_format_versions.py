@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FAST_KDF, PASSPHRASE
+from conftest import FAST_KDF, PASSPHRASE, keyring_records
 from memvault import MemoryStore, MemoryTool, crypto, history
 from memvault import store as store_mod
 from memvault.cli import main
@@ -174,3 +174,23 @@ def test_upgraded_store_keeps_layout_1_until_empty_and_history_reads_across(
         assert verify(store).ok  # every commit, in either layout
     with _open(root) as store:
         assert _text(store, NOTE) == "after\n"
+
+
+def _commit_record_types(root: Path) -> set[int]:
+    return {t for t, _s, _e in keyring_records((root / "keyring").read_bytes()) if t in (2, 5)}
+
+
+def test_keyring_commit_records_follow_the_format_version(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _create(tmp_path / "v2", monkeypatch, 2)
+    assert _commit_record_types(tmp_path / "v2") == {5}  # raw ids, 80-byte bodies
+    _create(tmp_path / "v1", monkeypatch, 1)
+    assert _commit_record_types(tmp_path / "v1") == {2}  # what older releases read
+    with _open(tmp_path / "v1") as store:
+        store.put_file("/memories/b.md", "two\n")
+        assert _commit_record_types(tmp_path / "v1") == {2}
+        store.upgrade_format()
+        store.put_file("/memories/c.md", "three\n")
+        assert _commit_record_types(tmp_path / "v1") == {2, 5}
+        assert verify(store).ok
+    with _open(tmp_path / "v1") as store:  # one mac chain across both record types
+        assert store.head[1] == 3 and _text(store, "/memories/c.md") == "three\n"

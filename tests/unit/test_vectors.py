@@ -38,6 +38,7 @@ REC = _load("records_v1.json")
 NODES_V2 = _load("node_v2.json")["cases"]
 TREE_V2 = _load("node_v2.json")["tree_layout_2"]
 SHARD_V2 = _load("node_v2.json")["shard"]
+KEYRING_V2 = _load("node_v2.json")["keyring"]
 
 
 def _ids(cases: list[dict[str, Any]]) -> list[str]:
@@ -671,6 +672,46 @@ def test_keyring_tamper(case: dict[str, Any], tmp_path: Path) -> None:
     # Unknown record type.
     with pytest.raises(IntegrityError):
         _keyring(tmp_path / "k", case, data[:dek_at] + b"\x07" + data[dek_at + 1 :]).refresh()
+
+
+def test_keyring_type_5_commit_records(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Format version 2 keyrings: COMMIT records with raw ids (type 5) read, chain and re-encode."""
+    case = KEYRING_V2
+    v1 = REC["keyring"][0]
+    kr = _keyring(tmp_path / "keyring", case, bytes.fromhex(case["file"]))
+    kr.refresh()
+    kr_v1 = _keyring(tmp_path / "v1", v1, bytes.fromhex(v1["file"]))
+    kr_v1.refresh()
+    assert kr.high_water == kr_v1.high_water is not None
+    assert len(bytes.fromhex(case["file"])) == len(bytes.fromhex(v1["file"])) - 2 * 40
+    # re-encoded from an empty keyring: identical bytes
+    fresh = _keyring(tmp_path / "fresh", case, bytes.fromhex(case["header"]))
+    c0, c1 = case["commit_records"]
+    assert (
+        fresh.commit_record(c0["seq"], c0["commit_id"].encode(), c0["parent_id"].encode(), raw_ids=True).hex()
+        == (c0["record"])
+    )
+    fresh.append(bytes.fromhex(c0["record"]) + bytes.fromhex(case["dek_record"]["record"]), durable=False)
+    assert (
+        fresh.commit_record(c1["seq"], c1["commit_id"].encode(), c1["parent_id"].encode(), raw_ids=True).hex()
+        == (c1["record"])
+    )
+    # A type 2 record may follow a type 5 one (and the reverse): one mac chain.
+    mixed = bytes.fromhex(case["file"])[: -len(bytes.fromhex(c1["record"]))] + bytes.fromhex(
+        v1["commit_records"][1]["record"]
+    )
+    kr_mixed = _keyring(tmp_path / "mixed", case, mixed)
+    kr_mixed.refresh()
+    assert kr_mixed.high_water == kr.high_water
+    # Tampering: seq, commit id, parent id, mac, the length.
+    data = bytes.fromhex(case["file"])
+    at = len(bytes.fromhex(case["header"]))
+    for index in (at + 3 + 7, at + 3 + 8, at + 3 + 28, at + 3 + 48 + 31):
+        with pytest.raises(IntegrityError):
+            _keyring(tmp_path / "k", case, _flip(data, index)).refresh()
+    longer = data[:at] + b"\x05\x00\x51" + data[at + 3 : at + 83] + b"\x00" + data[at + 83 :]
+    with pytest.raises(IntegrityError):
+        _keyring(tmp_path / "k", case, longer).refresh()
 
 
 # -- store configuration -------------------------------------------------------------------------

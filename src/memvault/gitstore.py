@@ -353,9 +353,13 @@ def _pack_head(path: str) -> tuple[bytes, int]:
 
 
 #: zlib level of commit objects in a pack when the repository's level is 0 (stored): their
-#: headers and base64 metadata shrink by a third (≈ 680 -> 460 bytes, a few µs), unlike the
-#: ciphertext blobs and the trees of random ids, which stay stored.
-COMMIT_LEVEL = 1
+#: headers and base64 metadata shrink by a quarter (≈ 670 -> 510 bytes), unlike the ciphertext
+#: blobs and the trees of random ids, which stay stored.
+COMMIT_LEVEL = 6
+#: ... with a 4 KiB window and a small hash table (a commit is well under 4 KiB): zlib's default
+#: 32 KiB window and memLevel 8 cost ≈ 85 µs per commit to set up, these ≈ 15 µs, same output size.
+_COMMIT_WBITS = 12
+_COMMIT_MEMLEVEL = 6
 
 
 #: Below this size :func:`zlib_stored` gives the very bytes of ``zlib.compress(data, 0)`` (one
@@ -393,7 +397,6 @@ def build_pack(objects: Iterable[GitObject], level: int) -> tuple[bytes, bytes, 
     zlib stream at ``level`` (commits at :data:`COMMIT_LEVEL` when ``level`` is 0; a duplicate
     id is stored once), its version 2 index, and the pack's name: the hex SHA-1 trailer of the
     pack, as git names packs."""
-    commit_level = level or COMMIT_LEVEL
     seen: set[bytes] = set()
     parts: list[bytes] = [b""]
     entries: list[tuple[bytes, int, int]] = []
@@ -404,10 +407,14 @@ def build_pack(objects: Iterable[GitObject], level: int) -> tuple[bytes, bytes, 
             continue
         seen.add(raw_id)
         body = obj.as_raw_string()
-        obj_level = commit_level if obj.type_name == b"commit" else level
-        entry = _entry_header(_PACK_TYPES[obj.type_name], len(body)) + (
-            zlib_stored(body) if obj_level == 0 and len(body) < _STORED_AS_ZLIB else zlib.compress(body, obj_level)
-        )
+        if obj.type_name == b"commit" and level == 0 and COMMIT_LEVEL:
+            deflate = zlib.compressobj(COMMIT_LEVEL, zlib.DEFLATED, _COMMIT_WBITS, _COMMIT_MEMLEVEL)
+            stream = deflate.compress(body) + deflate.flush()
+        elif level == 0 and len(body) < _STORED_AS_ZLIB:
+            stream = zlib_stored(body)
+        else:
+            stream = zlib.compress(body, level)
+        entry = _entry_header(_PACK_TYPES[obj.type_name], len(body)) + stream
         entries.append((raw_id, zlib.crc32(entry), offset))
         parts.append(entry)
         offset += len(entry)

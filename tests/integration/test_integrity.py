@@ -131,6 +131,8 @@ def _forge_commit(store_path: Path, tree_id: bytes, parent: bytes, message: byte
 def test_swapping_tree_entries_is_detected(store_path: Path) -> None:
     store = make_store(store_path)
     _seed(store)
+    for i in range(12):  # tokens under at least two first hex digits (all alike: 16**-13)
+        store.put_file(f"/memories/more/{i}.md", "x")
     repo = Repo(str(store_path / "repo"))
     head = repo.refs[b"refs/heads/main"]
     commit = repo[head]

@@ -598,19 +598,26 @@ class MemoryStore:
         data = json.dumps(config, indent=2, sort_keys=True).encode() + b"\n"
         atomic_write(self.root / STORE_FILE, data, durable=self._durable)
 
-    def upgrade_format(self) -> tuple[int, int]:
+    def upgrade_format(self, *, actor: str = "memvault", session: str = "") -> tuple[int, int]:
         """Move a store to format version :data:`FORMAT_VERSION`; return ``(old, new)`` versions.
 
-        Only ``memvault.json`` changes (atomically, under the writer lock): records already
-        written stay as they are and are read as before; records written from then on use the
-        newer encoding (version 2: compact node records, docs/format.md 5.2). memvault releases
-        that only know the older version refuse to open the store afterwards ("Unsupported
-        memory store format") instead of misreading it. Idempotent."""
+        Under the writer lock: ``memvault.json`` is rewritten (atomically) with the new version,
+        then, if the head's tree still has layout 1, one commit (command ``upgrade``, no paths)
+        files the same content blobs and index shards in layout 2 (docs/format.md 5.3). Records
+        and commits already written stay as they are and are read as before; records written
+        from then on use the newer encodings. memvault releases that only know the older version
+        refuse to open the store afterwards ("Unsupported memory store format") instead of
+        misreading it. Idempotent; a crash between the two steps is finished by the next call."""
         old = self.format_version
-        if old < FORMAT_VERSION:
-            with self._writer():  # the same bytes whichever process upgrades first
-                self._write_config(FORMAT_VERSION)
-            self.format_version = FORMAT_VERSION
+        with self._writer(), self._state_lock:
+            if old < FORMAT_VERSION:
+                self._write_config(FORMAT_VERSION)  # the same bytes whichever process upgrades first
+                self.format_version = FORMAT_VERSION
+            state = self._sync(writer=True)
+            if self._layout(state.tree_id) == 1:
+                meta = CommitMeta(seq=state.seq + 1, time=_now(), actor=actor, session=session, command="upgrade",
+                                  paths=(), findings={})  # fmt: skip
+                self._commit(state, Transaction(self, state), meta, relayout=True)
         return old, FORMAT_VERSION
 
     def _config_message(self, config: dict[str, object]) -> bytes:
@@ -1096,7 +1103,9 @@ class MemoryStore:
                     pass  # advisory; the reads stay pending for the next try
             return result
 
-    def _commit(self, state: StoreState, txn: Transaction, meta: CommitMeta) -> None:
+    def _commit(self, state: StoreState, txn: Transaction, meta: CommitMeta, *, relayout: bool = False) -> None:
+        """Write ``txn`` as one commit (docs/format.md §7). ``relayout``: file every live content
+        blob and shard of ``state`` anew in tree layout 2 (``upgrade_format``), not patch its tree."""
         objects: list[GitObject] = []
         dek_records: list[bytes] = []
         new_nodes: dict[str, Node | None] = {}
@@ -1104,6 +1113,14 @@ class MemoryStore:
         tree_changes: dict[tuple[bytes, ...], tuple[int, bytes] | None] = {}
         shard_nodes: dict[bytes, dict[bytes, Node]] = {}
         layout = self._layout(state.tree_id)
+        base_tree: bytes | None = state.tree_id
+        if relayout:
+            layout, base_tree = 2, None
+            for node in state.nodes.values():
+                if not node.is_dir and not node.redacted:
+                    tree_changes[_content_path(node.token, 2)] = (MODE_BLOB, node.blob_id)
+            for shard, shard_blob in state.shard_blobs.items():
+                tree_changes[(shard[:1], shard[1:], b"i")] = (MODE_BLOB, shard_blob)
 
         def shard_view(shard: bytes) -> dict[bytes, Node]:
             if shard not in shard_nodes:
@@ -1156,7 +1173,7 @@ class MemoryStore:
             else:
                 tree_changes[path_key] = None
                 new_shard_blobs[shard] = None
-        tree_id = self._apply_tree(state.tree_id, tree_changes, objects)
+        tree_id = self._apply_tree(base_tree, tree_changes, objects)
         sealed = records.seal_meta(self._keys.meta, self.store_id, meta)
         tag = records.commit_tag(self._keys.chain, self.store_id, meta.seq, state.commit_id, tree_id, sealed)
         commit = GitStore.commit(tree_id, state.commit_id, _commit_message(sealed, tag))

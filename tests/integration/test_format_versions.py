@@ -11,7 +11,7 @@ from conftest import FAST_KDF, PASSPHRASE, keyring_records
 from memvault import MemoryStore, MemoryTool, crypto, history
 from memvault import store as store_mod
 from memvault.cli import main
-from memvault.errors import IntegrityError
+from memvault.errors import IntegrityError, MemvaultError
 from memvault.settings import StoreSettings
 from memvault.verify import verify
 
@@ -147,33 +147,70 @@ def test_layout_2_files_each_shard_beside_its_content(tmp_path: Path, monkeypatc
         assert leaf[b"i"][1] == store.index_blobs(store.git.read_commit(store.head[0])[0])[h[:2]]  # its shard
 
 
-def test_upgraded_store_keeps_layout_1_until_empty_and_history_reads_across(
+def test_upgrade_refiles_a_layout_1_tree_in_one_commit_and_history_reads_across(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     root = tmp_path / "s"
     _create(root, monkeypatch, 1)
     with _open(root) as store:
-        first = store.head[0]
-        assert b"i" in _root(store)
-        store.upgrade_format()
         store.put_file("/memories/b.md", "two\n")
-        assert b"i" in _root(store)  # a non-empty layout 1 tree keeps its layout
+        first, seq = store.head
+        files_before = {p: _text(store, p) for p in (NOTE, "/memories/b.md")}
+        assert b"i" in _root(store)
+        assert store.upgrade_format() == (1, 2)
+        assert store.head[1] == seq + 1  # one commit: the same files, filed in layout 2
+        assert _root(store) and b"i" not in _root(store)
+        (info,) = history.log(store, limit=1)
+        assert (info.command, info.paths) == ("upgrade", ())
+        assert history.changes(store, "HEAD") == ()  # no file changed
+        assert history.diff(store, first, "HEAD") == []
+        assert {p: _text(store, p) for p in files_before} == files_before
         tool = MemoryTool(store)
-        assert tool.call({"command": "delete", "path": "/memories/notes"}).startswith("Successfully deleted")
-        assert tool.call({"command": "delete", "path": "/memories/b.md"}).startswith("Successfully deleted")
-        assert _root(store) == {}
-        emptied = store.head[0]
-        tool.call({"command": "create", "path": NOTE, "file_text": "after\n"})
-        assert _root(store) and b"i" not in _root(store)  # an empty head starts layout 2
-        # history across the two layouts
-        assert [(c.op, c.path) for c in history.changes(store, "HEAD")] == [("created", "/memories/notes"),
-                                                                            ("created", NOTE)]  # fmt: skip
-        assert [(c.op, c.path) for c in history.changes(store, emptied)] == [("deleted", "/memories/b.md")]
-        (d,) = history.diff(store, first, "HEAD")
-        assert (d.path, d.old, d.new) == (NOTE, b"version one\n", b"after\n")
+        tool.call({"command": "str_replace", "path": NOTE, "old_str": "one", "new_str": "after"})
+        assert b"i" not in _root(store)
+        (d,) = history.diff(store, first, "HEAD")  # across both layouts
+        assert (d.path, d.old, d.new) == (NOTE, b"version one\n", b"version after\n")
+        assert [(c.op, c.path) for c in history.changes(store, "HEAD")] == [("modified", NOTE)]
         assert verify(store).ok  # every commit, in either layout
+        assert store.upgrade_format() == (2, 2) and store.head[1] == seq + 2  # nothing more to do
     with _open(root) as store:
-        assert _text(store, NOTE) == "after\n"
+        assert _text(store, NOTE) == "version after\n" and _text(store, "/memories/b.md") == "two\n"
+
+
+def test_upgrade_interrupted_before_its_commit_is_finished_by_the_next(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "s"
+    _create(root, monkeypatch, 1)
+    with _open(root) as store:
+        seq = store.head[1]
+
+        def crash(*args: object, **kwargs: object) -> None:
+            raise OSError(5, "Input/output error")
+
+        with monkeypatch.context() as m:
+            m.setattr(store, "_commit", crash)
+            with pytest.raises(MemvaultError):
+                store.upgrade_format()
+    assert _config(root)["version"] == 2  # the configuration went first
+    with _open(root) as store:
+        assert store.head[1] == seq and b"i" in _root(store)  # a version 2 store, still in layout 1
+        assert _text(store, NOTE) == "version one\n"
+        store.put_file("/memories/b.md", "two\n")  # a commit keeps its parent's layout
+        assert b"i" in _root(store) and _record(store, "/memories/b.md")[:2] == b"N2"
+        assert store.upgrade_format() == (2, 2)
+        assert b"i" not in _root(store) and store.head[1] == seq + 2
+        assert verify(store).ok
+
+
+def test_empty_version_1_store_upgrades_without_a_commit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    with monkeypatch.context() as m:
+        m.setattr(store_mod, "FORMAT_VERSION", 1)
+        MemoryStore.create(tmp_path / "s", passphrase=PASSPHRASE, kdf=FAST_KDF).close()
+    with _open(tmp_path / "s") as store:
+        assert store.upgrade_format() == (1, 2) and store.head[1] == 0
+        store.put_file(NOTE, "x")
+        assert b"i" not in _root(store)
 
 
 def _commit_record_types(root: Path) -> set[int]:
@@ -193,4 +230,4 @@ def test_keyring_commit_records_follow_the_format_version(tmp_path: Path, monkey
         assert _commit_record_types(tmp_path / "v1") == {2, 5}
         assert verify(store).ok
     with _open(tmp_path / "v1") as store:  # one mac chain across both record types
-        assert store.head[1] == 3 and _text(store, "/memories/c.md") == "three\n"
+        assert store.head[1] == 4 and _text(store, "/memories/c.md") == "three\n"  # + the upgrade commit

@@ -1179,8 +1179,9 @@ class GitStore:
             raise IntegrityError()
         raw_id = binascii.a2b_hex(obj_id)
         packs = self._pack_reader
+        want_type = _PACK_TYPES[kind]
         try:
-            found = packs.get(raw_id, sha256)
+            found = packs.get(raw_id, sha256, want_type)
         except IntegrityError:
             raw = self._read_loose(obj_id, kind)  # an intact loose copy (packing keeps it until the pack is durable)
             if raw is None:
@@ -1191,7 +1192,7 @@ class GitStore:
             if raw is not None:
                 return _sha256_checked(raw, sha256)
             if packs.rescan():
-                found = packs.get(raw_id, sha256)
+                found = packs.get(raw_id, sha256, want_type)
             if found is None:
                 raise IntegrityError("An object of the store is missing.")
         type_num, raw = found

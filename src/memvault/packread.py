@@ -10,8 +10,9 @@ and its index is treated as hostile:
   with the checksum the index records;
 - an entry's declared size is checked against the reader's bound *before* it is inflated, and
   the zlib stream is inflated to at most that size plus one byte (a zlib bomb stops there) and
-  must end exactly at it (a stream of one stored block, as memvault writes an object under
-  64 KiB, is taken apart without an inflater: :func:`_stored_block`, which accepts only what
+  must end exactly at it (a stream of one stored block that lies whole in the first read of the
+  entry, as memvault writes a small object, is taken apart without an inflater:
+  :func:`_stored_block`, which accepts only what
   zlib would);
 - a delta (``OFS_DELTA``/``REF_DELTA``, in packs ``git gc`` wrote) is resolved here too, with
   its base in the same pack, through at most :data:`MAX_DELTA_DEPTH` bases and
@@ -324,7 +325,7 @@ class PackReader:
         if err is not None:
             raise _storage_error(err)
 
-    def get(self, raw_id: bytes, sha256: bytes | None = None) -> tuple[int, bytes] | None:
+    def get(self, raw_id: bytes, sha256: bytes | None = None, want_type: int | None = None) -> tuple[int, bytes] | None:
         """``(type number, body)`` of the object ``raw_id`` from the packs this reader knows,
         checked against its id (a damaged copy in one pack is passed over for an intact one in
         another); None if none of them lists it. A pack found removed or changed
@@ -333,7 +334,9 @@ class PackReader:
 
         ``sha256``: the SHA-256 the body must have, known from an authenticated record (a node
         record's ``c``). The body is then checked against it *instead of* against its id: the
-        caller's check subsumes git's, so one hash over the body instead of two."""
+        caller's check subsumes git's, so one hash over the body instead of two. ``want_type``:
+        the git type number the object must have; a copy of another type is damaged (passed over
+        like any damaged copy; with ``sha256`` nothing else checks the type)."""
         with self._lock:
             if not self._scanned:
                 self._rescan()
@@ -351,6 +354,9 @@ class PackReader:
                     except IntegrityError:
                         damaged = True
                         continue  # another pack (e.g. the sources of a merge) may hold it intact
+                    if want_type is not None and type_num != want_type:
+                        damaged = True  # e.g. the type bits of the entry header changed
+                        continue
                     if sha256 is not None:
                         if hashlib.sha256(body).digest() != sha256:
                             damaged = True  # not the content the caller's record names

@@ -35,7 +35,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from . import crypto, records
 from .access import FILE_NAME as ACCESS_FILE
@@ -517,6 +517,23 @@ class MemoryStore:
         """
         unlock = cls._unlock(passphrase, key_file)
         root = Path(path)
+        config, version, store_id, settings, settings_mac = cls._read_config(root)
+        slot, master_keys = unlock_master_keys(store_id, load_slots(root / "keys"), unlock)
+        store = cls(root, store_id, settings, master_keys, _token=_PRIVATE)
+        store.format_version = version
+        store.unlocked_slot = slot.slot_id
+        crypto.mac_verify(store._keys.config, store._config_message(config), settings_mac)
+        store.git = GitStore(root / "repo", durable=settings.durability == "full")
+        store.lock_timeout = lock_timeout
+        if check_head:
+            with store._state_lock:
+                store._sync(writer=False)
+        return store
+
+    @staticmethod
+    def _read_config(root: Path) -> tuple[dict[str, Any], int, bytes, StoreSettings, bytes]:
+        """``(config, version, store_id, settings, settings_mac)`` of ``memvault.json``, checked
+        for shape and a readable version (the MAC is the caller's to verify)."""
         try:
             config = json.loads(read_bounded(root / STORE_FILE, MAX_CONFIG_BYTES))
         except (FileNotFoundError, NotADirectoryError):
@@ -538,17 +555,7 @@ class MemoryStore:
             raise
         except Exception:
             raise IntegrityError("The store's configuration file is damaged.") from None
-        slot, master_keys = unlock_master_keys(store_id, load_slots(root / "keys"), unlock)
-        store = cls(root, store_id, settings, master_keys, _token=_PRIVATE)
-        store.format_version = version
-        store.unlocked_slot = slot.slot_id
-        crypto.mac_verify(store._keys.config, store._config_message(config), settings_mac)
-        store.git = GitStore(root / "repo", durable=settings.durability == "full")
-        store.lock_timeout = lock_timeout
-        if check_head:
-            with store._state_lock:
-                store._sync(writer=False)
-        return store
+        return config, version, store_id, settings, settings_mac
 
     @property
     def lock_timeout(self) -> float:
@@ -586,8 +593,9 @@ class MemoryStore:
         wipe_leftovers(self.root, (f"{STORE_FILE}.tmp-", ".keyring.rewrite-"))
         self.git.sweep_pack_leftovers()
 
-    def _write_config(self, version: int) -> None:
-        """Write ``memvault.json`` for format ``version`` and the current settings (atomically)."""
+    def _write_config(self, version: int, *, durable: bool | None = None) -> None:
+        """Write ``memvault.json`` for format ``version`` and the current settings (atomically;
+        ``durable`` defaults to the store's durability)."""
         config: dict[str, object] = {
             "format": _STORE_FORMAT,
             "version": version,
@@ -596,7 +604,7 @@ class MemoryStore:
         }
         config["settings_mac"] = b64encode(crypto.mac(self._keys.config, self._config_message(config)))
         data = json.dumps(config, indent=2, sort_keys=True).encode() + b"\n"
-        atomic_write(self.root / STORE_FILE, data, durable=self._durable)
+        atomic_write(self.root / STORE_FILE, data, durable=self._durable if durable is None else durable)
 
     def upgrade_format(self, *, actor: str = "memvault", session: str = "") -> tuple[int, int]:
         """Move a store to format version :data:`FORMAT_VERSION`; return ``(old, new)`` versions.
@@ -607,12 +615,21 @@ class MemoryStore:
         and commits already written stay as they are and are read as before; records written
         from then on use the newer encodings. memvault releases that only know the older version
         refuse to open the store afterwards ("Unsupported memory store format") instead of
-        misreading it. Idempotent; a crash between the two steps is finished by the next call."""
-        old = self.format_version
+        misreading it. Idempotent; a crash between the two steps is finished by the next call.
+
+        Processes that have the store open keep the encodings of the version they opened (still
+        readable) until they open it again; processes of a release that only knows version 1 must
+        be stopped first (they would report the new records as damage). ``memvault.json`` is read
+        again under the lock (a newer version than this release knows is refused, not
+        overwritten) and written durably whatever the store's durability setting."""
         with self._writer(), self._state_lock:
+            config, old, store_id, _settings, settings_mac = self._read_config(self.root)
+            if store_id != self.store_id:
+                raise IntegrityError("The store's configuration file is damaged.")
+            crypto.mac_verify(self._keys.config, self._config_message(config), settings_mac)
             if old < FORMAT_VERSION:
-                self._write_config(FORMAT_VERSION)  # the same bytes whichever process upgrades first
-                self.format_version = FORMAT_VERSION
+                self._write_config(FORMAT_VERSION, durable=True)
+            self.format_version = FORMAT_VERSION
             state = self._sync(writer=True)
             if self._layout(state.tree_id) == 1:
                 meta = CommitMeta(seq=state.seq + 1, time=_now(), actor=actor, session=session, command="upgrade",
@@ -1002,12 +1019,15 @@ class MemoryStore:
 
     def _load_shard(self, shard: bytes, blob_id: bytes) -> dict[bytes, Node]:
         self._follow_keyring()
-        cached = self._shard_cache.get(blob_id)
+        # Keyed by name and blob: the same blob filed under another shard name must be decoded
+        # (and refused: the name is in its associated data), not served from the cache.
+        key = shard + blob_id
+        cached = self._shard_cache.get(key)
         if cached is not None:
-            self._shard_cache.move_to_end(blob_id)
+            self._shard_cache.move_to_end(key)
             return cached
         nodes = self._decode_shard(shard, blob_id)
-        self._shard_cache[blob_id] = nodes
+        self._shard_cache[key] = nodes
         if len(self._shard_cache) > _SHARD_CACHE_ENTRIES:
             self._shard_cache.popitem(last=False)
         return nodes

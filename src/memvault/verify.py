@@ -33,7 +33,7 @@ Problem codes (``severity`` in brackets):
 ``torn-keyring``   warning    the keyring ends in a partial record (a crash during an append)
 ``unpublished-     warning    a commit recorded in the keyring on top of the branch; it is the
 commit``                      head (checked as such) and the next write publishes it
-``stray-blob``     warning    a blob under ``c/`` that no file version references
+``stray-blob``     warning    a content blob in the tree that no file version references
 ``bad-access-     warning    the access-time file (last reads, for ``expire``) does not open or
 times``                       parse; ``expire`` refuses to run until the next read replaces it
 =================  =========  =================================================================
@@ -735,7 +735,7 @@ class _Verifier:
             self.add("error", "bad-blob", f"{what} does not authenticate or decrypt.", path=node.path, where=where)
 
     def check_stray_blobs(self) -> None:
-        """Blobs under ``c/`` that no file version references: check the object, then warn."""
+        """Content blobs in the tree that no file version references: check the object, then warn."""
         for blob_id, (token, where) in self.content_entries.items():
             if blob_id in self.checked_blobs:
                 continue

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import errno
+import hashlib
 import os
 import shutil
 import subprocess
@@ -1032,3 +1033,22 @@ def test_commit_objects_are_deflated_with_a_small_window() -> None:
     assert stream[0] == 0x48  # CMF: deflate, CINFO 4 (a 4 KiB window)
     assert zlib.decompress(stream) == body
     assert len(stream) < 0.85 * len(body)
+
+
+@pytest.mark.parametrize("checked_by", ["sha1", "sha256"])
+def test_a_packed_copy_of_the_wrong_type_is_passed_over(tmp_path: Path, checked_by: str) -> None:
+    """A packed copy whose entry header names another type (a flipped bit) is damaged on both
+    paths: with the node record's SHA-256 (a file view) nothing else checks the type, so the
+    intact loose copy must still be found, as with the git id."""
+    blob = gitstore.GitStore.blob(os.urandom(500))
+    body = blob.as_raw_string()
+    repo = tmp_path / "repo"
+    git = gitstore.GitStore.init(repo, durable=False)
+    try:
+        _install(repo / "objects" / "pack", *_forge_pack([(_raw_id(blob), _entry(1, body))]))  # type 1: commit
+        with pytest.raises(IntegrityError):  # the only copy: refused, not served as a blob
+            git.read_blob(blob.id, hashlib.sha256(body).digest() if checked_by == "sha256" else None)
+        git.write([blob])  # an intact loose copy
+        assert git.read_blob(blob.id, hashlib.sha256(body).digest() if checked_by == "sha256" else None) == body
+    finally:
+        git.close()

@@ -100,8 +100,11 @@ def test_upgrade_cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: py
     root = tmp_path / "s"
     _create(root, monkeypatch, 1)
     monkeypatch.setenv("MEMVAULT_PASSPHRASE", PASSPHRASE)
-    assert main(["--store", str(root), "upgrade", "--json"]) == 0
-    assert json.loads(capsys.readouterr().out) == {"old_version": 1, "version": 2, "changed": True}
+    assert main(["--store", str(root), "upgrade", "--json", "--actor", "ops"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"old_version": 1, "version": 2, "changed": True, "commit": True}
+    with _open(root) as store:
+        (info,) = history.log(store, limit=1)
+        assert (info.command, info.actor) == ("upgrade", "ops")
     assert main(["--store", str(root), "upgrade"]) == 0
     assert "already at format version 2" in capsys.readouterr().out
     assert _config(root)["version"] == 2
@@ -145,6 +148,10 @@ def test_layout_2_files_each_shard_beside_its_content(tmp_path: Path, monkeypatc
         leaf = store.git.tree_entries(store.git.tree_entries(root[h[:1]][1])[h[1:2]][1])
         assert leaf[h[2:]][1] == node.blob_id  # content blob <h0>/<h1>/<h[2:]>
         assert leaf[b"i"][1] == store.index_blobs(store.git.read_commit(store.head[0])[0])[h[:2]]  # its shard
+        tool = MemoryTool(store)
+        assert tool.call({"command": "delete", "path": "/memories/notes"}).startswith("Successfully deleted")
+        assert _root(store) == {}  # the emptied shard tree and its <h0> tree went with the last node
+        assert verify(store).ok
 
 
 def test_upgrade_refiles_a_layout_1_tree_in_one_commit_and_history_reads_across(
@@ -231,3 +238,43 @@ def test_keyring_commit_records_follow_the_format_version(tmp_path: Path, monkey
         assert verify(store).ok
     with _open(tmp_path / "v1") as store:  # one mac chain across both record types
         assert store.head[1] == 4 and _text(store, "/memories/c.md") == "three\n"  # + the upgrade commit
+
+
+def test_upgrade_rereads_the_configuration_under_the_lock(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A handle opened before another process upgraded (or before a newer release moved the store
+    further) neither rewrites the configuration nor downgrades it; the write is durable."""
+    root = tmp_path / "s"
+    _create(root, monkeypatch, 1)
+    early = _open(root)
+    with _open(root) as other:
+        assert other.upgrade_format() == (1, 2)
+    synced: list[bool] = []
+    real = store_mod.atomic_write
+    monkeypatch.setattr(store_mod, "atomic_write", lambda *a, **k: (synced.append(k["durable"]), real(*a, **k)))
+    assert early.upgrade_format() == (2, 2) and synced == []  # already version 2: not written again
+    early.close()
+    # A version this release does not know is refused, not overwritten.
+    config = _config(root)
+    with _open(root) as store:
+        config["version"] = 3
+        (root / "memvault.json").write_text(json.dumps(config))
+        with pytest.raises(IntegrityError, match="Unsupported"):
+            store.upgrade_format()
+    assert _config(root)["version"] == 3
+    # durability "none" still writes the upgraded configuration durably
+    _create(tmp_path / "n", monkeypatch, 1)
+    synced.clear()  # (creating it wrote its configuration as durability "none" stores do)
+    with _open(tmp_path / "n") as store:
+        store.upgrade_format()
+    assert synced == [True]
+
+
+def test_a_cached_shard_is_not_served_under_another_shard_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _create(tmp_path / "s", monkeypatch, 2)
+    with _open(tmp_path / "s") as store:
+        blobs = store.index_blobs(store.git.read_commit(store.head[0])[0])
+        shard, blob_id = next(iter(blobs.items()))
+        assert store.shard_nodes(shard, blob_id)  # decoded and cached
+        other = next(bytes(f"{i:02x}", "ascii") for i in range(256) if bytes(f"{i:02x}", "ascii") not in blobs)
+        with pytest.raises(IntegrityError):
+            store.shard_nodes(other, blob_id)

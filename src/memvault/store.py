@@ -94,8 +94,9 @@ FORMAT_VERSION = 2
 _READABLE_VERSIONS = (1, 2)
 _CONFIG_MAC = b"memvault/v1/config"
 _MESSAGE_RE = re.compile(rb"\Amemvault\n\nMemvault-Meta: ([A-Za-z0-9+/=]+)\nMemvault-Tag: ([0-9a-f]{64})\n\Z")
-#: Decrypted file contents kept in memory for repeated views (bytes).
-_CONTENT_CACHE_BYTES = 8 * 1024 * 1024
+#: Default budget of decrypted file contents kept in memory for repeated views (bytes); see
+#: :attr:`MemoryStore.plaintext_cache_bytes`.
+PLAINTEXT_CACHE_BYTES = 8 * 1024 * 1024
 #: Decoded index shards kept by blob id (history walks reuse unchanged shards).
 _SHARD_CACHE_ENTRIES = 1024
 T = TypeVar("T")
@@ -422,6 +423,7 @@ class MemoryStore:
         self._scrubber: Scrubber | None = None
         self._content_cache: OrderedDict[bytes, bytes] = OrderedDict()
         self._content_cache_size = 0
+        self._content_cache_budget = PLAINTEXT_CACHE_BYTES
         self._shard_cache: OrderedDict[bytes, dict[bytes, Node]] = OrderedDict()
         self.git: GitStore
 
@@ -445,10 +447,11 @@ class MemoryStore:
         settings: StoreSettings | None = None,
         kdf: KdfParams | None = None,
         lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
+        plaintext_cache_bytes: int = PLAINTEXT_CACHE_BYTES,
     ) -> MemoryStore:
         """Create a new store in directory ``path`` (created if missing; must be empty).
 
-        ``lock_timeout``: seconds a write waits for the store's writer lock (see :meth:`open`).
+        ``lock_timeout``, ``plaintext_cache_bytes``: see :meth:`open`.
         """
         unlock = cls._unlock(passphrase, key_file)
         try:
@@ -456,6 +459,7 @@ class MemoryStore:
         except OSError as err:
             raise StorageError.from_os_error(err, what="The memory store") from None
         store.lock_timeout = lock_timeout
+        store.plaintext_cache_bytes = plaintext_cache_bytes
         return store
 
     @classmethod
@@ -503,6 +507,7 @@ class MemoryStore:
         key_file: str | os.PathLike[str] | None = None,
         check_head: bool = True,
         lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
+        plaintext_cache_bytes: int = PLAINTEXT_CACHE_BYTES,
     ) -> MemoryStore:
         """Open an existing store; a wrong key raises :class:`~memvault.errors.WrongKeyError`.
 
@@ -514,6 +519,10 @@ class MemoryStore:
         waits for the store's writer lock while another thread or process holds it, before it
         fails with :class:`~memvault.errors.LockedError` (whose message says how long it waited).
         Readers never wait. Also settable later as :attr:`lock_timeout`.
+
+        ``plaintext_cache_bytes``: how many bytes of decrypted file contents this store object
+        keeps in memory for repeated views (least recently used first out; default 8 MiB; 0 keeps
+        none, so every view decrypts again). Also settable later as :attr:`plaintext_cache_bytes`.
         """
         unlock = cls._unlock(passphrase, key_file)
         root = Path(path)
@@ -525,6 +534,7 @@ class MemoryStore:
         crypto.mac_verify(store._keys.config, store._config_message(config), settings_mac)
         store.git = GitStore(root / "repo", durable=settings.durability == "full")
         store.lock_timeout = lock_timeout
+        store.plaintext_cache_bytes = plaintext_cache_bytes
         if check_head:
             with store._state_lock:
                 store._sync(writer=False)
@@ -556,6 +566,20 @@ class MemoryStore:
         except Exception:
             raise IntegrityError("The store's configuration file is damaged.") from None
         return config, version, store_id, settings, settings_mac
+
+    @property
+    def plaintext_cache_bytes(self) -> int:
+        """Budget of decrypted file contents kept in memory (bytes; 0: none). Lowering it drops
+        the least recently used contents at once; a content over an eighth of it is never kept."""
+        return self._content_cache_budget
+
+    @plaintext_cache_bytes.setter
+    def plaintext_cache_bytes(self, size: int) -> None:
+        if type(size) is not int or size < 0:
+            raise ValueError("plaintext_cache_bytes must be an integer number of bytes >= 0")
+        with self._state_lock:
+            self._content_cache_budget = size
+            self._trim_content_cache()
 
     @property
     def lock_timeout(self) -> float:
@@ -777,11 +801,18 @@ class MemoryStore:
 
     def _cache_content(self, blob_id: bytes, data: bytes) -> None:
         """Keep a decrypted content in the bounded LRU (never more than the byte budget)."""
-        if len(data) > _CONTENT_CACHE_BYTES // 8 or blob_id in self._content_cache:
+        if (
+            not self._content_cache_budget
+            or len(data) > self._content_cache_budget // 8
+            or blob_id in self._content_cache
+        ):
             return
         self._content_cache[blob_id] = data
         self._content_cache_size += len(data)
-        while self._content_cache_size > _CONTENT_CACHE_BYTES:
+        self._trim_content_cache()
+
+    def _trim_content_cache(self) -> None:
+        while self._content_cache_size > self._content_cache_budget:
             _, old = self._content_cache.popitem(last=False)
             self._content_cache_size -= len(old)
 

@@ -19,7 +19,7 @@ from memvault.settings import StoreSettings
 
 def test_content_cache_is_bounded_after_a_bulk_transaction(tmp_path: Path) -> None:
     s = make_store(tmp_path / "s", StoreSettings(durability="none", max_file_bytes=1024 * 1024))
-    budget = store_module._CONTENT_CACHE_BYTES
+    budget = store_module.PLAINTEXT_CACHE_BYTES
     chunk = b"x" * (budget // 16)
 
     def bulk(txn: memvault.store.Transaction) -> None:
@@ -69,3 +69,40 @@ def test_loading_a_state_pauses_the_garbage_collector_and_resumes_it(
     with pytest.raises(IntegrityError):
         memvault.MemoryStore.open(tmp_path / "s", passphrase=PASSPHRASE)
     assert gc.isenabled()
+
+
+def test_plaintext_cache_budget_is_settable_and_zero_keeps_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    s = make_store(tmp_path / "s", StoreSettings(durability="none"))
+    assert s.plaintext_cache_bytes == store_module.PLAINTEXT_CACHE_BYTES
+    for i in range(8):
+        s.put_file(f"/memories/f{i}.md", f"{i}" * 1000)
+    assert s._content_cache_size == 8 * 1000  # writes fill the cache
+    s.plaintext_cache_bytes = 3000  # lowering it drops the least recently used at once
+    assert s._content_cache_size == 3000 and sorted(s._content_cache.values()) == [
+        b"5" * 1000,
+        b"6" * 1000,
+        b"7" * 1000,
+    ]
+    s.plaintext_cache_bytes = 16000
+    decrypted: list[bytes] = []
+    real = memvault.records.decode_blob
+    monkeypatch.setattr(memvault.records, "decode_blob", lambda *a, **k: decrypted.append(b"") or real(*a, **k))
+    snap = s.snapshot()
+    assert snap.read(parse_path("/memories/f1.md")) == b"1" * 1000
+    assert snap.read(parse_path("/memories/f1.md")) == b"1" * 1000
+    assert len(decrypted) == 1  # the second view came from the cache
+    s.plaintext_cache_bytes = 0  # none: every view decrypts again
+    assert s._content_cache_size == 0 and not s._content_cache
+    assert snap.read(parse_path("/memories/f1.md")) == b"1" * 1000
+    assert snap.read(parse_path("/memories/f1.md")) == b"1" * 1000
+    assert len(decrypted) == 3 and not s._content_cache
+    s.put_file("/memories/g.md", "new")  # nor does a write leave its plaintext behind
+    assert not s._content_cache
+    for bad in (-1, 1.5, True, "8"):
+        with pytest.raises(ValueError):
+            s.plaintext_cache_bytes = bad  # type: ignore[assignment]
+    s.close()
+    with memvault.MemoryStore.open(tmp_path / "s", passphrase=PASSPHRASE, plaintext_cache_bytes=0) as again:
+        assert again.plaintext_cache_bytes == 0

@@ -208,7 +208,7 @@ def make_reference(root: Path, workload: Workload) -> Backend:
     return Backend("reference", tool.call, lambda: None, {"seed_s": seeded})
 
 
-def make_memvault(root: Path, workload: Workload, durability: str) -> Backend:
+def make_memvault(root: Path, workload: Workload, durability: str, cache_bytes: int | None = None) -> Backend:
     import memvault
     from memvault.paths import parse_path
 
@@ -232,6 +232,8 @@ def make_memvault(root: Path, workload: Workload, durability: str) -> Backend:
     # agent process would, instead of one whose caches the seeding filled.
     t1 = time.perf_counter()
     store = memvault.MemoryStore.open(root, passphrase=PASSPHRASE)
+    if cache_bytes is not None:
+        store.plaintext_cache_bytes = cache_bytes
     opened = time.perf_counter() - t1
     tool = memvault.MemoryTool(store, actor="bench", session="bench")
     return Backend(f"memvault-{durability}", tool.call, store.close, {"seed_s": seeded, "open_s": opened})
@@ -354,7 +356,7 @@ def bench_size(n: int, args: argparse.Namespace, base: Path) -> dict[str, Any]:
         backends.append(make_reference(size_dir / "reference", workload))
         for mode in args.durability:
             _progress(f"N={n}: seeding memvault durability={mode} (one transaction) ...")
-            backends.append(make_memvault(size_dir / f"memvault-{mode}", workload, mode))
+            backends.append(make_memvault(size_dir / f"memvault-{mode}", workload, mode, args.plaintext_cache_bytes))
         rng = random.Random(f"schedule/{args.seed}/{n}")
         gc.collect()
         _progress(f"N={n}: warm-up ({args.warmup} ops per command per backend) ...")
@@ -620,6 +622,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--commands", type=_commands, default=list(COMMANDS),
                    help="commands to time: names, or views / mutations / all (default all)")  # fmt: skip
     p.add_argument("--seed", type=int, default=1, help="workload seed (default 1)")
+    p.add_argument("--plaintext-cache-bytes", type=int, default=None,
+                   help="memvault's decrypted-content cache budget (default: the library's, 8 MiB)")  # fmt: skip
     p.add_argument("--json", action="store_true", help="print JSON on stdout instead of the tables")
     p.add_argument("--quick", action="store_true", help="tiny smoke run: size 50, 1 run, 6 ops, 2 warm-up")
     p.add_argument("--tmpdir", type=Path, default=None, help="where to create the temporary stores")

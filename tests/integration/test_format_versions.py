@@ -278,3 +278,26 @@ def test_a_cached_shard_is_not_served_under_another_shard_name(tmp_path: Path, m
         other = next(bytes(f"{i:02x}", "ascii") for i in range(256) if bytes(f"{i:02x}", "ascii") not in blobs)
         with pytest.raises(IntegrityError):
             store.shard_nodes(other, blob_id)
+
+
+def test_a_handle_opened_before_the_upgrade_keeps_writing_readable_commits(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A process that opened the store at version 1 and goes on after another one upgraded it
+    writes version 1 encodings into the layout 2 tree (its parent's layout): every commit reads."""
+    root = tmp_path / "s"
+    _create(root, monkeypatch, 1)
+    early = _open(root)
+    with _open(root) as other:
+        other.upgrade_format()
+        other.put_file("/memories/b.md", "from the upgraded handle\n")
+    early.put_file("/memories/c.md", "from the early handle\n")
+    assert early.format_version == 1 and _record(early, "/memories/c.md")[:1] == b"{"
+    assert b"i" not in _root(early)  # the parent tree's layout 2 is kept
+    assert _commit_record_types(root) == {2, 5}
+    early.close()
+    with _open(root) as store:
+        assert store.format_version == 2
+        assert _text(store, "/memories/b.md") == "from the upgraded handle\n"
+        assert _text(store, "/memories/c.md") == "from the early handle\n"
+        assert verify(store).ok

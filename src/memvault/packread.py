@@ -67,6 +67,8 @@ _FIRST_READ = 4096
 _CHUNK = 1 << 20
 _IDS_AT = 1032  # 8-byte header + 256 fan-out words
 _ID = re.compile(rb"(?s).{20}")
+#: Ids compared per slice when an index is checked (a list of every id costs ~3x the index).
+_ID_CHUNK = 65536
 #: A zlib header, a stored block's header, LEN and NLEN; the Adler-32 after the data.
 _STORED_HEAD = struct.Struct("<BBBHH")
 _ADLER32 = struct.Struct(">I")
@@ -159,12 +161,26 @@ class _Pack:
             raise IntegrityError()
         n, offsets = tables
         fanout = struct.unpack_from(">256I", idx, 8)
-        ids = _ID.findall(idx, _IDS_AT, _IDS_AT + 20 * n)  # every id, in one pass
-        if len(ids) != n or not all(map(operator.lt, ids, itertools.islice(ids, 1, None))):
-            raise IntegrityError()  # ids not strictly ascending: binary search would mislead
+        # Ids strictly ascending (else binary search would mislead), a slice at a time, so that
+        # checking a large index holds a bounded number of id objects.
+        previous, count, ids_end = b"", 0, _IDS_AT + 20 * n
+        for start in range(_IDS_AT, ids_end, 20 * _ID_CHUNK):
+            ids = _ID.findall(idx, start, min(start + 20 * _ID_CHUNK, ids_end))
+            if not ids or previous >= ids[0] or not all(map(operator.lt, ids, itertools.islice(ids, 1, None))):
+                raise IntegrityError()
+            previous, count = ids[-1], count + len(ids)
+        if count != n:
+            raise IntegrityError()
         low = 0
         for first_byte, high in enumerate(fanout):
-            if high < low or high > n or (high > low and (ids[low][0] != first_byte or ids[high - 1][0] != first_byte)):
+            if (
+                high < low
+                or high > n
+                or (
+                    high > low
+                    and (idx[_IDS_AT + 20 * low] != first_byte or idx[_IDS_AT + 20 * (high - 1)] != first_byte)
+                )
+            ):
                 raise IntegrityError()  # fan-out not monotonic, or a bucket holding other ids
             low = high
         fd = os.open(base + ".pack", _O_READ)
@@ -176,7 +192,12 @@ class _Pack:
             trailer = os.pread(fd, 20, st.st_size - 20)
             if head[:8] not in _PACK_SIGNATURES or head[8:] != n.to_bytes(4, "big") or trailer != idx[-40:-20]:
                 raise IntegrityError()  # not the pack this index was written for
-            if n and (min(offsets) < 12 or max(offsets) >= st.st_size - 20 or len(set(offsets)) != n):
+            offsets.sort()  # in place: only this check uses them
+            if n and (
+                offsets[0] < 12
+                or offsets[-1] >= st.st_size - 20
+                or not all(map(operator.lt, offsets, itertools.islice(offsets, 1, None)))
+            ):
                 raise IntegrityError()  # an offset outside the pack's entries, or two ids at one offset
         except BaseException:
             os.close(fd)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import errno
 import hashlib
+import itertools
 import os
 import shutil
 import subprocess
@@ -1052,3 +1053,67 @@ def test_a_packed_copy_of_the_wrong_type_is_passed_over(tmp_path: Path, checked_
         assert git.read_blob(blob.id, hashlib.sha256(body).digest() if checked_by == "sha256" else None) == body
     finally:
         git.close()
+
+
+def _fake_pack_with_index(
+    directory: Path, n: int, *, swap_at: int | None = None, first_byte: int | None = None
+) -> tuple[int, bytes]:
+    """A pack of ``n`` one-byte entries (never read) and a well-formed version 2 index of ``n``
+    random ids for it (all starting with ``first_byte`` if given: one fan-out bucket); ``swap_at``:
+    those two neighbouring ids exchanged. Returns the index size and its first id."""
+    import struct
+
+    prefix = b"" if first_byte is None else bytes([first_byte])
+    ids = sorted(prefix + os.urandom(20 - len(prefix)) for _ in range(n))
+    if swap_at is not None:
+        ids[swap_at], ids[swap_at + 1] = ids[swap_at + 1], ids[swap_at]
+    trailer = os.urandom(20)
+    pack = b"PACK" + struct.pack(">II", 2, n) + bytes(n) + trailer
+    fanout = [0] * 256
+    for raw in ids:
+        fanout[raw[0]] += 1
+    fanout = list(itertools.accumulate(fanout))
+    body = b"\377tOc\0\0\0\2" + struct.pack(">256I", *fanout) + b"".join(ids) + bytes(4 * n)
+    body += struct.pack(f">{n}I", *range(12, 12 + n)) + trailer
+    idx = body + hashlib.sha1(body).digest()
+    directory.mkdir(parents=True, exist_ok=True)
+    base = directory / f"pack-{trailer.hex()}"
+    base.with_suffix(".pack").write_bytes(pack)
+    base.with_suffix(".idx").write_bytes(idx)
+    return len(idx), ids[0]
+
+
+def test_checking_a_large_index_holds_a_bounded_share_of_it_in_memory(tmp_path: Path) -> None:
+    """Validating an index (ids ascending a slice at a time, offsets sorted in place) peaks at
+    about 3x the index's size, not the ~6x a list of every id and a set of every offset took
+    (a hostile 256 MiB index then cost ~1.6 GB)."""
+    import tracemalloc
+
+    from memvault import packread
+
+    size, first = _fake_pack_with_index(tmp_path / "big", 200_000)
+    tracemalloc.start()
+    try:
+        pack = packread._Pack(str(next((tmp_path / "big").glob("*.idx")))[:-4], 1 << 30)
+        _current, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert pack.count == 200_000 and pack.find(first) == 12
+    pack.close()
+    assert peak < 4 * size, (peak, size)
+
+
+@pytest.mark.parametrize("swap_at", [2, 3, 4, 7])
+def test_ids_out_of_order_are_found_across_the_slices(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, swap_at: int
+) -> None:
+    from memvault import packread
+
+    monkeypatch.setattr(packread, "_ID_CHUNK", 4)  # slices of 4 ids: 3/4 and 7/8 straddle them
+    _fake_pack_with_index(tmp_path / "ok", 10, first_byte=7)
+    pack = packread._Pack(str(next((tmp_path / "ok").glob("*.idx")))[:-4], 1 << 20)
+    assert pack.count == 10
+    pack.close()
+    _fake_pack_with_index(tmp_path / "bad", 10, swap_at=swap_at, first_byte=7)  # the fan-out cannot tell
+    with pytest.raises(IntegrityError):
+        packread._Pack(str(next((tmp_path / "bad").glob("*.idx")))[:-4], 1 << 20)

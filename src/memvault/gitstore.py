@@ -64,7 +64,7 @@ from .fsutil import (
     syncfs_available,
     write_all,
 )
-from .packread import PackReader, read_pack_index
+from .packread import PackReader, checked_pack_entries, read_pack_index
 
 __all__ = [
     "GitStore",
@@ -155,7 +155,6 @@ ORPHAN_PACK_SECONDS = 600.0
 #: Files that belong to a pack ``pack-<id>`` besides ``.pack`` and ``.idx`` (written by git).
 _PACK_EXTRAS = (".rev", ".bitmap", ".mtimes")
 _MERGE_CHUNK = 1024 * 1024
-_PACK_SIGNATURES = (b"PACK\0\0\0\2", b"PACK\0\0\0\3")
 #: First bytes an undeltified entry can start with (type 1-4 in bits 4-6, the size's low bits).
 _PLAIN_TYPE_BYTES = frozenset(b for b in range(256) if (b >> 4) & 7 in (1, 2, 3, 4))
 
@@ -338,18 +337,6 @@ def pack_index(entries: list[tuple[bytes, int, int]], pack_checksum: bytes) -> b
         )
     )
     return body + hashlib.sha1(body, usedforsecurity=False).digest()
-
-
-def _pack_head(path: str) -> tuple[bytes, int]:
-    """The first 12 bytes (signature, version, object count) and the size of a regular file."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise OSError("not a regular file")
-        return os.pread(fd, 12, 0), st.st_size
-    finally:
-        os.close(fd)
 
 
 #: zlib level of commit objects in a pack when the repository's level is 0 (stored): their
@@ -881,18 +868,12 @@ class GitStore:
         is resolved and stored whole. Not synced here (``fsync``: each file, no directory)."""
         sources: list[tuple[str, list[tuple[int, bytes, int]], int]] = []
         for base in bases:
-            try:
-                entries = read_pack_index(read_bounded(base + ".idx", MAX_OBJECT_BYTES))
-                head, size = _pack_head(base + ".pack") if entries else (b"", 0)
-            except OSError:  # gone, or not a regular file: leave that pack alone
-                continue
-            if not entries or head[:8] not in _PACK_SIGNATURES or head[8:] != len(entries).to_bytes(4, "big"):
-                continue  # a damaged or foreign index (e.g. version 1) or pack: leave that pack alone
-            if entries[0][0] < 12 or entries[-1][0] >= size - 20:
-                continue
-            if any(a[0] >= b[0] for a, b in zip(entries, entries[1:], strict=False)):
-                continue
-            sources.append((base, entries, size))
+            try:  # the checks the pack reader makes before it uses a pack
+                entries, size = checked_pack_entries(base, MAX_OBJECT_BYTES)
+            except (OSError, IntegrityError):
+                continue  # gone, not a regular file, damaged or foreign (e.g. index version 1): left alone
+            if entries:
+                sources.append((base, entries, size))
         if len(sources) < 2:
             return None
         seen: set[bytes] = set()

@@ -47,7 +47,7 @@ import zlib
 
 from .errors import IntegrityError, StorageError
 
-__all__ = ["PackReader", "read_pack_index", "MAX_DELTA_DEPTH", "MAX_DELTA_BYTES"]
+__all__ = ["PackReader", "read_pack_index", "checked_pack_entries", "MAX_DELTA_DEPTH", "MAX_DELTA_BYTES"]
 
 #: Longest delta chain resolved (git's own maximum ``pack.depth``).
 MAX_DELTA_DEPTH = 250
@@ -110,6 +110,21 @@ def read_pack_index(data: bytes) -> list[tuple[int, bytes, int]] | None:
     entries = [(offsets[i], data[_IDS_AT + 20 * i : _IDS_AT + 20 * i + 20], crcs[i]) for i in range(n)]
     entries.sort()
     return entries
+
+
+def checked_pack_entries(base: str, max_index_bytes: int) -> tuple[list[tuple[int, bytes, int]], int]:
+    """``(entries, pack size)`` of the pack ``base`` (``.idx`` and ``.pack``) once it passes every
+    check :class:`PackReader` makes before it uses a pack (see the module docstring), entries as
+    :func:`read_pack_index` gives them; IntegrityError or OSError otherwise. For the pack merge,
+    which copies entries by offset."""
+    pack = _Pack(base, max_index_bytes)
+    try:
+        entries = read_pack_index(pack.idx)
+        if entries is None:
+            raise IntegrityError()
+        return entries, pack.size
+    finally:
+        pack.close()
 
 
 def _read_small_file(path: str, limit: int) -> bytes:

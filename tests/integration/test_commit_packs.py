@@ -1117,3 +1117,28 @@ def test_ids_out_of_order_are_found_across_the_slices(
     _fake_pack_with_index(tmp_path / "bad", 10, swap_at=swap_at, first_byte=7)  # the fan-out cannot tell
     with pytest.raises(IntegrityError):
         packread._Pack(str(next((tmp_path / "bad").glob("*.idx")))[:-4], 1 << 20)
+
+
+def test_the_merge_leaves_alone_a_pack_the_reader_would_not_use(tmp_path: Path) -> None:
+    """The merge checks its source packs as the pack reader does (checked_pack_entries): a pack
+    whose file is not the one its index was written for (same object count, other trailer) is
+    neither merged nor removed; the good packs are merged."""
+    git = gitstore.GitStore.init(tmp_path / "repo", durable=False)
+    try:
+        pack_dir = tmp_path / "repo" / "objects" / "pack"
+        groups = [[gitstore.GitStore.blob(os.urandom(50)) for _ in range(3)] for _ in range(3)]
+        for group in groups:
+            git.write_pack(group)
+        odd = [gitstore.GitStore.blob(os.urandom(50)) for _ in range(3)]
+        pack, idx, name = gitstore.build_pack(odd, 0)
+        other_pack = gitstore.build_pack([gitstore.GitStore.blob(os.urandom(50)) for _ in range(3)], 0)[0]
+        _install(pack_dir, other_pack, idx, name=name)  # this index beside another pack's bytes
+        mismatched = pack_dir / f"pack-{name}.pack"
+        bases = sorted(str(p)[:-5] for p in pack_dir.glob("*.pack"))
+        assert str(mismatched)[:-5] in bases and len(bases) == 4
+        merged = git._write_merged(bases, fsync=False)
+        assert merged is not None
+        assert sorted(merged[1]) == sorted(b for b in bases if b != str(mismatched)[:-5])
+        assert mismatched.exists()
+    finally:
+        git.close()

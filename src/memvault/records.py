@@ -24,7 +24,6 @@ __all__ = [
     "BLOB_MAGIC",
     "encode_blob",
     "decode_blob",
-    "NODE_ENCODINGS",
     "seal_node",
     "open_node",
     "encode_shard",
@@ -42,8 +41,6 @@ SHARD_MAGIC = b"MVI1"
 _SHARD_PAD_STEP = {1: 256, 2: 64}
 _SHARD_ENTRY = struct.Struct(">32s16sI")
 _NODE_AAD = b"memvault/v1/node"
-#: Node record encodings: 1 = canonical JSON (format version 1), 2 = compact binary (format version 2).
-NODE_ENCODINGS = (1, 2)
 _NODE_V2_MAGIC = b"N2"
 #: Compact node record: magic, kind (0 file, 1 dir), flags (bit 0: binary), file_id, version, size, mtime.
 _NODE_V2_HEAD = struct.Struct(">2sBB16sQQd")
@@ -243,6 +240,8 @@ def seal_node(dek: bytes, store_id: bytes, node: Node, *, encoding: int = 2) -> 
     """
     if encoding == 2:
         is_file = node.kind == "file"
+        if len(node.file_id) != 16 or is_file and (len(node.sha256) != 32 or len(node.ct_sha256) != 32):
+            raise ValueError("a node record needs a 16-byte file id and, for a file, two 32-byte digests")
         record = _NODE_V2_HEAD.pack(
             _NODE_V2_MAGIC, 0 if is_file else 1, 1 if node.binary else 0, node.file_id, node.version, node.size,
             node.mtime,

@@ -1021,3 +1021,14 @@ def test_corpus_replay(name: str, error: str, tmp_path: Path) -> None:
     with pytest.raises(MemvaultError) as info:
         _replay(decoder, (CORPUS / name).read_bytes(), tmp_path)
     assert type(info.value) is expected
+
+
+@pytest.mark.parametrize(
+    "change",
+    [{"file_id": bytes(15)}, {"sha256": bytes(31)}, {"ct_sha256": bytes(33)}, {"blob_id": b"0" * 39}],
+    ids=["file_id", "sha256", "ct_sha256", "blob_id"],
+)
+def test_v2_writer_refuses_fields_of_the_wrong_length(change: dict[str, bytes]) -> None:
+    """struct would pad or cut them silently; a record memvault writes must open to the same node."""
+    with pytest.raises(ValueError):
+        records.seal_node(KEY, STORE_ID, dataclasses.replace(FILE_NODE, **change))  # type: ignore[arg-type]

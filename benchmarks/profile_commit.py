@@ -24,6 +24,7 @@ import functools
 import io
 import os
 import pstats
+import random
 import shutil
 import statistics
 import sys
@@ -273,8 +274,13 @@ def profile_store(
     per_cmd_phase: dict[str, dict[str, list[int]]] = {c: defaultdict(list) for c in commands}
     per_cmd_counts: dict[str, dict[str, list[int]]] = {c: defaultdict(list) for c in commands}
     per_cmd_total: dict[str, list[int]] = {c: [] for c in commands}
+    rounds = random.Random(f"profile/{len(commands)}/{ops}")
     for i in range(warmup + ops):
-        for command in commands:  # interleave the commands
+        # Interleave the commands, in a shuffled order each round: in a fixed order, a merge every
+        # MERGE_AT commits would land on the same command every time.
+        order = list(commands)
+        rounds.shuffle(order)
+        for command in order:
             k = counters[command]
             counters[command] += 1
             profiler.op_ns.clear()

@@ -64,7 +64,7 @@ from .fsutil import (
     syncfs_available,
     write_all,
 )
-from .packread import PackReader, checked_pack_entries, read_pack_index
+from .packread import PackReader, checked_pack_entries
 
 __all__ = [
     "GitStore",
@@ -77,7 +77,6 @@ __all__ = [
     "MAX_OBJECT_BYTES",
     "LAYOUT_ROLES",
     "root_roles",
-    "read_pack_index",
 ]
 
 BRANCH = Ref(b"refs/heads/main")

@@ -245,9 +245,7 @@ def _view_file(store: MemoryStore, path: MemoryPath, text: str, view_range: obje
         if sum(map(len, selected)) + (_LINE_NUMBER_WIDTH + 2) * len(selected) <= limit:
             if end < _LABEL_COUNT:
                 return header + "\n".join(map(operator.add, _labels()[start : end + 1], selected))
-            return header + "\n".join(
-                [f"{str(n).rjust(_LINE_NUMBER_WIDTH)}\t{line}" for n, line in enumerate(selected, start)]
-            )
+            return header + _numbered(selected, start)
     rows: list[str] = []
     used = 0
     cut = False

@@ -1017,8 +1017,7 @@ class MemoryStore:
         layout 2: ``<h0>/<h1>/i``; docs/format.md 5.3)."""
         out: dict[bytes, bytes] = {}
         root = self._tree(tree_id)
-        roles = root_roles(root)
-        if roles is None:
+        if root_roles(root) is None:
             raise IntegrityError()
         if b"i" in root:
             for h0, (mode0, sub_id) in self._tree(root[b"i"][1]).items():
@@ -1171,7 +1170,7 @@ class MemoryStore:
                 if not node.is_dir and not node.redacted:
                     tree_changes[_content_path(node.token, 2)] = (MODE_BLOB, node.blob_id)
             for shard, shard_blob in state.shard_blobs.items():
-                tree_changes[(shard[:1], shard[1:], b"i")] = (MODE_BLOB, shard_blob)
+                tree_changes[_shard_path(shard, 2)] = (MODE_BLOB, shard_blob)
 
         def shard_view(shard: bytes) -> dict[bytes, Node]:
             if shard not in shard_nodes:
@@ -1212,7 +1211,7 @@ class MemoryStore:
         new_shard_blobs: dict[bytes, bytes | None] = {}
         for shard in touched_shards:
             nodes = shard_nodes[shard]
-            path_key = (b"i", shard[:1], shard[1:]) if layout == 1 else (shard[:1], shard[1:], b"i")
+            path_key = _shard_path(shard, layout)
             if nodes:
                 shard_bytes = records.encode_shard(
                     self._keys.index, self.store_id, shard, list(nodes.values()), version=self.format_version
@@ -1445,6 +1444,11 @@ def _content_path(token: bytes, layout: int) -> tuple[bytes, ...]:
     """Where a file's content blob sits in the tree (docs/format.md 5.3)."""
     h = token.hex().encode()
     return (b"c", h[:1], h[1:2], h[2:]) if layout == 1 else (h[:1], h[1:2], h[2:])
+
+
+def _shard_path(shard: bytes, layout: int) -> tuple[bytes, ...]:
+    """Where the index blob of ``shard`` (two hex digits) sits in the tree (docs/format.md 5.3)."""
+    return (b"i", shard[:1], shard[1:]) if layout == 1 else (shard[:1], shard[1:], b"i")
 
 
 def _consteq(a: bytes, b: bytes) -> bool:

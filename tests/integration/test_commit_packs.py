@@ -20,7 +20,7 @@ from dulwich.repo import Repo
 
 import memvault
 from conftest import PASSPHRASE, make_store, rewrite_packed_object
-from memvault import gitstore
+from memvault import gitstore, packread
 from memvault.errors import IntegrityError
 from memvault.paths import parse_path
 from memvault.settings import StoreSettings
@@ -278,7 +278,7 @@ def test_read_pack_index_refuses_damaged_indexes_without_raising() -> None:
 
     objects = [gitstore.GitStore.blob(os.urandom(n)) for n in (10, 200, 3000)]
     pack, idx, _name = gitstore.build_pack(objects, 0)
-    entries = gitstore.read_pack_index(idx)
+    entries = packread.read_pack_index(idx)
     assert entries is not None and sorted(e[1].hex().encode() for e in entries) == sorted(o.id for o in objects)
     assert [e[0] for e in entries] == sorted(e[0] for e in entries) and entries[0][0] == 12
     rng = random.Random(7)
@@ -289,12 +289,12 @@ def test_read_pack_index_refuses_damaged_indexes_without_raising() -> None:
             mutated[rng.randrange(len(mutated))] ^= 1 << rng.randrange(8)
         candidates.append(bytes(mutated))
     for data in candidates:
-        assert gitstore.read_pack_index(data) is None  # the index checksum or the format catches each
+        assert packread.read_pack_index(data) is None  # the index checksum or the format catches each
     # a forged index whose checksum is right but whose tables lie (a count beyond the file)
     body = bytearray(idx[:-20])
     body[8 + 255 * 4 : 8 + 256 * 4] = (10**6).to_bytes(4, "big")
     forged = bytes(body) + __import__("hashlib").sha1(bytes(body)).digest()
-    assert gitstore.read_pack_index(forged) is None
+    assert packread.read_pack_index(forged) is None
 
 
 def test_a_reader_whose_packs_were_merged_away_mid_use_reads_on(

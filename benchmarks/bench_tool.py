@@ -47,6 +47,8 @@ from typing import Any
 VIEW_COMMANDS = ("view_file", "view_range", "view_dir", "view_root")
 MUTATION_COMMANDS = ("create", "str_replace", "insert", "delete", "rename")
 COMMANDS = VIEW_COMMANDS + MUTATION_COMMANDS
+#: Views of one note, split into first views and repeats in the output.
+FILE_VIEWS = ("view_file", "view_range")
 
 #: Notes per directory below /memories/notes.
 DIR_FANOUT = 50
@@ -148,6 +150,14 @@ class Workload:
     #: Directories that exist from the start although no seeded file lies in them.
     empty_dirs = ("/memories/work/new",)
 
+    def view_note(self, command: str, k: int) -> int | None:
+        """The note the k-th ``command`` views (None for commands that view no single note)."""
+        if command == "view_file":
+            return self.view_targets[k]
+        if command == "view_range":
+            return self.range_targets[k]
+        return None
+
     def op(self, command: str, k: int) -> dict[str, Any]:
         """The k-th input of ``command`` (k counts per backend, warm-up included)."""
         if command == "view_file":
@@ -186,9 +196,13 @@ class Backend:
     call: Call
     close: Callable[[], None]
     setup: dict[str, float]  #: seconds spent seeding / opening (informational)
+    workload: Workload
     counters: dict[str, int] = field(default_factory=lambda: dict.fromkeys(COMMANDS, 0))
     #: command -> one list of latencies (ns) per timed run
     samples: dict[str, list[list[int]]] = field(default_factory=lambda: {c: [] for c in COMMANDS})
+    #: command -> per timed run, for each sample: was its note viewed before in this process?
+    repeats: dict[str, list[list[bool]]] = field(default_factory=lambda: {c: [] for c in FILE_VIEWS})
+    viewed: set[int] = field(default_factory=set)  #: notes this backend has viewed (either view command)
 
 
 def make_reference(root: Path, workload: Workload) -> Backend:
@@ -205,7 +219,7 @@ def make_reference(root: Path, workload: Workload) -> Backend:
     for d in workload.empty_dirs:
         (memories / d[len("/memories/") :]).mkdir(parents=True, exist_ok=True)
     seeded = time.perf_counter() - t0
-    return Backend("reference", tool.call, lambda: None, {"seed_s": seeded})
+    return Backend("reference", tool.call, lambda: None, {"seed_s": seeded}, workload)
 
 
 def make_memvault(root: Path, workload: Workload, durability: str, cache_bytes: int | None = None) -> Backend:
@@ -236,7 +250,7 @@ def make_memvault(root: Path, workload: Workload, durability: str, cache_bytes: 
         store.plaintext_cache_bytes = cache_bytes
     opened = time.perf_counter() - t1
     tool = memvault.MemoryTool(store, actor="bench", session="bench")
-    return Backend(f"memvault-{durability}", tool.call, store.close, {"seed_s": seeded, "open_s": opened})
+    return Backend(f"memvault-{durability}", tool.call, store.close, {"seed_s": seeded, "open_s": opened}, workload)
 
 
 # -- running --------------------------------------------------------------------------------------
@@ -246,10 +260,12 @@ class BenchError(RuntimeError):
     pass
 
 
-def run_one(backend: Backend, workload: Workload, command: str, run: int | None) -> None:
+def run_one(backend: Backend, command: str, run: int | None) -> None:
+    workload = backend.workload
     k = backend.counters[command]
     backend.counters[command] = k + 1
     data = workload.op(command, k)
+    note = workload.view_note(command, k)
     call = backend.call
     try:
         t0 = time.perf_counter_ns()
@@ -265,13 +281,21 @@ def run_one(backend: Backend, workload: Workload, command: str, run: int | None)
         while len(per_run) <= run:
             per_run.append([])
         per_run[run].append(t1 - t0)
+        if note is not None:
+            repeats = backend.repeats[command]
+            while len(repeats) <= run:
+                repeats.append([])
+            repeats[run].append(note in backend.viewed)
+    if note is not None:
+        backend.viewed.add(note)
 
 
-def run_phase(backends: Sequence[Backend], workload: Workload, commands_run: Sequence[str], count: int, chunk: int,
-              rng: random.Random, run: int | None) -> None:  # fmt: skip
+def run_phase(backends: Sequence[Backend], commands_run: Sequence[str], count: int, chunk: int, rng: random.Random,
+              run: int | None) -> None:  # fmt: skip
     """``count`` ops of every command on every backend, round-robin in chunks of ``chunk`` ops.
 
     ``run`` is the index of the timed run the samples belong to (None: warm-up, not recorded).
+    The backends may belong to different store sizes (each runs its own size's workload).
 
     Each round shuffles the command order (an agent mixes commands) and rotates which backend
     goes first, so every backend leads equally often.
@@ -286,7 +310,7 @@ def run_phase(backends: Sequence[Backend], workload: Workload, commands_run: Seq
             shift = (r + ci) % len(backends)
             for backend in [*backends[shift:], *backends[:shift]]:
                 for _ in range(n_ops):
-                    run_one(backend, workload, command, run)
+                    run_one(backend, command, run)
         done += n_ops
 
 
@@ -346,33 +370,61 @@ def _median_of_runs(per_run: list[list[int]]) -> tuple[float, list[float]]:
     return statistics.median(medians), medians
 
 
-def bench_size(n: int, args: argparse.Namespace, base: Path) -> dict[str, Any]:
-    workload = Workload(n=n, per_command=args.warmup + args.ops * args.runs, seed=args.seed)
-    size_dir = Path(tempfile.mkdtemp(prefix=f"n{n}-", dir=base))
-    backends: list[Backend] = []
+def bench_sizes(sizes: Sequence[int], args: argparse.Namespace, base: Path) -> list[dict[str, Any]]:
+    """Seed every size, then time all of them in the same interleaved runs.
+
+    The backends of every size take turns in one round-robin, so the host's drift reaches every
+    size alike and the scale ratios compare samples taken side by side, not minutes apart.
+    """
+    sized: list[tuple[int, Workload, list[Backend]]] = []
     run_times: list[float] = []
+    parity: dict[int, list[str]] = {}
+    size_dirs: list[Path] = []
     try:
-        _progress(f"N={n}: seeding reference ...")
-        backends.append(make_reference(size_dir / "reference", workload))
-        for mode in args.durability:
-            _progress(f"N={n}: seeding memvault durability={mode} (one transaction) ...")
-            backends.append(make_memvault(size_dir / f"memvault-{mode}", workload, mode, args.plaintext_cache_bytes))
-        rng = random.Random(f"schedule/{args.seed}/{n}")
+        for n in sizes:
+            workload = Workload(n=n, per_command=args.warmup + args.ops * args.runs, seed=args.seed)
+            size_dirs.append(Path(tempfile.mkdtemp(prefix=f"n{n}-", dir=base)))
+            backends: list[Backend] = []
+            sized.append((n, workload, backends))
+            _progress(f"N={n}: seeding reference ...")
+            backends.append(make_reference(size_dirs[-1] / "reference", workload))
+            for mode in args.durability:
+                _progress(f"N={n}: seeding memvault durability={mode} (one transaction) ...")
+                backends.append(make_memvault(size_dirs[-1] / f"memvault-{mode}", workload, mode,
+                                              args.plaintext_cache_bytes))  # fmt: skip
+        # Seeding leaves tens of MB unsynced (the reference and `none` write without fsync): write
+        # them back now, not during the timed runs.
+        os.sync()
+        everyone = [b for _, _, backends in sized for b in backends]
+        label = "N=" + ",".join(str(n) for n in sizes)
+        rng = random.Random(f"schedule/{args.seed}/{','.join(str(n) for n in sizes)}")
         gc.collect()
-        _progress(f"N={n}: warm-up ({args.warmup} ops per command per backend) ...")
-        run_phase(backends, workload, args.commands, args.warmup, args.chunk, rng, run=None)
+        _progress(f"{label}: warm-up ({args.warmup} ops per command per backend) ...")
+        run_phase(everyone, args.commands, args.warmup, args.chunk, rng, run=None)
         for run in range(args.runs):
             gc.collect()
-            _progress(f"N={n}: run {run + 1}/{args.runs}: {args.ops} ops per command per backend, interleaved ...")
+            _progress(f"{label}: run {run + 1}/{args.runs}: {args.ops} ops per command per backend, interleaved ...")
             t0 = time.perf_counter()
-            run_phase(backends, workload, args.commands, args.ops, args.chunk, rng, run=run)
+            run_phase(everyone, args.commands, args.ops, args.chunk, rng, run=run)
             run_times.append(time.perf_counter() - t0)
-        parity = check_parity(backends)
+        for n, _, backends in sized:
+            parity[n] = check_parity(backends)
     finally:
-        for backend in backends:
-            backend.close()
-        shutil.rmtree(size_dir, ignore_errors=True)
+        for _, _, backends in sized:
+            for backend in backends:
+                backend.close()
+        for size_dir in size_dirs:
+            shutil.rmtree(size_dir, ignore_errors=True)
+    return [_size_result(n, workload, backends, args, run_times, parity[n]) for n, workload, backends in sized]
 
+
+def _split_by_repeat(per_run: list[list[int]], flags: list[list[bool]], repeat: bool) -> list[int]:
+    return [v for r, f in zip(per_run, flags, strict=True) for v, is_repeat in zip(r, f, strict=True)
+            if is_repeat == repeat]  # fmt: skip
+
+
+def _size_result(n: int, workload: Workload, backends: list[Backend], args: argparse.Namespace,
+                 run_times: list[float], parity: list[str]) -> dict[str, Any]:  # fmt: skip
     ref = backends[0]
     result: dict[str, Any] = {
         "n_notes": n,
@@ -403,6 +455,13 @@ def bench_size(n: int, args: argparse.Namespace, base: Path) -> dict[str, Any]:
                 "max_us": max(pooled) / 1000,
                 "n": len(pooled),
             }
+            if command in FILE_VIEWS:
+                # First view of its note in this process (for memvault: a plaintext-cache miss)
+                # or a repeat (a hit), pooled over the runs.
+                for key, repeat in (("first", False), ("repeat", True)):
+                    part = _split_by_repeat(per_run, backend.repeats[command], repeat)
+                    row[backend.name][f"{key}_n"] = len(part)
+                    row[backend.name][f"{key}_median_us"] = statistics.median(part) / 1000 if part else None
         for backend in backends[1:]:
             # Ratio of medians within each run (both sides saw the same phase of the host), then
             # the median of those per-run ratios.
@@ -412,34 +471,53 @@ def bench_size(n: int, args: argparse.Namespace, base: Path) -> dict[str, Any]:
             row[backend.name]["ratio"] = statistics.median(ratios)
         result["commands"][command] = row
     for backend in backends[1:]:
-        ratios = {c: result["commands"][c][backend.name]["ratio"] for c in args.commands}
+        by_command = {c: result["commands"][c][backend.name]["ratio"] for c in args.commands}
         result["geomean"][backend.name] = {
-            "views": _geomean([ratios[c] for c in VIEW_COMMANDS if c in ratios]),
-            "mutations": _geomean([ratios[c] for c in MUTATION_COMMANDS if c in ratios]),
+            "views": _geomean([by_command[c] for c in VIEW_COMMANDS if c in by_command]),
+            "mutations": _geomean([by_command[c] for c in MUTATION_COMMANDS if c in by_command]),
         }
     return result
 
 
+#: Fewest pooled samples for a first-view / repeat median to enter the scale table.
+MIN_SPLIT_SAMPLES = 10
+
+
 def scale_ratios(results: list[dict[str, Any]]) -> dict[str, Any]:
-    """Per command and backend: median latency at the largest size / at the smallest size."""
+    """Per command and backend: latency at the largest size / at the smallest size.
+
+    The median over runs of (that run's median at the largest size / at the smallest): with the
+    sizes interleaved, both medians of a run come from the same phase of the host. For file views
+    also the same for first views and repeats (pooled medians; None under MIN_SPLIT_SAMPLES).
+    """
     if len(results) < 2:
         return {}
     small = min(results, key=lambda r: r["n_notes"])
     large = max(results, key=lambda r: r["n_notes"])
-    out: dict[str, Any] = {"from": small["n_notes"], "to": large["n_notes"], "commands": {}}
+    out: dict[str, Any] = {"from": small["n_notes"], "to": large["n_notes"], "commands": {}, "split": {}}
     for command, row in large["commands"].items():
-        out["commands"][command] = {
-            name: cell["median_us"] / small["commands"][command][name]["median_us"] for name, cell in row.items()
-        }
-        # The sizes run minutes apart and the host drifts; the ratio against the reference of the
-        # same run cancels most of that drift (it assumes the reference itself is flat in N).
-        out["commands"][command].update(
-            {
-                f"{name} (ratio)": cell["ratio"] / small["commands"][command][name]["ratio"]
-                for name, cell in row.items()
-                if "ratio" in cell
-            }
-        )
+        cells: dict[str, float] = {}
+        for name, cell in row.items():
+            base = small["commands"][command][name]
+            pairs = zip(cell["run_medians_us"], base["run_medians_us"], strict=True)
+            cells[name] = statistics.median(big / little for big, little in pairs)
+            if "run_ratios" in cell:
+                pairs = zip(cell["run_ratios"], base["run_ratios"], strict=True)
+                cells[f"{name} (ratio)"] = statistics.median(big / little for big, little in pairs)
+        out["commands"][command] = cells
+        if command in FILE_VIEWS:
+            for key in ("first", "repeat"):
+                split: dict[str, float | None] = {}
+                for name, cell in row.items():
+                    base = small["commands"][command][name]
+                    enough = min(cell[f"{key}_n"], base[f"{key}_n"]) >= MIN_SPLIT_SAMPLES
+                    split[name] = cell[f"{key}_median_us"] / base[f"{key}_median_us"] if enough else None
+                ref = split.pop("reference")
+                for name in list(split):
+                    mine = split[name]
+                    split[f"{name} (ratio)"] = mine / ref if mine is not None and ref is not None else None
+                split["reference"] = ref
+                out["split"][f"{command} ({key} views)"] = split
     return out
 
 
@@ -516,8 +594,13 @@ def _ratio(v: float) -> str:
     return f"{v:.3f}" if v < 0.1 else f"{v:.2f}" if v < 10 else f"{v:.1f}"
 
 
+def _split_cell(cell: dict[str, Any], key: str) -> str:
+    median = cell[f"{key}_median_us"]
+    return f"{_us(median)} ({cell[f'{key}_n']})" if median is not None else f"- ({cell[f'{key}_n']})"
+
+
 def render(env: dict[str, Any], results: list[dict[str, Any]], modes: Sequence[str], total_s: float,
-           scale: dict[str, Any]) -> str:  # fmt: skip
+           scale: dict[str, Any], interleaved: bool) -> str:  # fmt: skip
     out: list[str] = []
     out.append("memvault vs BetaLocalFilesystemMemoryTool: tool.call() latency, interleaved, median of per-run medians")
     out.append(f"command:  {env['command']}")
@@ -526,6 +609,9 @@ def render(env: dict[str, Any], results: list[dict[str, Any]], modes: Sequence[s
     out.append(f"temp dir: {env['tmp_filesystem']}")
     out.append(f"python:   {env['python']}; " + ", ".join(f"{k} {v}" for k, v in env["packages"].items()))
     out.append(f"note:     {env['kdf']}")
+    if len(results) > 1:
+        out.append("sizes:    " + ("interleaved: every size's backends take turns in the same runs" if interleaved
+                                   else "one after another (--sizes-one-at-a-time)"))  # fmt: skip
     names = [f"memvault-{m}" for m in modes]
     for res in results:
         out.append("")
@@ -560,6 +646,23 @@ def render(env: dict[str, Any], results: list[dict[str, Any]], modes: Sequence[s
             for name in names:
                 cells += ["", _ratio(res["geomean"][name][key])]
             out.append("| " + " | ".join(cells) + " |")
+        split_rows = [c for c in FILE_VIEWS if c in res["commands"]]
+        if split_rows:
+            out.append("")
+            out.append("file views by whether the note was viewed before in this process (memvault: plaintext-cache "
+                       "miss / hit); median µs (samples)")  # fmt: skip
+            out.append("")
+            header = ["command", "reference first", "reference repeat"]
+            for m in modes:
+                header += [f"{m} first", f"{m} repeat"]
+            out.append("| " + " | ".join(header) + " |")
+            out.append("|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|")
+            for command in split_rows:
+                row = res["commands"][command]
+                cells = [command]
+                for name in ["reference", *names]:
+                    cells += [_split_cell(row[name], "first"), _split_cell(row[name], "repeat")]
+                out.append("| " + " | ".join(cells) + " |")
     if scale:
         out.append("")
         out.append(f"scale: median latency at N = {scale['to']:,} / median latency at N = {scale['from']:,} "
@@ -571,8 +674,13 @@ def render(env: dict[str, Any], results: list[dict[str, Any]], modes: Sequence[s
         out.append("|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|")
         for command, row in scale["commands"].items():
             out.append("| " + " | ".join([command] + [_ratio(row[key]) for key in keys]) + " |")
-        out.append("ratio-to-ref: the same for the memvault/reference ratio (cancels the host's drift between sizes, "
-                   "which are timed minutes apart; meaningful where the reference itself is flat in N)")  # fmt: skip
+        for label, split in scale["split"].items():
+            cells = [label] + [_ratio(v) if (v := split.get(key)) is not None else "n/a" for key in keys]
+            out.append("| " + " | ".join(cells) + " |")
+        out.append("each cell: median over runs of (that run's median at the larger size / at the smaller); "
+                   "ratio-to-ref: the same for the memvault/reference ratio (cancels drift the interleaving leaves; "
+                   "meaningful where the reference itself is flat in N); first / repeat views: pooled medians, "
+                   f"n/a under {MIN_SPLIT_SAMPLES} samples")  # fmt: skip
     out.append("")
     out.append("ratio = median over runs of (memvault median / reference median in that run); lower is better,")
     out.append("< 1 means memvault is faster. µs columns: median over runs of each run's median.")
@@ -624,6 +732,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=1, help="workload seed (default 1)")
     p.add_argument("--plaintext-cache-bytes", type=int, default=None,
                    help="memvault's decrypted-content cache budget (default: the library's, 8 MiB)")  # fmt: skip
+    p.add_argument("--sizes-one-at-a-time", action="store_true",
+                   help="time each size in runs of its own (before 2026-11-30 the only way) instead of interleaving "
+                        "every size's backends in the same runs")  # fmt: skip
     p.add_argument("--json", action="store_true", help="print JSON on stdout instead of the tables")
     p.add_argument("--quick", action="store_true", help="tiny smoke run: size 50, 1 run, 6 ops, 2 warm-up")
     p.add_argument("--tmpdir", type=Path, default=None, help="where to create the temporary stores")
@@ -648,7 +759,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     base = Path(tempfile.mkdtemp(prefix="memvault-bench-", dir=args.tmpdir))
     try:
         env = environment(base)
-        results = [bench_size(n, args, base) for n in args.sizes]
+        if args.sizes_one_at_a_time:
+            results = [r for n in args.sizes for r in bench_sizes([n], args, base)]
+        else:
+            results = bench_sizes(args.sizes, args, base)
     except BenchError as err:
         print(f"benchmark failed: {err}", file=sys.stderr)
         return 1
@@ -658,9 +772,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     scale = scale_ratios(results)
     if args.json:
         print(json.dumps({"environment": env, "durability": args.durability, "commands": args.commands,
-                          "results": results, "scale": scale, "total_s": round(total, 1)}, indent=2))  # fmt: skip
+                          "sizes_interleaved": not args.sizes_one_at_a_time, "results": results, "scale": scale,
+                          "total_s": round(total, 1)}, indent=2))  # fmt: skip
     else:
-        print(render(env, results, args.durability, total, scale))
+        print(render(env, results, args.durability, total, scale, not args.sizes_one_at_a_time))
     return 0
 
 

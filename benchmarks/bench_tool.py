@@ -360,8 +360,9 @@ def _pct(values: list[int], q: float) -> float:
     return s[lo] + (s[hi] - s[lo]) * (pos - lo)
 
 
-def _geomean(values: Sequence[float]) -> float:
-    return math.exp(statistics.fmean(math.log(v) for v in values)) if values else float("nan")
+def _geomean(values: Sequence[float]) -> float | None:
+    """None when there is nothing to average (JSON ``null``, not a bare ``NaN``)."""
+    return math.exp(statistics.fmean(math.log(v) for v in values)) if values else None
 
 
 def _median_of_runs(per_run: list[list[int]]) -> tuple[float, list[float]]:
@@ -433,6 +434,7 @@ def _size_result(n: int, workload: Workload, backends: list[Backend], args: argp
         "ops": args.ops,
         "runs": args.runs,
         "warmup": args.warmup,
+        # With the sizes interleaved, the runs (and these times) are those of all sizes together.
         "timed_phase_s": round(sum(run_times), 3),
         "run_s": [round(t, 3) for t in run_times],
         "parity_mismatches": parity,
@@ -588,8 +590,8 @@ def _us(v: float) -> str:
     return f"{v:,.0f}" if v >= 100 else f"{v:.1f}"
 
 
-def _ratio(v: float) -> str:
-    if v != v:  # nan
+def _ratio(v: float | None) -> str:
+    if v is None:
         return "n/a"
     return f"{v:.3f}" if v < 0.1 else f"{v:.2f}" if v < 10 else f"{v:.1f}"
 
@@ -600,7 +602,7 @@ def _split_cell(cell: dict[str, Any], key: str) -> str:
 
 
 def render(env: dict[str, Any], results: list[dict[str, Any]], modes: Sequence[str], total_s: float,
-           scale: dict[str, Any], interleaved: bool) -> str:  # fmt: skip
+           scale: dict[str, Any], interleaved: bool, cache_bytes: int | None) -> str:  # fmt: skip
     out: list[str] = []
     out.append("memvault vs BetaLocalFilesystemMemoryTool: tool.call() latency, interleaved, median of per-run medians")
     out.append(f"command:  {env['command']}")
@@ -609,6 +611,7 @@ def render(env: dict[str, Any], results: list[dict[str, Any]], modes: Sequence[s
     out.append(f"temp dir: {env['tmp_filesystem']}")
     out.append(f"python:   {env['python']}; " + ", ".join(f"{k} {v}" for k, v in env["packages"].items()))
     out.append(f"note:     {env['kdf']}")
+    shared = interleaved and len(results) > 1
     if len(results) > 1:
         out.append("sizes:    " + ("interleaved: every size's backends take turns in the same runs" if interleaved
                                    else "one after another (--sizes-one-at-a-time)"))  # fmt: skip
@@ -618,7 +621,7 @@ def render(env: dict[str, Any], results: list[dict[str, Any]], modes: Sequence[s
         runs = ", ".join(f"{t:.1f}" for t in res["run_s"])
         out.append(f"N = {res['n_notes']:,} notes in {res['n_dirs']} dir(s) (+{res['extra_files']} work files); "
                    f"{res['runs']} run(s) x {res['ops']} timed ops per command per backend after {res['warmup']} "
-                   f"warm-up; timed runs {runs} s")  # fmt: skip
+                   f"warm-up; timed runs {runs} s{' (all sizes together)' if shared else ''}")  # fmt: skip
         setup = res["setup"]
         parts = [f"reference seeded in {setup['reference']['seed_s']:.2f} s"]
         for name in names:
@@ -649,8 +652,10 @@ def render(env: dict[str, Any], results: list[dict[str, Any]], modes: Sequence[s
         split_rows = [c for c in FILE_VIEWS if c in res["commands"]]
         if split_rows:
             out.append("")
-            out.append("file views by whether the note was viewed before in this process (memvault: plaintext-cache "
-                       "miss / hit); median µs (samples)")  # fmt: skip
+            cache = ("memvault keeps no plaintext cache, so both decrypt" if cache_bytes == 0
+                     else "memvault: plaintext-cache miss / hit")  # fmt: skip
+            out.append(f"file views by whether the note was viewed before in this process ({cache}); "
+                       "median µs (samples)")  # fmt: skip
             out.append("")
             header = ["command", "reference first", "reference repeat"]
             for m in modes:
@@ -675,7 +680,7 @@ def render(env: dict[str, Any], results: list[dict[str, Any]], modes: Sequence[s
         for command, row in scale["commands"].items():
             out.append("| " + " | ".join([command] + [_ratio(row[key]) for key in keys]) + " |")
         for label, split in scale["split"].items():
-            cells = [label] + [_ratio(v) if (v := split.get(key)) is not None else "n/a" for key in keys]
+            cells = [label] + [_ratio(split.get(key)) for key in keys]
             out.append("| " + " | ".join(cells) + " |")
         out.append("each cell: median over runs of (that run's median at the larger size / at the smaller); "
                    "ratio-to-ref: the same for the memvault/reference ratio (cancels drift the interleaving leaves; "
@@ -697,7 +702,7 @@ def _int_list(text: str) -> list[int]:
     values = [int(v.replace("_", "")) for v in text.split(",") if v.strip()]
     if not values or any(v < 1 for v in values):
         raise argparse.ArgumentTypeError("expected a comma-separated list of positive integers")
-    return values
+    return sorted(set(values))
 
 
 def _modes(text: str) -> list[str]:
@@ -775,7 +780,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                           "sizes_interleaved": not args.sizes_one_at_a_time, "results": results, "scale": scale,
                           "total_s": round(total, 1)}, indent=2))  # fmt: skip
     else:
-        print(render(env, results, args.durability, total, scale, not args.sizes_one_at_a_time))
+        print(render(env, results, args.durability, total, scale, not args.sizes_one_at_a_time,
+                     args.plaintext_cache_bytes))  # fmt: skip
     return 0
 
 

@@ -244,6 +244,8 @@ def make_store(root: Path, n: int, durability: str) -> Any:
 
     store.transact(seed, command="seed", paths=("/memories",), actor="profile", session="seed")
     store.close()
+    # Write the seeded data back now (a `none` store leaves it unsynced), not during the profile.
+    os.sync()
     return memvault.MemoryStore.open(root, passphrase=PASSPHRASE)
 
 

@@ -68,7 +68,7 @@ def make_store(mv: ModuleType, name: str, root: Path, workload: Workload, durabi
     store.close()
     store = mv.MemoryStore.open(root, passphrase=PASSPHRASE)
     tool = mv.MemoryTool(store, actor="bench", session="bench")
-    return Backend(name, tool.call, store.close, {})
+    return Backend(name, tool.call, store.close, {}, workload)
 
 
 def bench_once(
@@ -83,10 +83,10 @@ def bench_once(
     rng = random.Random(f"schedule/{args.seed}/{n}/{rep}")
     commands = args.commands.split(",") if args.commands else list(MUTATION_COMMANDS)
     try:
-        run_phase(backends, workload, commands, args.warmup, args.chunk, rng, run=None)
+        run_phase(backends, commands, args.warmup, args.chunk, rng, run=None)
         for run in range(args.runs):
             gc.collect()
-            run_phase(backends, workload, commands, args.ops, args.chunk, rng, run=run)
+            run_phase(backends, commands, args.ops, args.chunk, rng, run=run)
     finally:
         for b in backends:
             b.close()
@@ -106,7 +106,7 @@ def bench_once(
             ratios[b.name].append(ratio)
             cells += [f"{statistics.median(meds):,.0f}", f"{ratio:.2f}"]
         print(f"| {c} | " + " | ".join(cells) + " |")
-    geo = {x: bench_tool._geomean(ratios[x]) for x in names}
+    geo = {x: g for x in names if (g := bench_tool._geomean(ratios[x])) is not None}
     label = "mutations" if commands == list(MUTATION_COMMANDS) else "commands"
     print(f"| geomean {label} | | " + " | ".join(f"| {geo[x]:.2f}" for x in names) + " |")
     return geo

@@ -93,22 +93,7 @@ def bench_once(
         shutil.rmtree(d, ignore_errors=True)
     ref = backends[0]
     print(f"\nN = {n:,}, repeat {rep + 1}: {args.runs} runs x {args.ops} ops per command per backend, interleaved")
-    names = [b.name for b in backends[1:]]
-    print("| command | reference µs | " + " | ".join(f"{x} µs | {x} ratio" for x in names) + " |")
-    print("|---|---:|" + "---:|---:|" * len(names))
-    ratios: dict[str, list[float]] = {x: [] for x in names}
-    for c in commands:
-        ref_med = [statistics.median(r) / 1000 for r in ref.samples[c]]
-        cells = [f"{statistics.median(ref_med):,.0f}"]
-        for b in backends[1:]:
-            meds = [statistics.median(r) / 1000 for r in b.samples[c]]
-            ratio = statistics.median([m / r for m, r in zip(meds, ref_med, strict=True)])
-            ratios[b.name].append(ratio)
-            cells += [f"{statistics.median(meds):,.0f}", f"{ratio:.2f}"]
-        print(f"| {c} | " + " | ".join(cells) + " |")
-    geo = {x: g for x in names if (g := bench_tool._geomean(ratios[x])) is not None}
-    label = "mutations" if commands == list(MUTATION_COMMANDS) else "commands"
-    print(f"| geomean {label} | | " + " | ".join(f"| {geo[x]:.2f}" for x in names) + " |")
+    geo = bench_tool.print_ratio_table(ref, backends[1:], commands)
     return geo
 
 

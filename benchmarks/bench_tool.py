@@ -365,6 +365,28 @@ def _geomean(values: Sequence[float]) -> float | None:
     return math.exp(statistics.fmean(math.log(v) for v in values)) if values else None
 
 
+def print_ratio_table(ref: Backend, others: Sequence[Backend], commands: Sequence[str]) -> dict[str, float]:
+    """Print, per command, each backend's median µs and its ratio to ``ref`` (median over runs of
+    the per-run ratio of medians), then the geomean of the ratios; return those geomeans."""
+    print("| command | reference µs | " + " | ".join(f"{b.name} µs | {b.name} ratio" for b in others) + " |")
+    print("|---|---:|" + "---:|---:|" * len(others))
+    ratios: dict[str, list[float]] = {b.name: [] for b in others}
+    for c in commands:
+        ref_med = [statistics.median(r) / 1000 for r in ref.samples[c]]
+        cells = [f"{statistics.median(ref_med):,.0f}"]
+        for b in others:
+            meds = [statistics.median(r) / 1000 for r in b.samples[c]]
+            ratio = statistics.median([m / r for m, r in zip(meds, ref_med, strict=True)])
+            ratios[b.name].append(ratio)
+            cells += [f"{statistics.median(meds):,.0f}", f"{ratio:.2f}"]
+        print(f"| {c} | " + " | ".join(cells) + " |")
+    geo = {name: g for name, values in ratios.items() if (g := _geomean(values)) is not None}
+    label = ("mutations" if set(commands) <= set(MUTATION_COMMANDS)
+             else "views" if set(commands) <= set(VIEW_COMMANDS) else "commands")  # fmt: skip
+    print(f"| geomean {label} | | " + " | ".join(f"| {g:.2f}" for g in geo.values()) + " |")
+    return geo
+
+
 def _median_of_runs(per_run: list[list[int]]) -> tuple[float, list[float]]:
     """The median over runs of each run's median latency, and the per-run medians (µs)."""
     medians = [statistics.median(r) / 1000 for r in per_run if r]

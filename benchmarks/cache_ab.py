@@ -59,22 +59,9 @@ def run_once(args: argparse.Namespace, rep: int) -> dict[str, float]:
     ref = backends[0]
     stores = sorted(backends[1:], key=lambda b: b.name, reverse=True)  # "cache 8 MiB" first
     print(f"\nN = {args.size:,}, durability {args.durability}, repeat {rep + 1} (seeded first: {budgets[0][0]}), "
-          f"{args.runs} run(s) x {args.ops} ops: ratio to the reference (median over runs)")  # fmt: skip
-    print(f"| command | {' | '.join(s.name for s in stores)} |")
-    print("|---|" + "---:|" * len(stores))
-    mutation_ratios: dict[str, list[float]] = {s.name: [] for s in stores}
-    for command in bt.COMMANDS:
-        cells = []
-        for store in stores:
-            pairs = zip(store.samples[command], ref.samples[command], strict=True)
-            ratio = statistics.median(statistics.median(mine) / statistics.median(theirs) for mine, theirs in pairs)
-            cells.append(f"{ratio:.2f}")
-            if command in bt.MUTATION_COMMANDS:
-                mutation_ratios[store.name].append(ratio)
-        print(f"| {command} | {' | '.join(cells)} |")
-    geomeans = {name: g for name, v in mutation_ratios.items() if (g := bt._geomean(v)) is not None}
-    print(f"| geomean mutations | {' | '.join(f'{g:.2f}' for g in geomeans.values())} |")
-    return geomeans
+          f"{args.runs} run(s) x {args.ops} ops")  # fmt: skip
+    bt.print_ratio_table(ref, stores, bt.VIEW_COMMANDS)
+    return bt.print_ratio_table(ref, stores, bt.MUTATION_COMMANDS)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -49,33 +49,33 @@ PHASES: list[tuple[str, str, str]] = [
     ("scrubber", "memvault.protocol", "_scrub_path"),
     ("utf-8 encode + size check", "memvault.protocol", "_encode"),
     ("writer lock", "memvault.fsutil", "StoreLock.hold"),
-    ("sync head (ref read, keyring refresh)", "memvault.store", "MemoryStore._sync"),
-    ("read current content", "memvault.store", "MemoryStore._read_node"),
-    ("encryption: content blob", "memvault.records", "encode_blob"),
-    ("encryption: node record", "memvault.records", "seal_node"),
-    ("encryption: index shard", "memvault.records", "encode_shard"),
-    ("encryption: commit meta + tag", "memvault.records", "seal_meta"),
-    ("encryption: commit meta + tag", "memvault.records", "commit_tag"),
-    ("encryption: DEK wrap (keyring record)", "memvault.keyring", "Keyring.dek_record"),
-    ("object serialisation: blob", "memvault.gitstore", "GitStore.blob"),
-    ("object serialisation: trees", "memvault.store", "MemoryStore._apply_tree"),
-    ("object serialisation: commit", "memvault.gitstore", "GitStore.commit"),
-    ("loose object writes", "memvault.gitstore", "GitStore.write"),
-    ("pack writes (files: pack + idx)", "memvault.gitstore", "GitStore.write_pack"),
-    ("pack build (pack + idx bytes)", "memvault.gitstore", "build_pack"),
-    ("pack merge in the command (write merged pack)", "memvault.gitstore", "GitStore._write_merged"),
-    ("pack merge in the command (plan: list, stat)", "memvault.gitstore", "GitStore._merge_plan"),
-    ("pack merge in the command (remove merged packs)", "memvault.gitstore", "GitStore._retire"),
+    ("sync head (ref read, keyring refresh)", "memvault.store.memorystore", "MemoryStore._sync"),
+    ("read current content", "memvault.store.state", "StateReader.read_node"),
+    ("encryption: content blob", "memvault.format.records", "encode_blob"),
+    ("encryption: node record", "memvault.format.records", "seal_node"),
+    ("encryption: index shard", "memvault.format.records", "encode_shard"),
+    ("encryption: commit meta + tag", "memvault.format.records", "seal_meta"),
+    ("encryption: commit meta + tag", "memvault.format.records", "commit_tag"),
+    ("encryption: DEK wrap (keyring record)", "memvault.keys.keyring", "Keyring.dek_record"),
+    ("object serialisation: blob", "memvault.git.repo", "GitStore.blob"),
+    ("object serialisation: trees", "memvault.store.commit", "CommitWriter._apply_tree"),
+    ("object serialisation: commit", "memvault.git.repo", "GitStore.commit"),
+    ("loose object writes", "memvault.git.repo", "GitStore.write"),
+    ("pack writes (files: pack + idx)", "memvault.git.repo", "GitStore.write_pack"),
+    ("pack build (pack + idx bytes)", "memvault.git.packdir", "build_pack"),
+    ("pack merge in the command (write merged pack)", "memvault.git.packdir", "PackDirectory._write_merged"),
+    ("pack merge in the command (plan: list, stat)", "memvault.git.packdir", "PackDirectory._merge_plan"),
+    ("pack merge in the command (remove merged packs)", "memvault.git.packdir", "PackDirectory._retire"),
     ("syncfs (objects durable)", "memvault.fsutil", "_syncfs"),
     ("loose object chmod 0400", "memvault.store", "MemoryStore._restrict_objects"),
-    ("keyring append", "memvault.keyring", "Keyring.append"),
-    ("ref update (CAS)", "memvault.gitstore", "GitStore.compare_and_swap"),
+    ("keyring append", "memvault.keys.keyring", "Keyring.append"),
+    ("ref update (CAS)", "memvault.git.refs", "Branch.compare_and_swap"),
     ("ref chmod", "memvault.store", "MemoryStore._restrict_ref"),
-    ("cache update", "memvault.store", "StoreState.add"),
-    ("cache update", "memvault.store", "StoreState.remove"),
-    ("cache update", "memvault.store", "MemoryStore._cache_content"),
-    ("commit glue (nodes, shards, ids)", "memvault.store", "MemoryStore._commit"),
-    ("transact (rest: txn body, glue)", "memvault.store", "MemoryStore.transact"),
+    ("cache update", "memvault.store.state", "StoreState.add"),
+    ("cache update", "memvault.store.state", "StoreState.remove"),
+    ("cache update", "memvault.store.state", "StateReader.cache_content"),
+    ("commit glue (nodes, shards, ids)", "memvault.store.commit", "CommitWriter.write"),
+    ("transact (rest: txn body, glue)", "memvault.store.memorystore", "MemoryStore.transact"),
     ("tool.call (rest: dispatch, formatting)", "memvault.tool", "MemoryTool.call"),
 ]
 #: Phases whose exclusive time is the "rest" of something bigger, listed last.
@@ -146,11 +146,12 @@ def _resolve(module_name: str, attr: str) -> tuple[Any, str]:
 
 
 def install(profiler: Profiler) -> None:
-    import memvault.fsutil  # noqa: F401
     import memvault.gitstore  # noqa: F401
     import memvault.keyring  # noqa: F401
-    import memvault.protocol  # noqa: F401
     import memvault.records  # noqa: F401
+
+    import memvault.fsutil  # noqa: F401
+    import memvault.protocol  # noqa: F401
     import memvault.store  # noqa: F401
     import memvault.tool  # noqa: F401
 

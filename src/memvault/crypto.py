@@ -16,6 +16,8 @@ operations; callers never choose nonces, never see partial plaintext, and get on
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hashlib
 import hmac as _std_hmac
 import os
@@ -45,9 +47,12 @@ __all__ = [
     "mac",
     "mac_function",
     "mac_verify",
+    "consteq",
     "sha256",
     "pad",
     "unpad",
+    "b64encode",
+    "b64decode",
     "padded_size",
 ]
 
@@ -164,6 +169,11 @@ def mac_verify(key: bytes, data: bytes, tag: bytes) -> None:
         raise IntegrityError()
 
 
+def consteq(a: bytes, b: bytes) -> bool:
+    """Whether ``a == b``, in time independent of where they differ."""
+    return _std_hmac.compare_digest(a, b)
+
+
 def sha256(data: bytes) -> bytes:
     """SHA-256 digest."""
     return hashlib.sha256(data).digest()
@@ -198,3 +208,28 @@ def unpad(frame: bytes) -> bytes:
     if end > len(frame) or frame.count(0, end) != len(frame) - end:  # only zero bytes after the data
         raise IntegrityError()
     return frame[_FRAME_HEADER.size : end]
+
+
+# -- canonical encodings --------------------------------------------------------------------------
+
+
+def b64encode(data: bytes) -> str:
+    """Standard base64 with padding."""
+    return base64.b64encode(data).decode("ascii")
+
+
+def b64decode(text: object) -> bytes:
+    """Strict, canonical base64: ``encode(decode(s)) == s`` or :class:`IntegrityError`.
+
+    Python's decoder accepts non-zero trailing bits (``AQIDBAV=`` == ``AQIDBAU=``); such
+    malleable spellings are refused.
+    """
+    if not isinstance(text, str):
+        raise IntegrityError()
+    try:
+        data = base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        raise IntegrityError() from None
+    if b64encode(data) != text:
+        raise IntegrityError()
+    return data

@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 from .errors import ConflictError, InvalidInputError
-from .history import commit_after
 from .paths import parse_path
 
 if TYPE_CHECKING:
@@ -124,17 +123,18 @@ def expire(
             return ExpireResult(cutoff, dry_run, stale)
 
         def apply(txn: Transaction, head: bytes = head, stale: list[StaleFile] = stale) -> None:
-            if store.head[0] != head:
+            if txn.base_commit != head:
                 raise _HeadMoved
             for f in stale:
                 txn.delete(parse_path(f.path, txn.settings))
 
         try:
-            store.transact(apply, command="expire", paths=tuple(f.path for f in stale), actor=actor, session=session)
+            done = store.transact(
+                apply, command="expire", paths=tuple(f.path for f in stale), actor=actor, session=session
+            )
         except _HeadMoved:
             continue
-        commit_id, seq = commit_after(store, head)
-        return ExpireResult(cutoff, False, stale, commit_id, seq)
+        return ExpireResult(cutoff, False, stale, done.commit_id.decode(), done.seq)
     raise ConflictError("Error: The memory store kept changing during the command; retry it.")
 
 

@@ -25,9 +25,9 @@ from dataclasses import dataclass, fields
 from datetime import datetime, timezone
 from typing import Any, Literal
 
-from .errors import IntegrityError, InternalError, InvalidInputError, PathNotFoundError
+from .errors import IntegrityError, InvalidInputError, PathNotFoundError
+from .format.records import CommitMeta, Node
 from .paths import ROOT, parse_path
-from .records import CommitMeta, Node
 from .store import MemoryStore, StoreState
 
 __all__ = [
@@ -47,7 +47,8 @@ __all__ = [
     "format_diff",
     "blame",
     "parse_time",
-    "commit_after",
+    "walk",
+    "shard_diff",
 ]
 
 Operation = Literal["created", "modified", "deleted", "renamed"]
@@ -217,7 +218,7 @@ def parse_time(text: str, *, end: bool = False) -> float:
     return stamp
 
 
-def _walk(store: MemoryStore, start: bytes | None = None) -> Iterator[tuple[bytes, CommitMeta, bytes, bytes | None]]:
+def walk(store: MemoryStore, start: bytes | None = None) -> Iterator[tuple[bytes, CommitMeta, bytes, bytes | None]]:
     """``(commit_id, meta, tree_id, parent_id)`` from ``start`` (default head) back to the first."""
     commit_id: bytes | None = start if start is not None else store.head[0]
     expected: int | None = None
@@ -239,26 +240,26 @@ def resolve(store: MemoryStore, spec: str) -> bytes:
     if m and (not text.startswith("@{") or m.group(1).endswith("}")):
         steps = sum(int(n or 1) for n in re.findall(r"~(\d*)", m.group(2))) + m.group(2).count("^")
         base = resolve(store, m.group(1)) if m.group(1) else head
-        for i, (commit_id, *_rest) in enumerate(_walk(store, base)):
+        for i, (commit_id, *_rest) in enumerate(walk(store, base)):
             if i == steps:
                 return commit_id
         raise InvalidInputError(f"Error: Revision {spec!r} goes back beyond the first commit.")
     m = re.fullmatch(r"#(\d+)", text)
     if m:
         seq = int(m.group(1))
-        for commit_id, meta, _tree, _parent in _walk(store):
+        for commit_id, meta, _tree, _parent in walk(store):
             if meta.seq == seq:
                 return commit_id
         raise InvalidInputError(f"Error: There is no commit #{seq}.")
     m = re.fullmatch(r"@\{(.+)\}", text)
     if m:
         when = parse_time(m.group(1), end=True)
-        for commit_id, meta, _tree, _parent in _walk(store):
+        for commit_id, meta, _tree, _parent in walk(store):
             if meta.time <= when:
                 return commit_id
         raise InvalidInputError(f"Error: No commit was made at or before {m.group(1)}.")
     if _HEX.fullmatch(text):
-        found = [c for c, *_ in _walk(store) if c.decode().startswith(text)]
+        found = [c for c, *_ in walk(store) if c.decode().startswith(text)]
         if len(found) == 1:
             return found[0]
         if len(found) > 1:
@@ -269,7 +270,7 @@ def resolve(store: MemoryStore, spec: str) -> bytes:
 # -- what a commit changed ------------------------------------------------------------------------
 
 
-def _shard_diff(
+def shard_diff(
     store: MemoryStore, tree_id: bytes, parent_tree: bytes | None
 ) -> tuple[list[Node], list[Node], list[Node]]:
     """Nodes created, deleted and modified between ``parent_tree`` and ``tree_id``."""
@@ -295,7 +296,7 @@ def _shard_diff(
 
 def _changes(store: MemoryStore, meta: CommitMeta, tree_id: bytes, parent: bytes | None) -> tuple[Change, ...]:
     parent_tree = store.commit(parent)[1] if parent is not None else None
-    created, deleted, modified = _shard_diff(store, tree_id, parent_tree)
+    created, deleted, modified = shard_diff(store, tree_id, parent_tree)
     out: list[Change] = []
     renamed_from: dict[str, str] = {}
     if meta.command == "rename" and len(meta.paths) == 2:
@@ -355,7 +356,7 @@ def iter_log(
         raise InvalidInputError(f"Error: Unknown operation; use one of {', '.join(OPERATIONS)}.")
     tracked = parse_path(path).text if path is not None else None
     start_id = start if isinstance(start, bytes) else resolve(store, start)
-    for commit_id, meta, tree_id, parent in _walk(store, start_id):
+    for commit_id, meta, tree_id, parent in walk(store, start_id):
         if until is not None and meta.time > until:
             continue
         if since is not None and meta.time < since:
@@ -539,19 +540,3 @@ def blame(store: MemoryStore, path: str, rev: str | bytes = "HEAD") -> list[Blam
         BlameLine(i + 1, text, o.commit_id, o.seq, o.time, o.actor)
         for i, (text, o) in enumerate(zip(lines, owners, strict=True))
     ]
-
-
-def commit_after(store: MemoryStore, base: bytes) -> tuple[str, int]:
-    """``(id, seq)`` of the commit whose parent is ``base`` (the one a command just made on it).
-
-    The history is linear, so walking back from the head finds it; other writers may already
-    have committed on top of it.
-    """
-    commit_id = store.head[0]
-    while True:
-        meta, _tree, parent = store.commit(commit_id)
-        if parent == base:
-            return commit_id.decode(), meta.seq
-        if parent is None:
-            raise InternalError()
-        commit_id = parent

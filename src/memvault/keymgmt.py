@@ -18,7 +18,7 @@ from typing import Any
 from . import crypto
 from .errors import InvalidInputError, PathNotFoundError, WrongKeyError
 from .fsutil import wipe_file
-from .keys import Unlock, load_slots, new_slot, read_key_file, unlock_master_keys, write_slot
+from .keys.slots import Unlock, load_slots, new_slot, read_key_file, unlock_master_keys, write_slot
 from .settings import KdfParams
 from .store import MemoryStore
 

@@ -378,7 +378,7 @@ def _create(store: MemoryStore, args: dict[str, Any], actor: str, session: str) 
         txn.write_file(path, data)
         return _with_note(f"File created successfully at: {path.text}", findings)
 
-    return store.transact(apply, command="create", paths=(path.text,), actor=actor, session=session, findings=findings)
+    return store.transact(apply, command="create", paths=(path.text,), actor=actor, session=session, findings=findings).value
 
 
 #: The "Multiple occurrences" error lists at most this many line numbers, then ", and more": a
@@ -441,7 +441,7 @@ def _str_replace(store: MemoryStore, args: dict[str, Any], actor: str, session: 
     findings: dict[str, int] = {}
     return store.transact(
         apply, command="str_replace", paths=(path.text,), actor=actor, session=session, findings=findings
-    )
+    ).value
 
 
 def _insert(store: MemoryStore, args: dict[str, Any], actor: str, session: str) -> ToolResult:
@@ -464,7 +464,7 @@ def _insert(store: MemoryStore, args: dict[str, Any], actor: str, session: str) 
         return _with_note(f"The file {path.text} has been edited.", findings)
 
     findings: dict[str, int] = {}
-    return store.transact(apply, command="insert", paths=(path.text,), actor=actor, session=session, findings=findings)
+    return store.transact(apply, command="insert", paths=(path.text,), actor=actor, session=session, findings=findings).value
 
 
 def _delete(store: MemoryStore, args: dict[str, Any], actor: str, session: str) -> ToolResult:
@@ -478,7 +478,7 @@ def _delete(store: MemoryStore, args: dict[str, Any], actor: str, session: str) 
         txn.delete(path)
         return f"Successfully deleted {path.text}"
 
-    return store.transact(apply, command="delete", paths=(path.text,), actor=actor, session=session)
+    return store.transact(apply, command="delete", paths=(path.text,), actor=actor, session=session).value
 
 
 def _rename(store: MemoryStore, args: dict[str, Any], actor: str, session: str) -> ToolResult:
@@ -500,7 +500,7 @@ def _rename(store: MemoryStore, args: dict[str, Any], actor: str, session: str) 
         txn.rename(old, new)
         return f"Successfully renamed {old.text} to {new.text}"
 
-    return store.transact(apply, command="rename", paths=(old.text, new.text), actor=actor, session=session)
+    return store.transact(apply, command="rename", paths=(old.text, new.text), actor=actor, session=session).value
 
 
 _HANDLERS = {

@@ -38,12 +38,13 @@ from .errors import (
     PathExistsError,
     SensitiveDataError,
 )
+from .format.records import Node
 from .fsutil import DIR_MODE, FILE_MODE, write_all
-from .gitstore import MODE_BLOB, MODE_TREE, GitStore
+from .git.objects import MODE_BLOB, MODE_TREE
+from .git.repo import GitStore
 from .history import resolve
 from .paths import ROOT, MemoryPath, display, parse_path
 from .protocol import scrub_hook
-from .records import Node
 from .store import MemoryStore, StoreState, Transaction
 
 __all__ = [
@@ -378,10 +379,8 @@ def import_dir(
             None, None, layout, (), (), (), tuple(sorted(scan.hidden)), tuple(scan.skipped + scan.problems)
         )
     overwritten: list[str] = []
-    parent: list[bytes] = []
 
     def apply(txn: Transaction) -> None:
-        parent.append(store.head[0])  # the lock is held: the import commit's parent
         existing = [p for p in files if (node := txn.get(p)) is not None and not node.is_dir]
         if existing and not overwrite:
             shown = ", ".join(sorted(existing)[:_SHOWN_PROBLEMS])
@@ -398,11 +397,12 @@ def import_dir(
             if progress is not None:
                 progress(done, len(files))
 
-    store.transact(apply, command="import", paths=(prefix_path.text,), actor=actor, session=session, findings=findings)
-    commit_id, seq = _commit_after(store, parent[0])
+    done = store.transact(
+        apply, command="import", paths=(prefix_path.text,), actor=actor, session=session, findings=findings
+    )
     return ImportResult(
-        commit_id=commit_id.decode(),
-        seq=seq,
+        commit_id=done.commit_id.decode(),
+        seq=done.seq,
         layout=layout,
         imported=tuple(sorted(files)),
         directories=tuple(sorted(d.text for d in scan.directories)),
@@ -410,17 +410,6 @@ def import_dir(
         hidden=tuple(sorted(scan.hidden)),
         skipped=tuple(scan.skipped + scan.problems),
     )
-
-
-def _commit_after(store: MemoryStore, parent_id: bytes) -> tuple[bytes, int]:
-    """The commit whose parent is ``parent_id`` (other writers may have committed since)."""
-    commit_id: bytes | None = store.head[0]
-    while commit_id is not None:
-        meta, _tree, parent = store.commit(commit_id)
-        if parent == parent_id:
-            return commit_id, meta.seq
-        commit_id = parent
-    raise InternalError()
 
 
 # -- export of one tree ------------------------------------------------------------------------------

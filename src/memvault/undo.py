@@ -1,4 +1,4 @@
-"""Undo without destroying history, and preconditioned writes for programmatic writers.
+"""Undo without destroying history: revert a commit, restore a path, roll the tree back.
 
 Undo (each is one new commit attributed to the operator; nothing is rewritten, so every old
 revision stays readable):
@@ -22,12 +22,6 @@ the same command (a rename back), else of the old version itself unless that lin
 live elsewhere (then it starts a new lineage). Nothing that would change nothing is committed:
 the result then has ``commit_id=None`` and a ``note`` saying why.
 
-Preconditioned writes (:func:`write`, :func:`edit`, :func:`delete`) take the ``sha256`` of the
-content the caller last read (:func:`content_sha256`), like the ``content_sha256`` precondition
-of Anthropic's managed memory stores; the check runs inside the transaction, under the store
-lock, so it is atomic with the write. A failed precondition is a ``ConflictError`` and writes
-nothing.
-
 The library never prints; results are frozen dataclasses.
 """
 
@@ -38,31 +32,22 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from . import crypto
 from .errors import (
     ConflictError,
-    EditError,
     InvalidInputError,
-    InvalidPathError,
-    PathExistsError,
     PathNotFoundError,
 )
-from .history import Change, commit_after, resolve
+from .format.records import Node
+from .history import Change, resolve
 from .paths import ROOT, MemoryPath, parse_path
-from .records import Node
 from .store import MemoryStore, Transaction
 
 __all__ = [
     "UndoCommand",
     "UndoResult",
-    "WriteResult",
     "revert",
     "restore",
     "rollback",
-    "write",
-    "edit",
-    "delete",
-    "content_sha256",
 ]
 
 UndoCommand = Literal["revert", "restore", "rollback"]
@@ -109,20 +94,6 @@ class UndoResult:
             "changes": [c.to_json() for c in self.changes],
             "note": self.note,
         }
-
-
-@dataclass(frozen=True)
-class WriteResult:
-    """A preconditioned write: the path, the new content's SHA-256 (hex; ``None`` after a
-    delete) and the new commit."""
-
-    path: str
-    sha256: str | None
-    commit_id: str
-    seq: int
-
-    def to_json(self) -> dict[str, Any]:
-        return {"path": self.path, "sha256": self.sha256, "commit": self.commit_id, "seq": self.seq}
 
 
 class _HeadMoved(Exception):
@@ -284,16 +255,15 @@ def _run_undo(
         paths = _roots([c.path for c in planned] + [c.old_path for c in planned if c.old_path is not None])
 
         def apply(txn: Transaction, head: bytes = head) -> tuple[Change, ...]:
-            if store.head[0] != head:  # the head this transaction works on
+            if txn.base_commit != head:
                 raise _HeadMoved
             return _apply(store, txn, plan(txn))
 
         try:
-            changes = store.transact(apply, command=command, paths=paths, actor=actor, session=session)
+            done = store.transact(apply, command=command, paths=paths, actor=actor, session=session)
         except _HeadMoved:
             continue
-        commit_id, seq = commit_after(store, head)
-        return UndoResult(command, target.decode(), target_seq, commit_id, seq, changes)
+        return UndoResult(command, target.decode(), target_seq, done.commit_id.decode(), done.seq, done.value)
     raise ConflictError("Error: The memory store kept changing during the command; retry it.")
 
 
@@ -388,165 +358,3 @@ def rollback(store: MemoryStore, rev: str | bytes, *, actor: str = "operator", s
 
 
 # -- preconditioned writes ------------------------------------------------------------------------------
-
-
-def _expected(value: str | None) -> str | None:
-    if value is None:
-        return None
-    if not isinstance(value, str):
-        raise TypeError("expected_sha256 must be a str")
-    text = value.strip().lower()
-    if not _SHA_RE.fullmatch(text):
-        raise InvalidInputError("Error: expected_sha256 must be 64 hexadecimal digits (a SHA-256 of the content).")
-    return text
-
-
-def _check(path: MemoryPath, node: Node | None, expected: str | None, must_not_exist: bool) -> None:
-    """The precondition, checked inside the transaction (under the store lock)."""
-    if must_not_exist and node is not None:
-        now = "it is a directory" if node.is_dir else f"sha256 {node.sha256.hex()[:12]}…"
-        raise ConflictError(f"Error: {path.text} already exists (expected it not to exist; now {now})")
-    if expected is None:
-        return
-    if node is None:
-        now = "it does not exist"
-    elif node.is_dir:
-        now = "it is a directory"
-    elif node.sha256.hex() != expected:
-        now = f"{node.sha256.hex()[:12]}…"
-    else:
-        return
-    raise ConflictError(f"Error: {path.text} changed since you read it (expected sha256 {expected[:12]}…, now {now})")
-
-
-def _encode_text(text: str, what: str) -> bytes:
-    try:
-        return text.encode("utf-8")
-    except UnicodeEncodeError:
-        raise InvalidInputError(f"Error: {what} is not valid Unicode text (it contains a lone surrogate).") from None
-
-
-def _file_path(store: MemoryStore, path: str) -> MemoryPath:
-    vpath = parse_path(path, store.settings)
-    if vpath.is_root:
-        raise PathExistsError("Error: /memories is a directory; give a file path below it")
-    return vpath
-
-
-def content_sha256(store: MemoryStore, path: str) -> str:
-    """The SHA-256 (hex) of the file's content at the head: the value for ``expected_sha256``."""
-    vpath = _file_path(store, path)
-    with store.reading() as view:
-        node = view.get(vpath)
-    if node is None or node.is_dir:
-        raise PathNotFoundError(f"Error: The file {vpath.text} does not exist")
-    return node.sha256.hex()
-
-
-def write(
-    store: MemoryStore,
-    path: str,
-    data: str | bytes,
-    *,
-    expected_sha256: str | None = None,
-    must_not_exist: bool = False,
-    actor: str = "library",
-    session: str = "",
-) -> WriteResult:
-    """Create or replace a file (bytes are stored as binary), as one commit.
-
-    With ``expected_sha256`` the file must exist with exactly that content; with
-    ``must_not_exist`` it must not exist. Otherwise :class:`ConflictError` and nothing is written.
-    """
-    vpath = _file_path(store, path)
-    expected = _expected(expected_sha256)
-    if expected is not None and must_not_exist:
-        raise ValueError("give at most one of expected_sha256 and must_not_exist")
-    binary = isinstance(data, bytes)
-    raw = data if isinstance(data, bytes) else _encode_text(data, "The content")
-
-    def apply(txn: Transaction) -> bytes:
-        base = store.head[0]  # the head this transaction works on (the store lock is held)
-        _check(vpath, txn.get(vpath), expected, must_not_exist)
-        txn.write_file(vpath, raw, binary=binary)
-        return base
-
-    base = store.transact(apply, command="write", paths=(vpath.text,), actor=actor, session=session)
-    commit_id, seq = commit_after(store, base)
-    return WriteResult(vpath.text, crypto.sha256(raw).hex(), commit_id, seq)
-
-
-def edit(
-    store: MemoryStore,
-    path: str,
-    old: str,
-    new: str,
-    *,
-    expected_sha256: str | None = None,
-    actor: str = "library",
-    session: str = "",
-) -> WriteResult:
-    """Replace the one occurrence of ``old`` in a text file by ``new`` (like ``str_replace``).
-
-    ``old`` appearing zero or several times is an :class:`EditError`; a failed
-    ``expected_sha256`` precondition is a :class:`ConflictError`. Nothing is written then.
-    """
-    vpath = _file_path(store, path)
-    expected = _expected(expected_sha256)
-    if old == "":
-        raise EditError("Error: `old` must not be empty.")
-    _encode_text(old, "`old`")
-    _encode_text(new, "`new`")
-    result: list[bytes] = []
-
-    def apply(txn: Transaction) -> bytes:
-        base = store.head[0]
-        node = txn.get(vpath)
-        _check(vpath, node, expected, False)
-        if node is None or node.is_dir:
-            raise PathNotFoundError(f"Error: The path {vpath.text} does not exist")
-        if node.binary:
-            raise InvalidInputError(f"Error: {vpath.text} is a binary file and cannot be edited as text.")
-        content = txn.read(vpath).decode("utf-8")
-        count = content.count(old)
-        if count != 1:
-            raise EditError(
-                f"Error: No replacement was performed: `old` appears {count} times in {vpath.text}; "
-                "it must appear exactly once."
-            )
-        data = content.replace(old, new, 1).encode("utf-8")
-        txn.write_file(vpath, data)
-        result.append(data)
-        return base
-
-    base = store.transact(apply, command="edit", paths=(vpath.text,), actor=actor, session=session)
-    commit_id, seq = commit_after(store, base)
-    return WriteResult(vpath.text, crypto.sha256(result[0]).hex(), commit_id, seq)
-
-
-def delete(
-    store: MemoryStore,
-    path: str,
-    *,
-    expected_sha256: str | None = None,
-    actor: str = "library",
-    session: str = "",
-) -> WriteResult:
-    """Delete a file (or, without a precondition, a directory and everything below it)."""
-    vpath = parse_path(path, store.settings)
-    if vpath.is_root:
-        raise InvalidPathError("Error: Cannot delete the /memories directory itself")
-    expected = _expected(expected_sha256)
-
-    def apply(txn: Transaction) -> bytes:
-        base = store.head[0]
-        node = txn.get(vpath)
-        _check(vpath, node, expected, False)
-        if node is None:
-            raise PathNotFoundError(f"Error: The path {vpath.text} does not exist")
-        txn.delete(vpath)
-        return base
-
-    base = store.transact(apply, command="delete", paths=(vpath.text,), actor=actor, session=session)
-    commit_id, seq = commit_after(store, base)
-    return WriteResult(vpath.text, None, commit_id, seq)

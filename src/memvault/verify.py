@@ -44,40 +44,21 @@ an operator may see); they never contain file contents or key bytes.
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from . import crypto, records
+from . import crypto
 from .errors import IntegrityError, StorageError
-from .gitstore import LAYOUT_ROLES, root_roles
-from .keyring import ZERO_ID, commit_fields
-from .keys import read_slot_file, slot_file_names
-from .records import Node
-from .store import MemoryStore, _freshness_problem
+from .format import layout, records
+from .format.records import Node
+from .keys.keyring import ZERO_ID, KeyringScan, freshness_problem
+from .keys.slots import read_slot_file, slot_file_names
+from .store import MemoryStore
 
 __all__ = ["Problem", "VerifyReport", "Severity", "verify"]
 
 Severity = Literal["error", "warning"]
-
-# Keyring framing, docs/format.md section 3 (only framing: authentication stays in Keyring).
-_KR_HEADER = struct.Struct(">4sB16s")
-_KR_RECORD = struct.Struct(">BH")
-_KR_DEK = 1
-_KR_DEK_HEAD = struct.Struct(">16sI")
-_KR_DEK_SIZE = _KR_DEK_HEAD.size + crypto.KEY_SIZE + crypto.SEAL_OVERHEAD
-
-_ROLE_NAMES = {
-    "root": "root tree",
-    "i": "index tree",
-    "i1": "index tree",
-    "c": "content tree",
-    "c1": "content tree",
-    "c2": "content tree",
-    "s1": "fan-out tree",
-    "s2": "shard tree",
-}
 
 
 @dataclass(frozen=True)
@@ -184,12 +165,6 @@ class _Pending:
     path: str | None
     token: bytes | None
     where: _Where
-
-
-@dataclass
-class _KeyringScan:
-    deks: dict[bytes, tuple[int, bytes]]  #: dek_id -> (epoch, sealed key), file order, later wins
-    commits: dict[bytes, tuple[int, bytes]]  #: commit id -> (seq, parent id), only if the keyring parsed
 
 
 class _Verifier:
@@ -465,7 +440,7 @@ class _Verifier:
             self.add("error", "rollback", "The keyring records no commit: it is older than the history.")
             return
         if chain and chain[0].authentic and chain[0].seq is not None:
-            problem = _freshness_problem(head, chain[0].seq, hw)
+            problem = freshness_problem(head, chain[0].seq, hw)
             if problem is not None:
                 self.add("error", "rollback", str(problem), where=_Where(head.decode(), chain[0].seq))
             return
@@ -496,28 +471,31 @@ class _Verifier:
                 self.add(
                     "error",
                     "hostile-tree",
-                    f"The {_ROLE_NAMES[role]} {tree_id.decode()} holds {problem}: memvault never writes "
+                    f"The {layout.ROLE_NAMES[role]} {tree_id.decode()} holds {problem}: memvault never writes "
                     "such an entry, so the repository was changed by something else.",
                     where=where,
                 )
             elif self.absent(tree_id):
                 self.add(
-                    "error", "missing-object", f"The {_ROLE_NAMES[role]} {tree_id.decode()} is missing.", where=where
+                    "error",
+                    "missing-object",
+                    f"The {layout.ROLE_NAMES[role]} {tree_id.decode()} is missing.",
+                    where=where,
                 )
             else:
                 self.add(
                     "error",
                     "bad-tree",
-                    f"The {_ROLE_NAMES[role]} {tree_id.decode()} is damaged (the object does not match its id "
+                    f"The {layout.ROLE_NAMES[role]} {tree_id.decode()} is damaged (the object does not match its id "
                     "or is not a tree).",
                     where=where,
                 )
-        if entries is not None and not _shape_ok(entries, role):
+        if entries is not None and layout.shape_problem(entries, role) is not None:
             entries = None
             self.add(
                 "error",
                 "hostile-tree",
-                f"The {_ROLE_NAMES[role]} {tree_id.decode()} holds "
+                f"The {layout.ROLE_NAMES[role]} {tree_id.decode()} holds "
                 + ("a top-level entry that fits neither layout" if role == "root" else "an entry out of place")
                 + ": it does not have the layout memvault writes.",
                 where=where,
@@ -529,37 +507,16 @@ class _Verifier:
         if entry.tree_id is None:
             return
         where = _Where(entry.commit_id.decode(), entry.seq)
-        root, _first = self.tree(entry.tree_id, "root", where)
-        if root is None:
-            return
-        shard_map: dict[bytes, bytes] = {}
-        if b"i" in root:  # layout 1: c/<h0>/<h1>/<h[2:]>, i/<h0>/<h1>
-            if b"c" in root:
-                self.walk_content(root[b"c"][1], "c", b"", shard_map, where)
-            index, _ = self.tree(root[b"i"][1], "i", where)
-            for h0, (_mode, sub_id) in sorted((index or {}).items()):
-                leaf, _ = self.tree(sub_id, "i1", where)
-                for h1, (_mode1, blob_id) in sorted((leaf or {}).items()):
-                    shard_map[h0 + h1] = blob_id
-        else:  # layout 2: <h0>/<h1>/<h[2:]> and <h0>/<h1>/i
-            for h0, (_mode, sub_id) in sorted(root.items()):
-                self.walk_content(sub_id, "s1", h0, shard_map, where)
+
+        def read(tree_id: bytes, role: str) -> layout.Entries | None:
+            entries, first = self.tree(tree_id, role, where)
+            return entries if first or role == "root" else None  # a subtree seen before was checked then
+
+        shard_map, blobs = layout.walk(entry.tree_id, read)
+        for token, blob_id in blobs.items():
+            self.content_entries.setdefault(blob_id, (token, where))
         for shard, blob_id in sorted(shard_map.items()):
             self.check_shard(shard, blob_id, where)
-
-    def walk_content(self, tree_id: bytes, role: str, prefix: bytes, shards: dict[bytes, bytes], where: _Where) -> None:
-        """Record every content blob (each subtree visited once) and, in layout 2, each shard's
-        index blob into ``shards`` (a shard seen before was checked then)."""
-        entries, first = self.tree(tree_id, role, where)
-        if entries is None or not first:
-            return
-        for name, (_mode, obj_id) in entries.items():
-            if role not in ("c2", "s2"):
-                self.walk_content(obj_id, LAYOUT_ROLES[role][2] or "", prefix + name, shards, where)
-            elif name == b"i":
-                shards[prefix] = obj_id
-            else:
-                self.content_entries.setdefault(obj_id, (bytes.fromhex((prefix + name).decode()), where))
 
     # -- index shards and node records --------------------------------------------------------
 
@@ -593,14 +550,11 @@ class _Verifier:
             self.check_node(node, where)
 
     def diagnose_shard(self, shard: bytes, blob_id: bytes, blob: bytes, where: _Where) -> list[Node]:
-        """Open a shard that failed entry by entry: report each bad entry, return the good nodes.
-
-        Uses the store's private index key (there is no public accessor for shard entries).
-        """
+        """Open a shard that failed entry by entry: report each bad entry, return the good nodes."""
         store, name = self.store, shard.decode()
         label = f"index shard {name} (blob {blob_id[:10].decode()})"
         try:
-            entries = records.decode_shard(store._keys.index, store.store_id, shard, blob)
+            entries = store.shard_entries(shard, blob)
         except IntegrityError:
             self.unread_shards.add(shard)
             self.add("error", "bad-index", f"The {label} does not decrypt: damaged or not this store's.", where=where)
@@ -780,56 +734,24 @@ class _Verifier:
             return False
         return True
 
-    def scan_keyring(self, keyring_ok: bool) -> _KeyringScan:
-        """Frame the keyring's records (format.md section 3) to list its data key records.
-
-        When the keyring parsed, only the bytes it parsed are used (a writer may append
-        meanwhile). When it did not, the data key records after the damage are handed to the
-        store's keyring (private ``_sealed``; each is authenticated when used, as always) so
-        that the versions they protect are still checked.
-        """
+    def scan_keyring(self, keyring_ok: bool) -> KeyringScan:
+        """List the keyring's data key and commit records. When the keyring did not parse, the
+        data key records after the damage are handed to the store's keyring (each is
+        authenticated when used, as always) so that the versions they protect are still checked."""
         keyring = self.store.keyring
-        try:
-            with open(self.store.root / "keyring", "rb") as f:
-                data = f.read()
-        except OSError:
-            return _KeyringScan({}, {})
-        if len(data) < _KR_HEADER.size:
-            return _KeyringScan({}, {})
-        limit = keyring.size if keyring_ok else len(data)
-        deks: dict[bytes, tuple[int, bytes]] = {}
-        commits: dict[bytes, tuple[int, bytes]] = {}
-        pos = _KR_HEADER.size
-        while pos + _KR_RECORD.size <= len(data):
-            rtype, length = _KR_RECORD.unpack_from(data, pos)
-            if rtype == 0 and not any(data[pos:]):
-                break  # zeros after a power loss: a torn tail, as Keyring.refresh reads it
-            end = pos + _KR_RECORD.size + length
-            if end > len(data):
-                break
-            if end <= limit and rtype == _KR_DEK and length == _KR_DEK_SIZE:
-                dek_id, epoch = _KR_DEK_HEAD.unpack_from(data, pos + _KR_RECORD.size)
-                deks[dek_id] = (epoch, data[pos + _KR_RECORD.size + _KR_DEK_HEAD.size : end])
-            elif end <= limit and keyring_ok:
-                fields = commit_fields(rtype, data[pos + _KR_RECORD.size : end])
-                if fields is not None:
-                    seq, commit_id, parent_id, _mac = fields
-                    commits[commit_id] = (seq, parent_id)  # authenticated: Keyring.refresh checked its MAC
-            pos = end
-        if pos < len(data):
+        scan = keyring.scan(parsed_only=keyring_ok)
+        if scan.torn_bytes:
             self.add(
                 "warning",
                 "torn-keyring",
-                f"The keyring ends in {len(data) - pos} bytes of a partial record (a crash during an append); "
+                f"The keyring ends in {scan.torn_bytes} bytes of a partial record (a crash during an append); "
                 "the next write cuts them off.",
             )
         if not keyring_ok:
-            for dek_id, entry in deks.items():
-                if not keyring.has(dek_id):
-                    keyring._sealed[dek_id] = entry
-        return _KeyringScan(deks, commits)
+            keyring.adopt(scan.deks)
+        return scan
 
-    def check_keys(self, scan: _KeyringScan) -> int:
+    def check_keys(self, scan: KeyringScan) -> int:
         """Every data key record authenticates; unreferenced ones are reported as orphans."""
         for dek_id in scan.deks:
             try:
@@ -849,15 +771,6 @@ class _Verifier:
 
 def _seq_text(seq: int | None) -> str:
     return f"#{seq} " if seq is not None else ""
-
-
-def _shape_ok(entries: dict[bytes, tuple[int, bytes]], role: str) -> bool:
-    if role == "root":
-        return root_roles(entries) is not None
-    pattern, mode_required, _child = LAYOUT_ROLES[role]
-    return bool(entries) and all(
-        pattern.match(name) is not None and mode == mode_required for name, (mode, _id) in entries.items()
-    )
 
 
 def _printable(name: str) -> str:

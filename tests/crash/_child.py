@@ -100,14 +100,15 @@ def _arm_pack_point(point: str, action: Callable[[], None]) -> None:
     """Crash points in :meth:`GitStore.write_pack`, at its renames and removals. The ``merge_*``
     points force a merge of every pack first (the policy is tested elsewhere); the merged pack is
     the first ``.pack`` renamed, the commit's pack the next."""
-    import memvault.gitstore as gitstore
+    from memvault.git import packdir
+    from memvault.git import repo as gitrepo
 
-    real_replace, real_unlink = gitstore.os.replace, gitstore.os.unlink
+    real_replace, real_unlink = gitrepo.os.replace, gitrepo.os.unlink
     renamed: list[str] = []
     merge = point.startswith("merge_")
     if merge:
-        gitstore.MERGE_AT = 2  # type: ignore[misc]
-        gitstore.geometric_merge = len  # type: ignore[assignment]
+        packdir.MERGE_AT = 2  # type: ignore[misc]
+        packdir.geometric_merge = len  # type: ignore[assignment]
 
     def replace(src: Any, dst: Any) -> None:
         dst_s = os.fsdecode(dst)
@@ -135,17 +136,18 @@ def _arm_pack_point(point: str, action: Callable[[], None]) -> None:
         if point == "merge_retiring" and os.fsdecode(path).endswith(".idx"):
             action()  # one replaced pack lost its index, its data and the others are still there
 
-    gitstore.os.replace = replace  # type: ignore[assignment]
-    gitstore.os.unlink = unlink  # type: ignore[assignment]
+    gitrepo.os.replace = replace  # type: ignore[assignment]
+    gitrepo.os.unlink = unlink  # type: ignore[assignment]
     if point == "merge_retired":
-        _wrap(gitstore.GitStore, "_retire", before=False, action=action)
+        _wrap(packdir.PackDirectory, "_retire", before=False, action=action)
 
 
 def arm(point: str, action: Callable[[], None] = die) -> None:
     """Install the crash point ``point`` in this process (``action`` replaces dying only for the
     points that wrap a whole step)."""
-    from memvault.gitstore import GitStore
-    from memvault.keyring import Keyring
+    from memvault.keys.keyring import Keyring
+
+    from memvault.git.repo import GitStore
 
     if point == "git_write_before":
         _wrap(GitStore, "write_pack", before=True, action=action)
@@ -163,22 +165,22 @@ def arm(point: str, action: Callable[[], None] = die) -> None:
         _arm_pack_point(point, action)
     elif point == "ref_in_place_written":
         # Die right after the branch file's bytes were overwritten in place, before its close.
-        import memvault.gitstore
+        from memvault.git import refs as gitrefs
 
-        real_pwrite_all = memvault.gitstore.pwrite_all
+        real_pwrite_all = gitrefs.pwrite_all
 
         def pwrite_all(fd: int, data: bytes, offset: int) -> None:
             real_pwrite_all(fd, data, offset)
             die()
 
-        memvault.gitstore.pwrite_all = pwrite_all  # type: ignore[assignment]
+        gitrefs.pwrite_all = pwrite_all  # type: ignore[assignment]
     elif point == "ref_lock_left":
         # Die holding ``refs/heads/main.lock`` (new id written, not yet renamed over the ref).
         # Later moves are made in place; the lock protocol is what a branch file that cannot be
         # (packed, hard-linked, another size) gets: force it here.
-        import memvault.gitstore
+        from memvault.git import refs as gitrefs
 
-        GitStore._move_in_place = lambda self, old, new: False  # type: ignore[method-assign]
+        gitrefs.Branch._move_in_place = lambda self, old, new: False  # type: ignore[method-assign]
         real_replace = os.replace
 
         def replace(src: Any, dst: Any) -> None:
@@ -186,7 +188,7 @@ def arm(point: str, action: Callable[[], None] = die) -> None:
                 die()
             real_replace(src, dst)
 
-        memvault.gitstore.os.replace = replace  # type: ignore[assignment]
+        os.replace = replace  # type: ignore[assignment]
     elif point.startswith("keyring_torn_"):
 
         def append(self: Keyring, records: bytes, *, durable: bool) -> int:
@@ -297,7 +299,7 @@ def main(argv: list[str]) -> int:
         return 0
     if mode == "hang":
         _, _, store_path, command, ready = argv
-        from memvault.gitstore import GitStore
+        from memvault.git.repo import GitStore
 
         def hang(*_args: Any, **_kwargs: Any) -> bool:
             Path(ready).touch()

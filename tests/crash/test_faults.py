@@ -35,8 +35,11 @@ from anthropic.lib.tools._beta_functions import ToolError
 
 import memvault
 from conftest import FAST_KDF, PASSPHRASE, make_store, seed_files
-from memvault import gitstore, keymgmt, redact
+from memvault import keymgmt, redact
 from memvault.errors import MemvaultError, StorageError, WrongKeyError
+from memvault.git import packdir
+from memvault.git import refs as gitrefs
+from memvault.git import repo as gitrepo
 from memvault.paths import MemoryPath
 from memvault.protocol import run_command
 from memvault.verify import verify
@@ -268,8 +271,8 @@ def test_fault_at_every_write_step_of_an_edit_that_merges_packs(
     in a removal leaves a replaced pack behind (duplicates only)."""
     if not syncfs:
         monkeypatch.setattr(memvault.fsutil, "_LIBC_SYNCFS", None)
-    monkeypatch.setattr(gitstore, "MERGE_AT", 2)
-    monkeypatch.setattr(gitstore, "geometric_merge", len)
+    monkeypatch.setattr(packdir, "MERGE_AT", 2)
+    monkeypatch.setattr(packdir, "geometric_merge", len)
     fired = fault_sweep(template, tmp_path, "str_replace", ERRNOS, caplog, every=True)
     assert sum(" replace repo/objects/pack/pack-<id>.pack" in step for step in fired) >= 2  # merged + commit
     assert any(" unlink repo/objects/pack/pack-<id>.idx" in step for step in fired), fired
@@ -323,7 +326,7 @@ def test_short_write_of_the_branch_value(
     template: tuple[Path, State, dict[str, State]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The lock protocol (what a branch file that cannot be overwritten in place gets)."""
-    monkeypatch.setattr(gitstore.GitStore, "_move_in_place", lambda self, old, new: False)
+    monkeypatch.setattr(gitrepo.GitStore, "_move_in_place", lambda self, old, new: False)
     src, before, _ = template
     path = tmp_path / "store"
     shutil.copytree(src, path)
@@ -358,7 +361,7 @@ def test_failed_write_in_place_falls_back_to_the_lock_protocol(
     shutil.copytree(src, path)
     ref = path / "repo" / "refs" / "heads" / "main"
     inode, old_value = ref.stat().st_ino, ref.read_bytes()
-    real = gitstore.pwrite_all
+    real = gitrefs.pwrite_all
     torn: list[bytes] = []
 
     def half_then_eio(fd: int, data: bytes, offset: int) -> None:
@@ -366,7 +369,7 @@ def test_failed_write_in_place_falls_back_to_the_lock_protocol(
         torn.append(ref.read_bytes())
         raise OSError(errno.EIO, os.strerror(errno.EIO))
 
-    monkeypatch.setattr(gitstore, "pwrite_all", half_then_eio)
+    monkeypatch.setattr(gitrefs, "pwrite_all", half_then_eio)
     store = open_store(path)
     run(store, COMMANDS["str_replace"])
     assert ref.stat().st_ino != inode  # replaced by a rename, not left as written
@@ -390,7 +393,7 @@ def test_failed_write_in_place_and_failed_lock_protocol_leave_the_old_branch(
     shutil.copytree(src, path)
     ref = path / "repo" / "refs" / "heads" / "main"
     old_value = ref.read_bytes()
-    real = gitstore.pwrite_all
+    real = gitrefs.pwrite_all
     writes: list[bytes] = []
 
     def first_half_then_eio(fd: int, data: bytes, offset: int) -> None:
@@ -403,8 +406,8 @@ def test_failed_write_in_place_and_failed_lock_protocol_leave_the_old_branch(
     def disk_full(self: object, lock: str) -> int:
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-    monkeypatch.setattr(gitstore, "pwrite_all", first_half_then_eio)
-    monkeypatch.setattr(gitstore.GitStore, "_create_ref_lock", disk_full)
+    monkeypatch.setattr(gitrefs, "pwrite_all", first_half_then_eio)
+    monkeypatch.setattr(gitrepo.GitStore, "_create_ref_lock", disk_full)
     store = open_store(path)
     with pytest.raises(StorageError):
         run(store, COMMANDS["str_replace"])

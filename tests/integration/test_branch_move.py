@@ -18,7 +18,7 @@ import pytest
 import memvault
 from conftest import PASSPHRASE, make_store
 from memvault.errors import IntegrityError
-from memvault.gitstore import GitStore
+from memvault.git.repo import GitStore
 from memvault.paths import parse_path
 from memvault.settings import StoreSettings
 from memvault.verify import verify

@@ -20,8 +20,11 @@ from dulwich.repo import Repo
 
 import memvault
 from conftest import PASSPHRASE, make_store, rewrite_packed_object
-from memvault import gitstore, packread
 from memvault.errors import IntegrityError
+from memvault.git import objects as gitobjects
+from memvault.git import pack as gitpack
+from memvault.git import packdir, packread
+from memvault.git import repo as gitrepo
 from memvault.paths import parse_path
 from memvault.settings import StoreSettings
 from memvault.verify import verify
@@ -68,7 +71,7 @@ def test_a_commit_is_one_pack_and_its_index(tmp_path: Path) -> None:
 
 @pytest.mark.skipif(GIT is None, reason="needs git")
 def test_git_accepts_the_packs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(gitstore, "MERGE_AT", 3)  # some merged packs too
+    monkeypatch.setattr(packdir, "MERGE_AT", 3)  # some merged packs too
     store = make_store(tmp_path / "s", StoreSettings(durability="none"))
     for i in range(12):
         _create(store, i)
@@ -83,14 +86,14 @@ def test_git_accepts_the_packs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     assert count.stdout.strip() == "13"
 
 
-@pytest.mark.parametrize("merge_at", [gitstore.MERGE_AT, 2])
+@pytest.mark.parametrize("merge_at", [packdir.MERGE_AT, 2])
 def test_another_store_object_reads_new_and_merged_packs(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, merge_at: int
 ) -> None:
     """A reader with its own repository handle finds packs written after it opened (dulwich
     rescans the pack directory on a miss), and still reads after merges removed packs it had
     opened."""
-    monkeypatch.setattr(gitstore, "MERGE_AT", merge_at)
+    monkeypatch.setattr(packdir, "MERGE_AT", merge_at)
     writer = make_store(tmp_path / "s", StoreSettings(durability="full"))
     _create(writer, 0)
     reader = memvault.MemoryStore.open(tmp_path / "s", passphrase=PASSPHRASE)
@@ -123,7 +126,7 @@ def test_leftovers_of_a_crashed_pack_writer_are_swept_by_the_next_writer(tmp_pat
     leftovers = [pack_dir / "tmp_pack_0123456789abcdef", pack_dir / "tmp_idx_fedcba9876543210", orphan]
     for p in [*leftovers, young, git_tmp]:
         p.write_bytes(b"PACK torn")
-    old = time.time() - gitstore.ORPHAN_PACK_SECONDS - 60
+    old = time.time() - packdir.ORPHAN_PACK_SECONDS - 60
     os.utime(orphan, (old, old))
     with memvault.MemoryStore.open(tmp_path / "s", passphrase=PASSPHRASE) as reader:
         assert _files(reader) == {"/memories/n000.md": b"note 0\n"}
@@ -137,7 +140,7 @@ def test_leftovers_of_a_crashed_pack_writer_are_swept_by_the_next_writer(tmp_pat
 
 
 def test_a_failing_merge_does_not_fail_the_command(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(gitstore, "MERGE_AT", 2)
+    monkeypatch.setattr(packdir, "MERGE_AT", 2)
     store = make_store(tmp_path / "s", StoreSettings(durability="full"))
     _create(store, 0)
     packs = {p.name for p in _pack_dir(store).iterdir()}
@@ -145,7 +148,7 @@ def test_a_failing_merge_does_not_fail_the_command(tmp_path: Path, monkeypatch: 
     def full_disk(*_args: object, **_kwargs: object) -> object:
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-    monkeypatch.setattr(gitstore.GitStore, "_copy_entries", full_disk)
+    monkeypatch.setattr(gitrepo.GitStore, "_copy_entries", full_disk)
     _create(store, 1)
     after = {p.name for p in _pack_dir(store).iterdir()}
     assert packs < after and len(after - packs) == 2  # only the commit's pack and index
@@ -159,8 +162,8 @@ def test_a_failing_commit_removes_the_merged_pack_and_keeps_the_old_ones(
 ) -> None:
     """The merge is written first; when the commit's own pack then fails, the merged pack is
     removed again and the packs it would have replaced stay: the store is as before."""
-    monkeypatch.setattr(gitstore, "MERGE_AT", 2)
-    monkeypatch.setattr(gitstore, "geometric_merge", len)
+    monkeypatch.setattr(packdir, "MERGE_AT", 2)
+    monkeypatch.setattr(packdir, "geometric_merge", len)
     store = make_store(tmp_path / "s", StoreSettings(durability="full"))
     _create(store, 0)
     before_files, before_packs = _files(store), sorted(p.name for p in _pack_dir(store).iterdir())
@@ -216,7 +219,7 @@ def test_packs_git_gc_wrote_are_read_and_merged(tmp_path: Path, monkeypatch: pyt
     with memvault.MemoryStore.open(tmp_path / "s", passphrase=PASSPHRASE) as again:
         assert again.git.pack_count() == 1
         before = _files(again)
-        monkeypatch.setattr(gitstore, "geometric_merge", len)
+        monkeypatch.setattr(packdir, "geometric_merge", len)
         for i in range(6, 9):
             _create(again, i)
         again.maintain()
@@ -232,19 +235,19 @@ def test_pack_bytes_are_what_dulwich_writes(level: int, monkeypatch: pytest.Monk
     """memvault's own pack writer (cheaper per commit) writes byte for byte the pack and version
     2 index dulwich writes for the same undeltified objects, duplicates stored once (commits at
     the same level as the rest here: dulwich has one level per pack)."""
-    monkeypatch.setattr(gitstore, "COMMIT_LEVEL", 0)
+    monkeypatch.setattr(gitpack, "COMMIT_LEVEL", 0)
     import io
 
     from dulwich.object_format import SHA1
     from dulwich.objects import ShaFile
     from dulwich.pack import write_pack_index_v2, write_pack_objects
 
-    objects = [gitstore.GitStore.blob(os.urandom(n)) for n in (0, 15, 16, 127, 128, 2100, 70000)]
-    objects += [gitstore.GitStore.tree({b"a": (gitstore.MODE_BLOB, objects[1].id)}), objects[2]]
-    objects.append(gitstore.GitStore.commit(objects[-2].id, None, b"message"))
-    pack, idx, name = gitstore.build_pack(objects, level)
+    objects = [gitrepo.GitStore.blob(os.urandom(n)) for n in (0, 15, 16, 127, 128, 2100, 70000)]
+    objects += [gitrepo.GitStore.tree({b"a": (gitobjects.MODE_BLOB, objects[1].id)}), objects[2]]
+    objects.append(gitrepo.GitStore.commit(objects[-2].id, None, b"message"))
+    pack, idx, name = gitpack.build_pack(objects, level)
     unique = list({o.id: o for o in objects}.values())
-    shas = [ShaFile.from_raw_string(gitstore._PACK_TYPES[o.type_name], o.as_raw_string()) for o in unique]
+    shas = [ShaFile.from_raw_string(gitobjects.PACK_TYPES[o.type_name], o.as_raw_string()) for o in unique]
     out = io.BytesIO()
     entries, checksum = write_pack_objects(
         out.write, [(s, None) for s in shas], compression_level=level, object_format=SHA1
@@ -260,7 +263,7 @@ def test_stored_zlib_streams(size: int) -> None:
     """memvault's level-0 zlib framing decodes back to the data (zlib checks the Adler-32 too), and
     is zlib's own bytes wherever build_pack uses it (below 32 KiB)."""
     data = os.urandom(size)
-    stream = gitstore.zlib_stored(data)
+    stream = gitpack.zlib_stored(data)
     assert zlib.decompress(stream) == data
     assert len(stream) == size + 2 + 4 + 5 * max(1, -(-size // 0xFFFF))
     if size < 32 * 1024:
@@ -276,8 +279,8 @@ def test_read_pack_index_refuses_damaged_indexes_without_raising() -> None:
     and never raises; a good one gives back what was written."""
     import random
 
-    objects = [gitstore.GitStore.blob(os.urandom(n)) for n in (10, 200, 3000)]
-    pack, idx, _name = gitstore.build_pack(objects, 0)
+    objects = [gitrepo.GitStore.blob(os.urandom(n)) for n in (10, 200, 3000)]
+    pack, idx, _name = gitpack.build_pack(objects, 0)
     entries = packread.read_pack_index(idx)
     assert entries is not None and sorted(e[1].hex().encode() for e in entries) == sorted(o.id for o in objects)
     assert [e[0] for e in entries] == sorted(e[0] for e in entries) and entries[0][0] == 12
@@ -310,8 +313,8 @@ def test_a_reader_whose_packs_were_merged_away_mid_use_reads_on(
     expected = _files(reader)
     reader.forget_cached_plaintext()
     assert not reader.git.contains(b"0" * 40)  # every pack's index looked at, no data read
-    monkeypatch.setattr(gitstore, "geometric_merge", len)  # the writer's next commit merges them all
-    monkeypatch.setattr(gitstore, "MERGE_AT", 2)
+    monkeypatch.setattr(packdir, "geometric_merge", len)  # the writer's next commit merges them all
+    monkeypatch.setattr(packdir, "MERGE_AT", 2)
     before = {p.name for p in _pack_dir(writer).glob("*.pack")}
     _create(writer, 9)
     after = {p.name for p in _pack_dir(writer).glob("*.pack")}
@@ -324,7 +327,7 @@ def test_a_reader_whose_packs_were_merged_away_mid_use_reads_on(
 def test_a_merge_leaves_a_pack_that_is_not_as_git_writes_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A pack whose header disagrees with its index (or whose index is damaged) is not merged:
     the others are, and every object stays where it can be read."""
-    monkeypatch.setattr(gitstore, "MERGE_AT", 10**6)  # no merge in the commands
+    monkeypatch.setattr(packdir, "MERGE_AT", 10**6)  # no merge in the commands
     store = make_store(tmp_path / "s", StoreSettings(durability="none"))
     for i in range(3):
         _create(store, i)
@@ -338,7 +341,7 @@ def test_a_merge_leaves_a_pack_that_is_not_as_git_writes_it(tmp_path: Path, monk
     idx = bytearray(broken_idx.read_bytes())
     idx[-1] ^= 1  # the index's own checksum
     broken_idx.write_bytes(bytes(idx))
-    monkeypatch.setattr(gitstore, "geometric_merge", len)
+    monkeypatch.setattr(packdir, "geometric_merge", len)
     assert store.git.consolidate_packs() == 2  # the two intact packs
     names = {p.name for p in _pack_dir(store).glob("*.pack")}
     assert odd.name in names and broken_idx.with_suffix(".pack").name in names and len(names) == 3
@@ -351,24 +354,24 @@ def test_commits_are_compressed_in_stored_packs_and_read_back(tmp_path: Path) ->
     from dulwich.object_format import SHA1
     from dulwich.pack import Pack
 
-    blob = gitstore.GitStore.blob(os.urandom(3000))
-    tree = gitstore.GitStore.tree({b"a": (gitstore.MODE_BLOB, blob.id)})
-    commit = gitstore.GitStore.commit(tree.id, None, b"memvault\n\n" + b"Memvault-Meta: " + b"QUJD" * 120 + b"\n")
-    pack, idx, name = gitstore.build_pack([blob, tree, commit], 0)
-    stored = gitstore.build_pack([blob, tree], 0)[0]
+    blob = gitrepo.GitStore.blob(os.urandom(3000))
+    tree = gitrepo.GitStore.tree({b"a": (gitobjects.MODE_BLOB, blob.id)})
+    commit = gitrepo.GitStore.commit(tree.id, None, b"memvault\n\n" + b"Memvault-Meta: " + b"QUJD" * 120 + b"\n")
+    pack, idx, name = gitpack.build_pack([blob, tree, commit], 0)
+    stored = gitpack.build_pack([blob, tree], 0)[0]
     assert len(pack) - len(stored) < len(commit.as_raw_string()) * 0.5  # the commit entry shrank
     (tmp_path / f"pack-{name}.pack").write_bytes(pack)
     (tmp_path / f"pack-{name}.idx").write_bytes(idx)
     with Pack(str(tmp_path / f"pack-{name}"), object_format=SHA1) as p:
         for obj in (blob, tree, commit):
             type_num, raw = p.get_raw(bytes.fromhex(obj.id.decode()))
-            assert gitstore._TYPE_NAMES[type_num] == obj.type_name and raw == obj.as_raw_string()
+            assert gitobjects.TYPE_NAMES[type_num] == obj.type_name and raw == obj.as_raw_string()
 
 
 # -- memvault's own pack reader (memvault.packread) ------------------------------------------------
 
 
-def _raw_id(obj: gitstore.GitObject) -> bytes:
+def _raw_id(obj: gitobjects.GitObject) -> bytes:
     return bytes.fromhex(obj.id.decode())
 
 
@@ -395,31 +398,31 @@ def _forge_pack(entries: list[tuple[bytes, bytes]]) -> tuple[bytes, bytes]:
         offset += len(entry)
     body = b"PACK" + struct.pack(">II", 2, len(entries)) + b"".join(parts)
     checksum = hashlib.sha1(body).digest()
-    return body + checksum, gitstore.pack_index(index, checksum)
+    return body + checksum, gitpack.pack_index(index, checksum)
 
 
 def _entry(type_num: int, body: bytes, *, declared: int | None = None, stream: bytes | None = None) -> bytes:
     import zlib
 
     size = len(body) if declared is None else declared
-    return gitstore._entry_header(type_num, size) + (zlib.compress(body, 0) if stream is None else stream)
+    return gitpack.entry_header(type_num, size) + (zlib.compress(body, 0) if stream is None else stream)
 
 
 def test_pack_reader_reads_every_object_and_nothing_else(tmp_path: Path) -> None:
-    from memvault.packread import PackReader
+    from memvault.git.packread import PackReader
 
-    objects = [gitstore.GitStore.blob(os.urandom(n)) for n in (0, 10, 5000, 200_000)]
-    objects.append(gitstore.GitStore.tree({b"a": (gitstore.MODE_BLOB, objects[1].id)}))
-    objects.append(gitstore.GitStore.commit(objects[-1].id, None, b"message"))
+    objects = [gitrepo.GitStore.blob(os.urandom(n)) for n in (0, 10, 5000, 200_000)]
+    objects.append(gitrepo.GitStore.tree({b"a": (gitobjects.MODE_BLOB, objects[1].id)}))
+    objects.append(gitrepo.GitStore.commit(objects[-1].id, None, b"message"))
     for level in (0, 9):
-        pack, idx, _name = gitstore.build_pack(objects, level)
+        pack, idx, _name = gitpack.build_pack(objects, level)
         reader = PackReader(str(tmp_path / f"l{level}"), 1 << 20)
         _install(tmp_path / f"l{level}", pack, idx)
         for obj in objects:
-            assert reader.get(_raw_id(obj)) == (gitstore._PACK_TYPES[obj.type_name], obj.as_raw_string())
+            assert reader.get(_raw_id(obj)) == (gitobjects.PACK_TYPES[obj.type_name], obj.as_raw_string())
             assert reader.contains(_raw_id(obj))
         assert reader.get(b"\0" * 20) is None and reader.get(b"\xff" * 20) is None
-        assert not reader.contains(_raw_id(gitstore.GitStore.blob(b"absent")))
+        assert not reader.contains(_raw_id(gitrepo.GitStore.blob(b"absent")))
         reader.close()
 
 
@@ -429,9 +432,9 @@ def test_pack_reader_refuses_hostile_entries(tmp_path: Path) -> None:
     import tracemalloc
     import zlib
 
-    from memvault.packread import PackReader
+    from memvault.git.packread import PackReader
 
-    good = gitstore.GitStore.blob(b"x" * 1000)
+    good = gitrepo.GitStore.blob(b"x" * 1000)
     gid = _raw_id(good)
     bomb = zlib.compress(b"\0" * (64 << 20), 9)  # 64 MiB of zeros in about 64 KiB
     cases = {
@@ -473,7 +476,7 @@ def _ofs_entry(delta: bytes, distance: int) -> bytes:
         rest -= 1
         encoded.insert(0, 0x80 | (rest & 0x7F))
         rest >>= 7
-    return gitstore._entry_header(6, len(delta)) + bytes(encoded) + zlib.compress(delta)
+    return gitpack.entry_header(6, len(delta)) + bytes(encoded) + zlib.compress(delta)
 
 
 def test_pack_reader_resolves_deltas_and_refuses_hostile_ones(tmp_path: Path) -> None:
@@ -481,17 +484,17 @@ def test_pack_reader_resolves_deltas_and_refuses_hostile_ones(tmp_path: Path) ->
     that copies outside its base, inserts past its end or misstates a size is refused."""
     import zlib
 
-    from memvault.packread import PackReader
+    from memvault.git.packread import PackReader
 
-    base = gitstore.GitStore.blob(b"0123456789" * 100)
+    base = gitrepo.GitStore.blob(b"0123456789" * 100)
     target_body = b"0123456789" * 50 + b"NEW" + b"0123456789" * 50
-    target = gitstore.GitStore.blob(target_body)
+    target = gitrepo.GitStore.blob(target_body)
     # copy 500 bytes from 0, insert "NEW", copy 500 bytes from 500
     ops = b"\xb1\x00\xf4\x01" + b"\x03NEW" + b"\xb3\xf4\x01\xf4\x01"
     delta = b"\xe8\x07" + bytes([len(target_body) & 0x7F | 0x80, len(target_body) >> 7]) + ops
     base_entry = _entry(3, base.as_raw_string())
     ofs_entry = _ofs_entry(delta, len(base_entry))  # the base is the entry right before
-    ref_entry = gitstore._entry_header(7, len(delta)) + _raw_id(base) + zlib.compress(delta)
+    ref_entry = gitpack.entry_header(7, len(delta)) + _raw_id(base) + zlib.compress(delta)
     for kind, entry in (("ofs", ofs_entry), ("ref", ref_entry)):
         pack, idx = _forge_pack([(_raw_id(base), base_entry), (_raw_id(target), entry)])
         _install(tmp_path / kind, pack, idx)
@@ -508,8 +511,8 @@ def test_pack_reader_resolves_deltas_and_refuses_hostile_ones(tmp_path: Path) ->
         "huge target": b"\xe8\x07\x80\x80\x80\x80\x01" + b"\x03ABC",
     }
     for name, bad in hostile.items():
-        claimed = gitstore.GitStore.blob(b"ABC")
-        entry = gitstore._entry_header(7, len(bad)) + _raw_id(base) + zlib.compress(bad)
+        claimed = gitrepo.GitStore.blob(b"ABC")
+        entry = gitpack.entry_header(7, len(bad)) + _raw_id(base) + zlib.compress(bad)
         d = tmp_path / name.replace(" ", "_")
         pack, idx = _forge_pack([(_raw_id(base), base_entry), (_raw_id(claimed), entry)])
         _install(d, pack, idx)
@@ -526,10 +529,10 @@ def test_pack_reader_refuses_hostile_indexes_and_packs(tmp_path: Path) -> None:
     import hashlib
     import struct
 
-    from memvault.packread import PackReader
+    from memvault.git.packread import PackReader
 
-    objects = [gitstore.GitStore.blob(bytes([i]) * 100) for i in range(40)]
-    pack, idx, _name = gitstore.build_pack(objects, 0)
+    objects = [gitrepo.GitStore.blob(bytes([i]) * 100) for i in range(40)]
+    pack, idx, _name = gitpack.build_pack(objects, 0)
     n = len(objects)
     offsets_at = 1032 + 24 * n
 
@@ -553,7 +556,7 @@ def test_pack_reader_refuses_hostile_indexes_and_packs(tmp_path: Path) -> None:
         "ids out of order": (pack, resigned(swapped)),
         "fan-out not monotonic": (pack, resigned(fan)),
         "truncated pack": (pack[:-100], idx),
-        "pack of another index": (gitstore.build_pack(objects[:-1], 0)[0], idx),
+        "pack of another index": (gitpack.build_pack(objects[:-1], 0)[0], idx),
         "empty pack": (b"", idx),
         "truncated index": (pack, idx[:-1]),
     }
@@ -570,10 +573,10 @@ def test_pack_reader_refuses_hostile_indexes_and_packs(tmp_path: Path) -> None:
 def test_pack_reader_never_reads_a_removed_pack(tmp_path: Path) -> None:
     """A reader holding a pack open stops reading it once it is removed (even though the open
     file could still be read); a pack that replaced it is found by the lookup's rescan."""
-    from memvault.packread import PackReader
+    from memvault.git.packread import PackReader
 
-    objects = [gitstore.GitStore.blob(os.urandom(100)) for _ in range(5)]
-    pack, idx, _name = gitstore.build_pack(objects, 0)
+    objects = [gitrepo.GitStore.blob(os.urandom(100)) for _ in range(5)]
+    pack, idx, _name = gitpack.build_pack(objects, 0)
     d = tmp_path / "pack"
     base = _install(d, pack, idx)
     reader = PackReader(str(d), 1 << 20)
@@ -581,13 +584,13 @@ def test_pack_reader_never_reads_a_removed_pack(tmp_path: Path) -> None:
     base.with_suffix(".idx").unlink()
     base.with_suffix(".pack").unlink()
     assert reader.get(_raw_id(objects[1])) is None  # not served from the file still open
-    merged, merged_idx, _name = gitstore.build_pack(list(reversed(objects)), 0)  # same objects, other pack
+    merged, merged_idx, _name = gitpack.build_pack(list(reversed(objects)), 0)  # same objects, other pack
     _install(d, merged, merged_idx)
     assert reader.rescan()
     assert reader.get(_raw_id(objects[1])) == (3, objects[1].as_raw_string())
     # replaced in place under the same name (another inode): validated again before use
-    other = [gitstore.GitStore.blob(os.urandom(100)) for _ in range(3)]
-    again, again_idx, _name = gitstore.build_pack(other, 0)
+    other = [gitrepo.GitStore.blob(os.urandom(100)) for _ in range(3)]
+    again, again_idx, _name = gitpack.build_pack(other, 0)
     merged_base = d / f"pack-{merged[-20:].hex()}"
     for path in (merged_base.with_suffix(".pack"), merged_base.with_suffix(".idx")):
         path.unlink()
@@ -605,7 +608,7 @@ def test_pack_reader_never_reads_a_removed_pack(tmp_path: Path) -> None:
 def test_pack_reader_reads_deltas_git_wrote(tmp_path: Path, offsets: bool) -> None:
     """git's own deltified packs (OFS_DELTA, or REF_DELTA without delta base offsets) read back
     byte for byte as ``git cat-file`` shows them."""
-    from memvault.packread import PackReader
+    from memvault.git.packread import PackReader
 
     repo = tmp_path / "r.git"
     subprocess.run([GIT, "init", "-q", "--bare", str(repo)], check=True)
@@ -642,7 +645,7 @@ def test_a_store_refuses_a_packed_blob_larger_than_the_bound_before_inflating_it
     assert node is not None
     store.close()
     rewrite_packed_object(tmp_path / "s", node.blob_id, b"\0" * (8 << 20))
-    monkeypatch.setattr(gitstore, "MAX_OBJECT_BYTES", 1 << 20)
+    monkeypatch.setattr(gitrepo, "MAX_OBJECT_BYTES", 1 << 20)
     fresh = memvault.MemoryStore.open(tmp_path / "s", passphrase=PASSPHRASE)
     snap = fresh.snapshot()
     tracemalloc.start()
@@ -661,11 +664,11 @@ def test_pack_reader_closes_its_pack_files(tmp_path: Path) -> None:
     """One descriptor per pack while it is used; none after close, or once the reader is gone."""
     import gc
 
-    from memvault.packread import PackReader
+    from memvault.git.packread import PackReader
 
-    objects = [gitstore.GitStore.blob(os.urandom(100)) for _ in range(3)]
+    objects = [gitrepo.GitStore.blob(os.urandom(100)) for _ in range(3)]
     for chunk in (objects[:2], objects[2:]):
-        pack, idx, _name = gitstore.build_pack(chunk, 0)
+        pack, idx, _name = gitpack.build_pack(chunk, 0)
         _install(tmp_path / "p", pack, idx)
 
     def open_packs() -> int:
@@ -697,18 +700,18 @@ def test_pack_reader_on_randomly_damaged_packs_raises_only_integrity_errors(tmp_
     import random
     import zlib
 
-    from memvault.packread import PackReader
+    from memvault.git.packread import PackReader
 
-    base = gitstore.GitStore.blob(b"0123456789" * 100)
+    base = gitrepo.GitStore.blob(b"0123456789" * 100)
     target_body = b"0123456789" * 50 + b"NEW" + b"0123456789" * 50
-    target = gitstore.GitStore.blob(target_body)
+    target = gitrepo.GitStore.blob(target_body)
     delta = b"\xe8\x07\xeb\x07" + b"\xb1\x00\xf4\x01" + b"\x03NEW" + b"\xb3\xf4\x01\xf4\x01"
     base_entry = _entry(3, base.as_raw_string())
     ofs = len(base_entry)
     ofs_entry = (
-        gitstore._entry_header(6, len(delta)) + bytes([0x80 | ((ofs >> 7) - 1), ofs & 0x7F]) + zlib.compress(delta)
+        gitpack.entry_header(6, len(delta)) + bytes([0x80 | ((ofs >> 7) - 1), ofs & 0x7F]) + zlib.compress(delta)
     )
-    others = [gitstore.GitStore.blob(os.urandom(n)) for n in (0, 30, 3000)]
+    others = [gitrepo.GitStore.blob(os.urandom(n)) for n in (0, 30, 3000)]
     pack, idx = _forge_pack(
         [(_raw_id(base), base_entry), (_raw_id(target), ofs_entry)]
         + [(_raw_id(o), _entry(3, o.as_raw_string())) for o in others]
@@ -751,7 +754,7 @@ def _delta_size(n: int) -> bytes:
 def _copy_chain(tmp_path: Path, name: str, base_size: int, links: int) -> tuple[Path, bytes, bytes]:
     """A pack: a blob of ``base_size`` zeros, then ``links`` OFS_DELTAs, each copying the whole
     previous object, the last one appending b"X". Returns (directory, final id, final body)."""
-    base = gitstore.GitStore.blob(bytes(base_size))
+    base = gitrepo.GitStore.blob(bytes(base_size))
     ops = b""
     for start in range(0, base_size, 0x10000):  # copy 64 KiB at offset `start` (offset bytes 2 and 3)
         ops += b"\x8c" + bytes([(start >> 16) & 0xFF, (start >> 24) & 0xFF])
@@ -761,7 +764,7 @@ def _copy_chain(tmp_path: Path, name: str, base_size: int, links: int) -> tuple[
     entries = [(_raw_id(base), _entry(3, base.as_raw_string()))]
     for i in range(links):
         delta = last if i == links - 1 else same
-        raw_id = _raw_id(gitstore.GitStore.blob(final_body)) if i == links - 1 else bytes([i + 1]) * 20
+        raw_id = _raw_id(gitrepo.GitStore.blob(final_body)) if i == links - 1 else bytes([i + 1]) * 20
         entries.append((raw_id, _ofs_entry(delta, len(entries[-1][1]))))
     pack, idx = _forge_pack(entries)
     _install(tmp_path / name, pack, idx)
@@ -771,7 +774,7 @@ def _copy_chain(tmp_path: Path, name: str, base_size: int, links: int) -> tuple[
 def test_pack_reader_bounds_the_work_of_a_delta_chain(tmp_path: Path) -> None:
     """A chain that rebuilds a large object again and again stops once its intermediate results
     together pass four times the object bound; a shorter one of the same kind reads."""
-    from memvault.packread import PackReader
+    from memvault.git.packread import PackReader
 
     bound = 1 << 20  # 256 KiB objects: four times the bound is 16 of them
     ok_dir, ok_id, ok_body = _copy_chain(tmp_path, "short", 256 * 1024, 12)
@@ -786,19 +789,20 @@ def test_pack_reader_bounds_the_work_of_a_delta_chain(tmp_path: Path) -> None:
 
 
 def test_pack_reader_bounds_the_delta_bytes_of_a_lookup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from memvault import packread
-    from memvault.packread import PackReader
+    from memvault.git.packread import PackReader
+
+    from memvault.git import packread
 
     monkeypatch.setattr(packread, "MAX_DELTA_BYTES", 64 * 1024)
     ok_dir, ok_id, ok_body = _copy_chain(tmp_path, "few", 64 * 1024, 3)  # ~3 bytes of instructions per link
     reader = PackReader(str(ok_dir), 1 << 20)
     assert reader.get(ok_id) == (3, ok_body)
     reader.close()
-    base = gitstore.GitStore.blob(b"")
+    base = gitrepo.GitStore.blob(b"")
     big = bytes(70 * 1024)  # inserted, 127 bytes per instruction: more than 64 KiB of delta
     ops = b"".join(bytes([len(big[i : i + 127])]) + big[i : i + 127] for i in range(0, len(big), 127))
     delta = _delta_size(0) + _delta_size(len(big)) + ops
-    target = gitstore.GitStore.blob(big)
+    target = gitrepo.GitStore.blob(big)
     base_entry = _entry(3, base.as_raw_string())
     pack, idx = _forge_pack([(_raw_id(base), base_entry), (_raw_id(target), _ofs_entry(delta, len(base_entry)))])
     _install(tmp_path / "big", pack, idx)
@@ -818,12 +822,13 @@ def test_pack_reader_reports_a_pack_it_cannot_open_as_a_storage_error(
     a failed read of a pack is one too. Both work again once the fault is gone."""
     import errno
 
-    from memvault import packread
-    from memvault.errors import StorageError
-    from memvault.packread import PackReader
+    from memvault.git.packread import PackReader
 
-    blob = gitstore.GitStore.blob(b"content")
-    pack, idx, _ = gitstore.build_pack([blob], 0)
+    from memvault.errors import StorageError
+    from memvault.git import packread
+
+    blob = gitrepo.GitStore.blob(b"content")
+    pack, idx, _ = gitpack.build_pack([blob], 0)
     _install(tmp_path / "p", pack, idx)
     real_init = packread._Pack.__init__
 
@@ -855,10 +860,10 @@ def test_pack_reader_reports_a_pack_it_cannot_open_as_a_storage_error(
 def test_a_damaged_copy_in_one_pack_is_passed_over_for_an_intact_one(tmp_path: Path) -> None:
     """The pack asked first (most objects) holds a damaged copy of an object, another pack (or a
     loose file) an intact one: the intact copy is read; with no intact copy, IntegrityError."""
-    from memvault.packread import PackReader
+    from memvault.git.packread import PackReader
 
-    blob = gitstore.GitStore.blob(b"intact content")
-    fillers = [gitstore.GitStore.blob(b"filler %d" % i) for i in range(5)]
+    blob = gitrepo.GitStore.blob(b"intact content")
+    fillers = [gitrepo.GitStore.blob(b"filler %d" % i) for i in range(5)]
     damaged = [(_raw_id(f), _entry(3, f.as_raw_string())) for f in fillers] + [
         (_raw_id(blob), _entry(3, b"damaged content"))
     ]
@@ -867,7 +872,7 @@ def test_a_damaged_copy_in_one_pack_is_passed_over_for_an_intact_one(tmp_path: P
     reader = PackReader(str(pack_dir), 1 << 20)
     with pytest.raises(IntegrityError):
         reader.get(_raw_id(blob))  # the only copy is damaged
-    intact_pack, intact_idx, _ = gitstore.build_pack([blob], 0)
+    intact_pack, intact_idx, _ = gitpack.build_pack([blob], 0)
     _install(pack_dir, intact_pack, intact_idx)
     reader.rescan()
     assert reader.get(_raw_id(blob)) == (3, b"intact content")
@@ -875,11 +880,11 @@ def test_a_damaged_copy_in_one_pack_is_passed_over_for_an_intact_one(tmp_path: P
     # a loose copy stands in for a damaged packed one too
     (pack_dir / f"pack-{intact_pack[-20:].hex()}.idx").unlink()
     (pack_dir / f"pack-{intact_pack[-20:].hex()}.pack").unlink()
-    git = gitstore.GitStore.init(tmp_path / "repo2", durable=False)
+    git = gitrepo.GitStore.init(tmp_path / "repo2", durable=False)
     git.close()
     shutil.rmtree(tmp_path / "repo2" / "objects")
     shutil.copytree(tmp_path / "repo" / "objects", tmp_path / "repo2" / "objects")
-    git = gitstore.GitStore(tmp_path / "repo2", durable=False)
+    git = gitrepo.GitStore(tmp_path / "repo2", durable=False)
     try:
         with pytest.raises(IntegrityError):
             git.read_blob(blob.id)
@@ -892,13 +897,13 @@ def test_a_damaged_copy_in_one_pack_is_passed_over_for_an_intact_one(tmp_path: P
 def test_a_pack_whose_index_is_not_a_file_memvault_wrote_is_ignored_not_a_storage_error(tmp_path: Path) -> None:
     """An index that is too large (or a directory, a FIFO) is refused as before: its objects are
     absent, the other packs read, and nothing is reported as the disk's fault."""
-    from memvault.packread import PackReader
+    from memvault.git.packread import PackReader
 
-    good = gitstore.GitStore.blob(b"good")
-    other = gitstore.GitStore.blob(b"other")
+    good = gitrepo.GitStore.blob(b"good")
+    other = gitrepo.GitStore.blob(b"other")
     pack_dir = tmp_path / "p"
-    _install(pack_dir, *gitstore.build_pack([good], 0)[:2])
-    big_pack, big_idx, _ = gitstore.build_pack([other], 0)
+    _install(pack_dir, *gitpack.build_pack([good], 0)[:2])
+    big_pack, big_idx, _ = gitpack.build_pack([other], 0)
     base = _install(pack_dir, big_pack, big_idx)
     base.with_suffix(".idx").write_bytes(big_idx + bytes(4096))  # larger than the reader's bound
     reader = PackReader(str(pack_dir), 2048)
@@ -925,13 +930,13 @@ def test_the_stored_block_shortcut_accepts_only_what_zlib_accepts() -> None:
     """packread takes a stream of one final stored block apart without an inflater: the data of
     every such stream memvault or zlib writes, and for every altered header, block header,
     length or Adler-32 either nothing (zlib decides) or exactly what zlib makes of it."""
-    from memvault.packread import _stored_block
+    from memvault.git.packread import _stored_block
 
     for size in (0, 1, 60, 2437, 0xFFFF, 0x10000):
         data = os.urandom(size)
-        for stream in {gitstore.zlib_stored(data), zlib.compress(data, 0)}:
+        for stream in {gitpack.zlib_stored(data), zlib.compress(data, 0)}:
             framed = b"entry header" + stream + b"next entry"
-            if size > 0xFFFF or (stream != gitstore.zlib_stored(data) and size >= 32 * 1024):
+            if size > 0xFFFF or (stream != gitpack.zlib_stored(data) and size >= 32 * 1024):
                 assert _stored_block(framed, 12, size) is None  # more than one block: zlib's work
                 continue
             assert _stored_block(framed, 12, size) == data
@@ -967,13 +972,14 @@ def test_a_packed_blob_is_read_without_an_inflater_and_checked_by_one_hash(
     body that does not have it is damaged (another pack's intact copy read, else IntegrityError)."""
     import hashlib
 
-    from memvault import packread
-    from memvault.packread import PackReader
+    from memvault.git.packread import PackReader
 
-    blob = gitstore.GitStore.blob(os.urandom(2400))
+    from memvault.git import packread
+
+    blob = gitrepo.GitStore.blob(os.urandom(2400))
     digest = hashlib.sha256(blob.as_raw_string()).digest()
     pack_dir = tmp_path / "p"
-    _install(pack_dir, *gitstore.build_pack([blob], 0)[:2])
+    _install(pack_dir, *gitpack.build_pack([blob], 0)[:2])
     reader = PackReader(str(pack_dir), 1 << 20)
     reader.rescan()  # the index is validated (its SHA-1 checksum) when the pack is first listed
 
@@ -991,14 +997,14 @@ def test_a_packed_blob_is_read_without_an_inflater_and_checked_by_one_hash(
     # a copy with the right id and size but other content, in the pack asked first
     damaged = [(_raw_id(blob), _entry(3, os.urandom(2400)))]
     damaged += [
-        (_raw_id(f), _entry(3, f.as_raw_string())) for f in (gitstore.GitStore.blob(b"%d" % i) for i in range(3))
+        (_raw_id(f), _entry(3, f.as_raw_string())) for f in (gitrepo.GitStore.blob(b"%d" % i) for i in range(3))
     ]
     other = tmp_path / "q"
     _install(other, *_forge_pack(sorted(damaged)))
     reader = PackReader(str(other), 1 << 20)
     with pytest.raises(IntegrityError):
         reader.get(_raw_id(blob), digest)
-    _install(other, *gitstore.build_pack([blob], 0)[:2])
+    _install(other, *gitpack.build_pack([blob], 0)[:2])
     reader.rescan()
     assert reader.get(_raw_id(blob), digest) == (3, blob.as_raw_string())
     reader.close()
@@ -1007,8 +1013,8 @@ def test_a_packed_blob_is_read_without_an_inflater_and_checked_by_one_hash(
 def test_read_blob_checks_a_loose_blob_against_the_digest_too(tmp_path: Path) -> None:
     import hashlib
 
-    blob = gitstore.GitStore.blob(b"loose content")
-    git = gitstore.GitStore.init(tmp_path / "repo", durable=False)
+    blob = gitrepo.GitStore.blob(b"loose content")
+    git = gitrepo.GitStore.init(tmp_path / "repo", durable=False)
     try:
         git.write([blob])
         assert git.read_blob(blob.id, hashlib.sha256(b"loose content").digest()) == b"loose content"
@@ -1021,12 +1027,12 @@ def test_read_blob_checks_a_loose_blob_against_the_digest_too(tmp_path: Path) ->
 def test_commit_objects_are_deflated_with_a_small_window() -> None:
     """A commit is deflated (its hex ids and base64 shrink) with a 4 KiB window: zlib's default
     32 KiB window costs ~85 us to set up per commit. Any inflater reads it; the body round-trips."""
-    tree = gitstore.GitStore.tree({b"a": (gitstore.MODE_BLOB, gitstore.GitStore.blob(b"x").id)})
+    tree = gitrepo.GitStore.tree({b"a": (gitobjects.MODE_BLOB, gitrepo.GitStore.blob(b"x").id)})
     message = (
         b"memvault\n\nMemvault-Meta: " + base64.b64encode(os.urandom(284)) + b"\nMemvault-Tag: " + b"ab" * 32 + b"\n"
     )
-    commit = gitstore.GitStore.commit(tree.id, b"1" * 40, message)
-    pack, _idx, _name = gitstore.build_pack([commit], 0)
+    commit = gitrepo.GitStore.commit(tree.id, b"1" * 40, message)
+    pack, _idx, _name = gitpack.build_pack([commit], 0)
     body = commit.as_raw_string()
     head = 12 + 2  # pack header, then a two-byte entry header (type commit, size < 2048)
     assert pack[12] >> 4 & 7 == 1
@@ -1041,10 +1047,10 @@ def test_a_packed_copy_of_the_wrong_type_is_passed_over(tmp_path: Path, checked_
     """A packed copy whose entry header names another type (a flipped bit) is damaged on both
     paths: with the node record's SHA-256 (a file view) nothing else checks the type, so the
     intact loose copy must still be found, as with the git id."""
-    blob = gitstore.GitStore.blob(os.urandom(500))
+    blob = gitrepo.GitStore.blob(os.urandom(500))
     body = blob.as_raw_string()
     repo = tmp_path / "repo"
-    git = gitstore.GitStore.init(repo, durable=False)
+    git = gitrepo.GitStore.init(repo, durable=False)
     try:
         _install(repo / "objects" / "pack", *_forge_pack([(_raw_id(blob), _entry(1, body))]))  # type 1: commit
         with pytest.raises(IntegrityError):  # the only copy: refused, not served as a blob
@@ -1089,7 +1095,7 @@ def test_checking_a_large_index_holds_a_bounded_share_of_it_in_memory(tmp_path: 
     (a hostile 256 MiB index then cost ~1.6 GB)."""
     import tracemalloc
 
-    from memvault import packread
+    from memvault.git import packread
 
     size, first = _fake_pack_with_index(tmp_path / "big", 200_000)
     tracemalloc.start()
@@ -1107,7 +1113,7 @@ def test_checking_a_large_index_holds_a_bounded_share_of_it_in_memory(tmp_path: 
 def test_ids_out_of_order_are_found_across_the_slices(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, swap_at: int
 ) -> None:
-    from memvault import packread
+    from memvault.git import packread
 
     monkeypatch.setattr(packread, "_ID_CHUNK", 4)  # slices of 4 ids: 3/4 and 7/8 straddle them
     _fake_pack_with_index(tmp_path / "ok", 10, first_byte=7)
@@ -1123,15 +1129,15 @@ def test_the_merge_leaves_alone_a_pack_the_reader_would_not_use(tmp_path: Path) 
     """The merge checks its source packs as the pack reader does (checked_pack_entries): a pack
     whose file is not the one its index was written for (same object count, other trailer) is
     neither merged nor removed; the good packs are merged."""
-    git = gitstore.GitStore.init(tmp_path / "repo", durable=False)
+    git = gitrepo.GitStore.init(tmp_path / "repo", durable=False)
     try:
         pack_dir = tmp_path / "repo" / "objects" / "pack"
-        groups = [[gitstore.GitStore.blob(os.urandom(50)) for _ in range(3)] for _ in range(3)]
+        groups = [[gitrepo.GitStore.blob(os.urandom(50)) for _ in range(3)] for _ in range(3)]
         for group in groups:
             git.write_pack(group)
-        odd = [gitstore.GitStore.blob(os.urandom(50)) for _ in range(3)]
-        pack, idx, name = gitstore.build_pack(odd, 0)
-        other_pack = gitstore.build_pack([gitstore.GitStore.blob(os.urandom(50)) for _ in range(3)], 0)[0]
+        odd = [gitrepo.GitStore.blob(os.urandom(50)) for _ in range(3)]
+        pack, idx, name = gitpack.build_pack(odd, 0)
+        other_pack = gitpack.build_pack([gitrepo.GitStore.blob(os.urandom(50)) for _ in range(3)], 0)[0]
         _install(pack_dir, other_pack, idx, name=name)  # this index beside another pack's bytes
         mismatched = pack_dir / f"pack-{name}.pack"
         bases = sorted(str(p)[:-5] for p in pack_dir.glob("*.pack"))

@@ -21,8 +21,9 @@ import memvault
 from conftest import PASSPHRASE, make_odd_file, make_store
 from memvault import records
 from memvault.errors import IntegrityError, MemvaultError
-from memvault.gitstore import GitStore, parse_tree_strict
-from memvault.records import CommitMeta
+from memvault.format.records import CommitMeta
+from memvault.git.objects import parse_tree_strict
+from memvault.git.repo import GitStore
 from memvault.settings import StoreSettings
 from memvault.verify import verify
 
@@ -148,7 +149,7 @@ def _commit_tree(path: Path, new_root: bytes) -> bytes:
         tag = records.commit_tag(store._keys.chain, store.store_id, seq, head, new_root, sealed)
         message = (
             b"memvault\n\nMemvault-Meta: "
-            + memvault.keys.b64encode(sealed).encode()
+            + memvault.crypto.b64encode(sealed).encode()
             + b"\nMemvault-Tag: "
             + tag.hex().encode()
             + b"\n"
@@ -280,7 +281,7 @@ def test_unexpected_top_level_entry(store_path: Path, layout: int, extra: bytes,
 )
 def test_entry_out_of_place_in_the_layout(store_path: Path, layout: int, location: str) -> None:
     """A well-formed name and mode that the layout does not allow at that depth (a blob where a
-    subtree belongs or the reverse, a non-hex name): gitstore.layout_problem and verify see it."""
+    subtree belongs or the reverse, a non-hex name): gitrepo.layout_problem and verify see it."""
     _seed(store_path, layout)
     seeded = store_path
     mode = b"100644" if location in ("i", "c", "c/h0", "h0") else b"40000"

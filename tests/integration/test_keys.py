@@ -149,7 +149,7 @@ def cli(monkeypatch: pytest.MonkeyPatch, store_path: Path) -> Path:
     monkeypatch.delenv("MEMVAULT_NEW_PASSPHRASE", raising=False)
     monkeypatch.setenv("MEMVAULT_PASSPHRASE", PASSPHRASE)
     monkeypatch.setenv("MEMVAULT_STORE", str(store_path))
-    monkeypatch.setattr("memvault.keys.DEFAULT_KDF", FAST_KDF)  # cheap Argon2id for new slots
+    monkeypatch.setattr("memvault.keys.slots.DEFAULT_KDF", FAST_KDF)  # cheap Argon2id for new slots
     monkeypatch.setattr("sys.stdin.isatty", lambda: False)
     return store_path
 

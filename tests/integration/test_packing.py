@@ -13,10 +13,12 @@ import pytest
 
 import memvault
 from conftest import PASSPHRASE, make_store, unpack_to_loose
-from memvault import gitstore, history
+from memvault import history
 from memvault import store as store_module
 from memvault.cli import main
 from memvault.errors import StorageError
+from memvault.git import packdir
+from memvault.git import repo as gitrepo
 from memvault.paths import parse_path
 from memvault.settings import StoreSettings
 from memvault.verify import verify
@@ -94,7 +96,7 @@ def _pack_sizes(store_path: Path) -> list[int]:
 
 def test_maintain_merges_packs_geometrically(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     store = make_store(tmp_path / "s", StoreSettings(durability="full"))
-    monkeypatch.setattr(gitstore, "MERGE_AT", 10**6)  # no merge in the commands
+    monkeypatch.setattr(packdir, "MERGE_AT", 10**6)  # no merge in the commands
     _edits(store, 12)
     assert store.git.pack_count() == 13  # the first commit's and one per edit
     before = _files(store)
@@ -118,7 +120,7 @@ def test_commands_keep_the_pack_count_logarithmic(tmp_path: Path) -> None:
     for i in range(60):
         _edits(store, 1, start=i)
         counts.append(store.git.pack_count())
-    assert max(counts) <= gitstore.MERGE_AT + 4, counts
+    assert max(counts) <= packdir.MERGE_AT + 4, counts
     assert min(counts[20:]) < max(counts)  # merges did happen
     assert store.git.loose_count() == 0
     assert len(_files(store)) == 60
@@ -134,7 +136,7 @@ def test_one_command_per_store_object_keeps_the_pack_count_bounded(tmp_path: Pat
         with memvault.MemoryStore.open(tmp_path / "s", passphrase=PASSPHRASE) as store:
             _edits(store, 1, start=i)
             counts.append(store.git.pack_count())
-    assert max(counts) <= gitstore.MERGE_AT + 4, counts
+    assert max(counts) <= packdir.MERGE_AT + 4, counts
     with memvault.MemoryStore.open(tmp_path / "s", passphrase=PASSPHRASE) as store:
         assert len(_files(store)) == 30 and verify(store).ok
 
@@ -153,7 +155,7 @@ def test_geometric_merge_bounds_packs_and_rewrites(seed: int) -> None:
         packs.append((size, list(range(next_id, next_id + size))))
         next_id += size
         packs.sort(key=lambda p: p[0])
-        k = gitstore.geometric_merge([p[0] for p in packs])
+        k = packdir.geometric_merge([p[0] for p in packs])
         if k:
             merged = [obj for _size, objs in packs[:k] for obj in objs]
             for obj in merged:
@@ -167,7 +169,7 @@ def test_geometric_merge_bounds_packs_and_rewrites(seed: int) -> None:
 
 def test_close_packs_what_a_busy_session_wrote(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(store_module, "PACK_AFTER_OBJECTS", 40)
-    monkeypatch.setattr(gitstore, "MERGE_AT", 10**6)  # no merge in the commands
+    monkeypatch.setattr(packdir, "MERGE_AT", 10**6)  # no merge in the commands
     store = make_store(tmp_path / "s", StoreSettings(durability="none"))
     _edits(store, 3)  # about 27 objects: not yet
     unpack_to_loose(store)  # as a store written before commits were packs
@@ -263,18 +265,18 @@ def test_a_batch_of_damaged_loose_objects_does_not_stop_packing(
     object_store = store.git._repo.object_store
     real_iter = type(object_store)._iter_loose_objects
     reads: list[bytes] = []
-    real_read = gitstore.GitStore._read_loose_any
+    real_read = gitrepo.GitStore._read_loose_any
 
     def damaged_first(self: object) -> object:
         ids = list(real_iter(self))  # type: ignore[arg-type]
         return iter(sorted(ids, key=lambda i: bytes(i) not in damaged))
 
-    def counting_read(self: gitstore.GitStore, obj_id: bytes) -> tuple[bytes, bytes] | None:
+    def counting_read(self: gitrepo.GitStore, obj_id: bytes) -> tuple[bytes, bytes] | None:
         reads.append(bytes(obj_id))
         return real_read(self, obj_id)
 
     monkeypatch.setattr(type(object_store), "_iter_loose_objects", damaged_first)
-    monkeypatch.setattr(gitstore.GitStore, "_read_loose_any", counting_read)
+    monkeypatch.setattr(gitrepo.GitStore, "_read_loose_any", counting_read)
     assert store.git.pack_loose(batch=1) == total - 2
     assert store.git.loose_count() == 2
     assert sorted(r for r in reads if r in damaged) == sorted(damaged)  # each damaged one read once

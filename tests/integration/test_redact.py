@@ -26,7 +26,7 @@ from memvault import history
 from memvault.cli import main
 from memvault.cli._common import fmt_time
 from memvault.errors import ConflictError, InvalidInputError, PathNotFoundError, RedactedError
-from memvault.redact import REMAINING_COPIES, file_versions, redact_file, redact_matching, redact_version
+from memvault.shred import REMAINING_COPIES, file_versions, redact_file, redact_matching, redact_version
 from memvault.verify import verify
 
 SECRET = "CANARY-sk-7f3a9c"
@@ -371,11 +371,11 @@ _CHILD = textwrap.dedent(
     import os, sys
     sys.path.insert(0, {tests!r})
     import memvault
-    import memvault.keyring
-    from memvault.redact import redact_version
+    import memvault.keys.keyring
+    from memvault.shred import redact_version
 
     store_path, when, rev = sys.argv[1], sys.argv[2], sys.argv[3]
-    real = memvault.keyring.os.replace
+    real = memvault.keys.keyring.os.replace
 
     def replace(src, dst):
         if os.fspath(dst) == os.path.join(store_path, "keyring"):
@@ -385,7 +385,7 @@ _CHILD = textwrap.dedent(
             os._exit(137)
         real(src, dst)
 
-    memvault.keyring.os.replace = replace
+    memvault.keys.keyring.os.replace = replace
     store = memvault.MemoryStore.open(store_path, passphrase={passphrase!r})
     redact_version(store, {path!r}, rev)
     os._exit(3)

@@ -37,9 +37,10 @@ import memvault
 from conftest import FAST_KDF, PASSPHRASE, make_odd_file
 from memvault import crypto, errors, keys, records
 from memvault.errors import IntegrityError, MemvaultError
-from memvault.gitstore import GitStore, parse_tree_strict
-from memvault.keyring import Keyring
-from memvault.records import CommitMeta, Node
+from memvault.format.records import CommitMeta, Node
+from memvault.git.objects import parse_tree_strict
+from memvault.git.repo import GitStore
+from memvault.keys.keyring import Keyring
 from memvault.settings import StoreSettings
 
 #: Examples per fuzz test: 120 in CI; ``MEMVAULT_FUZZ_SCALE=50`` runs fifty times as many, with a

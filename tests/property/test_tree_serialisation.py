@@ -15,7 +15,8 @@ from dulwich.objects import Tree
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memvault.gitstore import MODE_BLOB, MODE_TREE, GitStore, serialize_tree
+from memvault.git.objects import MODE_BLOB, MODE_TREE, serialize_tree
+from memvault.git.repo import GitStore
 
 NAMES = st.sampled_from([b"a", b"ab", b"ab0", b"ab1", b"b", b"a0", b"0", b"00", b"z", b"c", b"i", b"ff"])
 IDS = st.binary(min_size=20, max_size=20).map(lambda b: b.hex().encode())

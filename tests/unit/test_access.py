@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from memvault import access, crypto
-from memvault.access import RESOLUTION, AccessTimes
 from memvault.errors import IntegrityError
+from memvault.store.atimes import RESOLUTION, AccessTimes
 
 KEY = bytes(range(32))
 STORE = b"S" * 16

@@ -87,8 +87,8 @@ def test_plaintext_cache_budget_is_settable_and_zero_keeps_nothing(
     ]
     s.plaintext_cache_bytes = 16000
     decrypted: list[bytes] = []
-    real = memvault.records.decode_blob
-    monkeypatch.setattr(memvault.records, "decode_blob", lambda *a, **k: decrypted.append(b"") or real(*a, **k))
+    real = memvault.format.records.decode_blob
+    monkeypatch.setattr(memvault.format.records, "decode_blob", lambda *a, **k: decrypted.append(b"") or real(*a, **k))
     snap = s.snapshot()
     assert snap.read(parse_path("/memories/f1.md")) == b"1" * 1000
     assert snap.read(parse_path("/memories/f1.md")) == b"1" * 1000

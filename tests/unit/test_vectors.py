@@ -18,8 +18,9 @@ import pytest
 from memvault import crypto, keys, records
 from memvault import store as store_mod
 from memvault.errors import IntegrityError, WrongKeyError
-from memvault.gitstore import MODE_BLOB, MODE_TREE, GitStore
-from memvault.keyring import Keyring
+from memvault.git.objects import MODE_BLOB, MODE_TREE
+from memvault.git.repo import GitStore
+from memvault.keys.keyring import Keyring
 from memvault.settings import KdfParams, StoreSettings
 
 VECTORS = Path(__file__).resolve().parents[1] / "vectors"

@@ -38,7 +38,7 @@ def _report(result: Any, as_json: bool) -> int:
 
 
 def _cmd_versions(args: argparse.Namespace) -> int:
-    from ..redact import file_versions
+    from ..shred import file_versions
 
     with open_store(args) as store:
         versions = file_versions(store, args.path)
@@ -54,23 +54,23 @@ def _cmd_versions(args: argparse.Namespace) -> int:
 
 
 def _cmd_version(args: argparse.Namespace) -> int:
-    from ..redact import redact_version
+    from ..shred import shred_version
 
     with open_store(args) as store:
-        result = redact_version(store, args.path, args.rev, actor=args.actor, reason=args.reason)
+        result = shred_version(store, args.path, args.rev, actor=args.actor, reason=args.reason)
     return _report(result, args.json)
 
 
 def _cmd_file(args: argparse.Namespace) -> int:
-    from ..redact import redact_file
+    from ..shred import shred_file
 
     with open_store(args) as store:
-        result = redact_file(store, args.path, actor=args.actor, reason=args.reason)
+        result = shred_file(store, args.path, actor=args.actor, reason=args.reason)
     return _report(result, args.json)
 
 
 def _cmd_matching(args: argparse.Namespace) -> int:
-    from ..redact import redact_matching
+    from ..shred import shred_matching
 
     if sys.stdin.isatty():
         text = getpass.getpass("text to erase (not echoed): ")
@@ -80,7 +80,7 @@ def _cmd_matching(args: argparse.Namespace) -> int:
     if not text:
         raise InvalidInputError("No text to match was given on standard input.")
     with open_store(args) as store:
-        result = redact_matching(store, text, actor=args.actor, reason=args.reason)
+        result = shred_matching(store, text, actor=args.actor, reason=args.reason)
     return _report(result, args.json)
 
 

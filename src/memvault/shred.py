@@ -1,4 +1,4 @@
-"""Redaction (crypto-shredding): erase file versions by destroying their data keys.
+"""Crypto-shredding (``memvault redact``): erase file versions by destroying their data keys.
 
 Operator-only: nothing here is reachable through the memory tool. Every file version has its own
 random data key (DEK), which seals both its content blob and its node record (path, size). To
@@ -22,19 +22,19 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import InvalidInputError, PathNotFoundError
-from .history import _shard_diff, _walk, resolve
+from .format.records import Node
+from .history import resolve, shard_diff, walk
 from .paths import parse_path
-from .records import Node
 from .store import MemoryStore, Transaction
 
 __all__ = [
     "REMAINING_COPIES",
     "FileVersion",
-    "RedactionResult",
+    "ShredResult",
     "file_versions",
-    "redact_version",
-    "redact_file",
-    "redact_matching",
+    "shred_version",
+    "shred_file",
+    "shred_matching",
 ]
 
 #: Longest reason or actor recorded in a tombstone.
@@ -73,7 +73,7 @@ class FileVersion:
 
 
 @dataclass(frozen=True)
-class RedactionResult:
+class ShredResult:
     """What a redaction destroyed, what it removed from the head, and what it cannot reach."""
 
     versions: tuple[FileVersion, ...]
@@ -94,10 +94,10 @@ def _all_versions(store: MemoryStore) -> Iterator[tuple[Node, bytes, int]]:
     """Every distinct file version in the history (oldest first), with the commit it first
     appeared in."""
     seen: set[bytes] = set()
-    commits = list(_walk(store))
+    commits = list(walk(store))
     for commit_id, meta, tree_id, parent in reversed(commits):
         parent_tree = store.commit(parent)[1] if parent is not None else None
-        created, _deleted, modified = _shard_diff(store, tree_id, parent_tree)
+        created, _deleted, modified = shard_diff(store, tree_id, parent_tree)
         for node in created + modified:
             if node.kind == "file" and node.dek_id not in seen:
                 seen.add(node.dek_id)
@@ -116,15 +116,13 @@ def file_versions(store: MemoryStore, path: str) -> list[FileVersion]:
     return [_version(n, c, s) for n, c, s in versions if n.file_id in lineages and not n.redacted]
 
 
-def _destroy(
-    store: MemoryStore, targets: list[FileVersion], *, actor: str, session: str, reason: str
-) -> RedactionResult:
+def _destroy(store: MemoryStore, targets: list[FileVersion], *, actor: str, session: str, reason: str) -> ShredResult:
     if len(reason) > _MAX_REASON or len(actor) > _MAX_REASON:
         raise InvalidInputError(f"Error: The reason and actor are limited to {_MAX_REASON} characters each.")
     if not targets:
-        return RedactionResult((), (), None)
+        return ShredResult((), (), None)
     dek_ids = {bytes.fromhex(v.dek_id) for v in targets}
-    live = sorted(p for p, n in store.snapshot()._base.nodes.items() if n.dek_id in dek_ids)
+    live = sorted(p for p, n in store.state_at(store.head[0]).nodes.items() if n.dek_id in dek_ids)
 
     def remove(txn: Transaction) -> None:
         for p in live:
@@ -134,15 +132,14 @@ def _destroy(
     commit_id: str | None = None
     if live:
         # The commit names no path: the name may be the very text being erased.
-        store.transact(remove, command="redact", paths=(), actor=actor, session=session)
-        commit_id = store.head[0].decode()
+        commit_id = store.transact(remove, command="redact", paths=(), actor=actor, session=session).commit_id.decode()
     store.destroy_keys(dek_ids, {"time": time.time(), "actor": actor, "reason": reason})
-    return RedactionResult(tuple(targets), tuple(live), commit_id)
+    return ShredResult(tuple(targets), tuple(live), commit_id)
 
 
-def redact_version(
+def shred_version(
     store: MemoryStore, path: str, rev: str, *, actor: str = "operator", session: str = "", reason: str = ""
-) -> RedactionResult:
+) -> ShredResult:
     """Erase the version of ``path`` that is current at revision ``rev``."""
     vpath = parse_path(path).text
     node = store.state_at(resolve(store, rev)).nodes.get(vpath)
@@ -154,9 +151,9 @@ def redact_version(
     return _destroy(store, [target], actor=actor, session=session, reason=reason)
 
 
-def redact_file(
+def shred_file(
     store: MemoryStore, path: str, *, actor: str = "operator", session: str = "", reason: str = ""
-) -> RedactionResult:
+) -> ShredResult:
     """Erase every version of the file(s) that ever lived at ``path``, across renames."""
     targets = file_versions(store, path)
     if not targets:
@@ -164,9 +161,9 @@ def redact_file(
     return _destroy(store, targets, actor=actor, session=session, reason=reason)
 
 
-def redact_matching(
+def shred_matching(
     store: MemoryStore, text: str, *, actor: str = "operator", session: str = "", reason: str = ""
-) -> RedactionResult:
+) -> ShredResult:
     """Erase every version whose content or path contains ``text`` (str_replace and insert carry
     old text forward, so this finds every copy in the history)."""
     if len(text) < 4:

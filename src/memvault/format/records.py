@@ -1,4 +1,5 @@
-"""Encrypted record formats: content blobs, node records, index shards, commit metadata.
+"""Encrypted record formats: content blobs, node records, index shards, commit metadata,
+and the commit message that carries the metadata and the chain tag.
 
 Pure encode/decode functions over :mod:`memvault.crypto`; no I/O. Each format binds its
 ciphertext to the store and to its identity through the associated data, so a record moved
@@ -15,8 +16,8 @@ import struct
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from . import crypto
-from .errors import IntegrityError
+from .. import crypto
+from ..errors import IntegrityError
 
 __all__ = [
     "Node",
@@ -31,6 +32,8 @@ __all__ = [
     "seal_meta",
     "open_meta",
     "commit_tag",
+    "commit_message",
+    "parse_commit_message",
 ]
 
 BLOB_MAGIC = b"MVB1"
@@ -422,3 +425,29 @@ def commit_tag(key: bytes, store_id: bytes, seq: int, parent_id: bytes, tree_id:
         raise IntegrityError()
     msg = b"|".join([_COMMIT_TAG, store_id, struct.pack(">Q", seq), parent_id, tree_id, crypto.sha256(sealed_meta)])
     return crypto.mac(key, msg)
+
+
+_MESSAGE_RE = re.compile(rb"\Amemvault\n\nMemvault-Meta: ([A-Za-z0-9+/=]+)\nMemvault-Tag: ([0-9a-f]{64})\n\Z")
+
+
+def commit_message(sealed_meta: bytes, tag: bytes) -> bytes:
+    """The message of a memvault commit: its sealed metadata and chain tag (docs/format.md §5.6)."""
+    return (
+        b"memvault\n\nMemvault-Meta: "
+        + crypto.b64encode(sealed_meta).encode()
+        + b"\nMemvault-Tag: "
+        + tag.hex().encode()
+        + b"\n"
+    )
+
+
+def parse_commit_message(message: bytes) -> tuple[bytes, bytes]:
+    """``(sealed metadata, chain tag)`` of a commit message :func:`commit_message` wrote.
+
+    Raises:
+        IntegrityError: the message does not follow the grammar.
+    """
+    m = _MESSAGE_RE.match(message)
+    if m is None:
+        raise IntegrityError()
+    return crypto.b64decode(m.group(1).decode()), bytes.fromhex(m.group(2).decode())

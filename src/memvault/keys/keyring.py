@@ -40,11 +40,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import crypto
-from .errors import IntegrityError, MemvaultError, StorageError
-from .fsutil import FILE_MODE, fsync_dir, pwrite_all, wipe_file, write_all
+from .. import crypto
+from ..errors import IntegrityError, MemvaultError, RollbackDetectedError, StorageError
+from ..fsutil import FILE_MODE, fsync_dir, pwrite_all, wipe_file, write_all
 
-__all__ = ["Keyring", "HighWater", "ZERO_ID", "commit_fields"]
+__all__ = ["Keyring", "KeyringScan", "HighWater", "ZERO_ID", "commit_fields", "frame_records", "freshness_problem"]
 
 _MAGIC = b"MVKR"
 #: Largest keyring read (about 80 bytes per file version: tens of millions of versions).
@@ -58,6 +58,7 @@ _ABORT = 3
 _TOMBSTONE = 4
 _COMMIT_RAW = 5
 _DEK_HEAD = struct.Struct(">16sI")
+_DEK_SIZE = _DEK_HEAD.size + crypto.KEY_SIZE + crypto.SEAL_OVERHEAD
 _COMMIT_BODY = struct.Struct(">Q40s40s32s")
 _COMMIT_RAW_BODY = struct.Struct(">Q20s20s32s")
 _ABORT_BODY = struct.Struct(">Q40s32s")
@@ -82,6 +83,41 @@ def commit_fields(rtype: int, body: bytes) -> tuple[int, bytes, bytes, bytes] | 
     return None
 
 
+def frame_records(data: bytes) -> tuple[list[tuple[int, int, bytes]], int]:
+    """The complete records at the start of ``data`` (bytes after the header) as
+    ``(end offset, type, body)``, and the offset where framing stopped: at a torn tail (a
+    record cut short) or at zeros a power loss left. Nothing is authenticated here."""
+    out: list[tuple[int, int, bytes]] = []
+    pos = 0
+    while pos + _RECORD.size <= len(data):
+        rtype, length = _RECORD.unpack_from(data, pos)
+        if rtype == 0 and not any(data[pos:]):
+            break  # zeros after a power loss (delayed allocation): a torn tail, cut on next append
+        end = pos + _RECORD.size + length
+        if end > len(data):
+            break  # torn or still-being-written tail
+        out.append((end, rtype, data[pos + _RECORD.size : end]))
+        pos = end
+    return out, pos
+
+
+def freshness_problem(head: bytes, seq: int, hw: HighWater) -> IntegrityError | None:
+    """What is wrong with a branch at commit ``head`` (sequence number ``seq``) given the
+    keyring's high-water mark ``hw``, or None (docs/format.md §8)."""
+    if head == hw.commit_id:
+        return None
+    if seq == hw.seq - 1 and head == hw.parent_id:
+        return None  # the recorded commit on top was lost (durability "none" only)
+    if seq < hw.seq:
+        return RollbackDetectedError(
+            f"Rollback detected: the branch is at commit #{seq} but this store has recorded commit "
+            f"#{hw.seq}. Someone reset or replaced the history."
+        )
+    if seq == hw.seq:
+        return RollbackDetectedError("Fork detected: the branch points at a commit this store never recorded.")
+    return IntegrityError("The store's keyring is older than its history (restored from a backup?).")
+
+
 def _read_error(err: OSError) -> MemvaultError:
     """What a failed open or read of the keyring means: a path that is not a file memvault wrote
     (a directory, a symbolic-link loop) is damage; anything else (EIO, EMFILE, EACCES, ...) is the
@@ -89,6 +125,16 @@ def _read_error(err: OSError) -> MemvaultError:
     if err.errno in (errno.EISDIR, errno.ELOOP, errno.ENOTDIR, errno.ENXIO):
         return IntegrityError("The store's keyring cannot be read.")
     return StorageError.from_read_error(err, what="The store's keyring")
+
+
+@dataclass(frozen=True)
+class KeyringScan:
+    """The records :meth:`Keyring.scan` framed: data key records ``dek_id -> (epoch, sealed)``,
+    commit records ``commit_id -> (seq, parent_id)``, and how many bytes of a torn tail follow."""
+
+    deks: dict[bytes, tuple[int, bytes]]
+    commits: dict[bytes, tuple[int, bytes]]
+    torn_bytes: int
 
 
 @dataclass(frozen=True)
@@ -174,21 +220,52 @@ class Keyring:
 
     def _consume(self, data: bytes) -> None:
         """Parse the complete records at the start of ``data``, the bytes at :attr:`_offset`."""
-        pos = 0
-        while pos + _RECORD.size <= len(data):
-            rtype, length = _RECORD.unpack_from(data, pos)
-            if rtype == 0 and not any(data[pos:]):
-                break  # zeros after a power loss (delayed allocation): a torn tail, cut on next append
-            end = pos + _RECORD.size + length
-            if end > len(data):
-                break  # torn or still-being-written tail
-            self._parse(rtype, data[pos + _RECORD.size : end])
-            pos = end
+        records, pos = frame_records(data)
+        for _end, rtype, body in records:
+            self._parse(rtype, body)
         self._offset += pos
+
+    def scan(self, *, parsed_only: bool) -> KeyringScan:
+        """Frame the file's records again, tolerating damage (for ``verify``).
+
+        Args:
+            parsed_only: use only the bytes :meth:`refresh` parsed (a writer may append
+                meanwhile); commit records are listed only then (their MACs were checked).
+                Otherwise every data key record in the file is listed, also after damage.
+        """
+        try:
+            with open(self._path, "rb") as f:
+                data = f.read()
+        except OSError:
+            return KeyringScan({}, {}, 0)
+        if len(data) < _HEADER.size:
+            return KeyringScan({}, {}, 0)
+        limit = self._offset if parsed_only else len(data)
+        records, pos = frame_records(data[_HEADER.size :])
+        deks: dict[bytes, tuple[int, bytes]] = {}
+        commits: dict[bytes, tuple[int, bytes]] = {}
+        for end, rtype, body in records:
+            if end + _HEADER.size > limit:
+                break
+            if rtype == _DEK and len(body) == _DEK_SIZE:
+                dek_id, epoch = _DEK_HEAD.unpack_from(body)
+                deks[dek_id] = (epoch, body[_DEK_HEAD.size :])
+            elif parsed_only:
+                fields = commit_fields(rtype, body)
+                if fields is not None:
+                    seq, commit_id, parent_id, _mac = fields
+                    commits[commit_id] = (seq, parent_id)
+        return KeyringScan(deks, commits, len(data) - _HEADER.size - pos)
+
+    def adopt(self, deks: dict[bytes, tuple[int, bytes]]) -> None:
+        """Take data key records :meth:`scan` found after damage, so the versions they protect can
+        still be checked; each is authenticated when used, as always."""
+        for dek_id, entry in deks.items():
+            self._sealed.setdefault(dek_id, entry)
 
     def _parse(self, rtype: int, body: bytes) -> None:
         if rtype == _DEK:
-            if len(body) != _DEK_HEAD.size + crypto.KEY_SIZE + crypto.SEAL_OVERHEAD:
+            if len(body) != _DEK_SIZE:
                 raise IntegrityError("The store's keyring is damaged.")
             dek_id, epoch = _DEK_HEAD.unpack_from(body)
             self._sealed[dek_id] = (epoch, body[_DEK_HEAD.size :])

@@ -14,8 +14,6 @@ rewrites a slot: no data is re-encrypted.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import json
 import os
 import struct
@@ -23,17 +21,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from . import crypto
-from .errors import IntegrityError, KeyUnavailableError, WrongKeyError
-from .fsutil import read_bounded
-from .settings import DEFAULT_KDF, KdfParams
+from .. import crypto
+from ..crypto import b64decode, b64encode
+from ..errors import IntegrityError, KeyUnavailableError, WrongKeyError
+from ..fsutil import read_bounded
+from ..settings import DEFAULT_KDF, KdfParams
 
 __all__ = [
     "Unlock",
     "Subkeys",
     "KeySlot",
-    "b64encode",
-    "b64decode",
     "new_slot",
     "write_slot",
     "load_slots",
@@ -59,28 +56,6 @@ _SLOT_KEYS = frozenset({"format", "slot_id", "kind", "kdf", "salt", "wrapped"})
 MAX_SLOT_FILE_BYTES = 64 * 1024
 #: Largest key file read: 32 raw bytes or 64 hex digits with some whitespace.
 _MAX_KEY_FILE_BYTES = 4096
-
-
-def b64encode(data: bytes) -> str:
-    """Standard base64 with padding."""
-    return base64.b64encode(data).decode("ascii")
-
-
-def b64decode(text: object) -> bytes:
-    """Strict, canonical base64: ``encode(decode(s)) == s`` or :class:`IntegrityError`.
-
-    Python's decoder accepts non-zero trailing bits (``AQIDBAV=`` == ``AQIDBAU=``); such
-    malleable spellings are refused.
-    """
-    if not isinstance(text, str):
-        raise IntegrityError()
-    try:
-        data = base64.b64decode(text, validate=True)
-    except (binascii.Error, ValueError):
-        raise IntegrityError() from None
-    if b64encode(data) != text:
-        raise IntegrityError()
-    return data
 
 
 @dataclass(frozen=True)
@@ -223,7 +198,7 @@ def new_slot(store_id: bytes, unlock: Unlock, master_keys: dict[int, bytes], kdf
 
 def write_slot(keys_dir: Path, slot: KeySlot, *, durable: bool = True) -> None:
     """Write a slot atomically (temp file, fsync, rename, directory fsync), mode 0600."""
-    from .fsutil import atomic_write
+    from ..fsutil import atomic_write
 
     data = json.dumps(slot.to_json(), indent=2, sort_keys=True).encode() + b"\n"
     atomic_write(keys_dir / f"{slot.slot_id.hex()}.json", data, durable=durable)

@@ -45,7 +45,7 @@ import threading
 import weakref
 import zlib
 
-from .errors import IntegrityError, StorageError
+from ..errors import IntegrityError, StorageError
 
 __all__ = ["PackReader", "read_pack_index", "checked_pack_entries", "MAX_DELTA_DEPTH", "MAX_DELTA_BYTES"]
 

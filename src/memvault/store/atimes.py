@@ -26,9 +26,9 @@ from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Final
 
-from . import crypto
-from .errors import IntegrityError, StorageError
-from .fsutil import atomic_write, read_bounded
+from .. import crypto
+from ..errors import IntegrityError, StorageError
+from ..fsutil import atomic_write, read_bounded
 
 __all__ = ["AccessTimes", "FILE_NAME", "RESOLUTION", "FLUSH_SECONDS"]
 

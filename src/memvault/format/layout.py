@@ -1,0 +1,186 @@
+"""Where records sit in a commit's git tree: tree layouts 1 and 2 (docs/format.md §5.3).
+
+Layout 1: content blobs at ``c/<h0>/<h1>/<h[2:]>``, index shards at ``i/<h0>/<h1>``. Layout 2:
+content at ``<h0>/<h1>/<h[2:]>``, the shard beside it at ``<h0>/<h1>/i`` (``h``: the hex path
+token). A root holding ``i`` is layout 1; the empty tree is both. Pure: trees are read through a
+callback.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+from ..git.objects import MODE_BLOB, MODE_TREE
+
+__all__ = [
+    "ROLES",
+    "ROLE_NAMES",
+    "Entries",
+    "root_roles",
+    "shape_problem",
+    "tree_layout",
+    "content_path",
+    "shard_path",
+    "walk",
+    "LayoutChecker",
+]
+
+#: A tree's entries: ``name -> (mode, hex id)``.
+Entries = dict[bytes, tuple[int, bytes]]
+
+_HEX1 = re.compile(rb"\A[0-9a-f]\Z")
+_HEX62 = re.compile(rb"\A[0-9a-f]{62}\Z")
+#: Names in a shard tree of layout 2: content blobs (``h[2:]``) and the shard's index blob ``i``.
+_LEAF2 = re.compile(rb"\A(?:[0-9a-f]{62}|i)\Z")
+#: Every tree below the root by role: (name pattern, mode of every entry, role of its children or
+#: None for blobs). Every tree but the root is non-empty.
+ROLES: dict[str, tuple[re.Pattern[bytes], int, str | None]] = {
+    "i": (_HEX1, MODE_TREE, "i1"),  # layout 1: i/<h0>
+    "i1": (_HEX1, MODE_BLOB, None),  # layout 1: i/<h0>/<h1>: index shard blobs
+    "c": (_HEX1, MODE_TREE, "c1"),  # layout 1: c/<h0>
+    "c1": (_HEX1, MODE_TREE, "c2"),  # layout 1: c/<h0>/<h1>
+    "c2": (_HEX62, MODE_BLOB, None),  # layout 1: c/<h0>/<h1>/<h[2:]>: content blobs
+    "s1": (_HEX1, MODE_TREE, "s2"),  # layout 2: <h0>
+    "s2": (_LEAF2, MODE_BLOB, None),  # layout 2: <h0>/<h1>/<h[2:]> content blobs and <h0>/<h1>/i
+}
+#: What a tree of each role is, for messages.
+ROLE_NAMES = {
+    "root": "root tree",
+    "i": "index tree",
+    "i1": "index tree",
+    "c": "content tree",
+    "c1": "content tree",
+    "c2": "content tree",
+    "s1": "fan-out tree",
+    "s2": "shard tree",
+}
+#: Subtrees whose whole content passed :meth:`LayoutChecker.problem`, remembered per checker.
+_CHECKED_ENTRIES = 65536
+
+
+def root_roles(entries: Entries) -> dict[bytes, str] | None:
+    """The role of each entry of a root tree, or None if it has neither layout."""
+    if b"i" in entries:
+        if all(name in (b"c", b"i") and mode == MODE_TREE for name, (mode, _id) in entries.items()):
+            return {name: name.decode() for name in entries}
+        return None
+    if all(_HEX1.match(name) and mode == MODE_TREE for name, (mode, _id) in entries.items()):
+        return dict.fromkeys(entries, "s1")
+    return None
+
+
+def shape_problem(entries: Entries, role: str) -> str | None:
+    """What in a tree of ``role`` does not fit memvault's layouts (never its bytes), or None."""
+    if role == "root":
+        return None if root_roles(entries) is not None else "a top-level entry that fits neither of memvault's layouts"
+    pattern, mode_required, _child = ROLES[role]
+    if not entries:
+        return "an empty subtree"
+    for name, (mode, _id) in entries.items():
+        if not pattern.match(name) or mode != mode_required:
+            return "an entry out of place in memvault's layout"
+    return None
+
+
+def tree_layout(root: Entries, format_version: int) -> int:
+    """The layout a commit on the root tree ``root`` keeps: its own, and for an empty root the
+    one of the store's format version (layout 2 from format version 2)."""
+    if b"i" in root:
+        return 1
+    return 2 if root or format_version >= 2 else 1
+
+
+def content_path(token: bytes, layout: int) -> tuple[bytes, ...]:
+    """Where the content blob of the file with path token ``token`` sits in the tree."""
+    h = token.hex().encode()
+    return (b"c", h[:1], h[1:2], h[2:]) if layout == 1 else (h[:1], h[1:2], h[2:])
+
+
+def shard_path(shard: bytes, layout: int) -> tuple[bytes, ...]:
+    """Where the index blob of ``shard`` (two hex digits) sits in the tree."""
+    return (b"i", shard[:1], shard[1:]) if layout == 1 else (shard[:1], shard[1:], b"i")
+
+
+def walk(
+    root_id: bytes, read: Callable[[bytes, str], Entries | None], *, content: bool = True
+) -> tuple[dict[bytes, bytes], dict[bytes, bytes]]:
+    """The index shards and content blobs of a tree in either layout.
+
+    Args:
+        root_id: the root tree's id.
+        read: returns the entries of a tree of the given role, or None to skip it (a tree the
+            caller found bad or has already seen); it is the caller's to check each tree's shape.
+        content: also collect content blobs (False skips layout 1's ``c`` subtree).
+
+    Returns:
+        ``(shard -> index blob id, path token -> content blob id)`` of the trees read.
+    """
+    shards: dict[bytes, bytes] = {}
+    blobs: dict[bytes, bytes] = {}
+
+    def descend(tree_id: bytes, role: str, prefix: bytes) -> None:
+        entries = read(tree_id, role)
+        if entries is None:
+            return
+        child = ROLES[role][2]
+        for name, (_mode, obj_id) in sorted(entries.items()):
+            if child is not None:
+                descend(obj_id, child, prefix + name)
+            elif role == "i1":
+                shards[prefix + name] = obj_id
+            elif name == b"i":
+                shards[prefix] = obj_id
+            elif content:
+                blobs[bytes.fromhex((prefix + name).decode())] = obj_id
+
+    root = read(root_id, "root")
+    roles = root_roles(root) if root is not None else None
+    if root is None or roles is None:
+        return shards, blobs
+    for name, role in sorted(roles.items()):
+        if role == "c" and not content:
+            continue
+        descend(root[name][1], role, b"" if role in ("i", "c") else name)
+    return shards, blobs
+
+
+class LayoutChecker:
+    """Checks whole trees against the layouts, remembering subtrees that passed (so checking the
+    next commit's tree reads only the trees that changed).
+
+    Args:
+        read: returns a tree's entries; raises IntegrityError if it cannot be read.
+    """
+
+    def __init__(self, read: Callable[[bytes], Entries]) -> None:
+        self._read = read
+        self._ok: dict[tuple[bytes, str], None] = {}
+
+    def problem(self, tree_id: bytes, role: str = "root") -> str | None:
+        """A description of the first thing in the tree ``tree_id`` that does not fit, or None.
+
+        Raises:
+            IntegrityError: a tree in it cannot be read.
+        """
+        key = (tree_id, role)
+        if key in self._ok:
+            return None
+        entries = self._read(tree_id)
+        problem = shape_problem(entries, role)
+        if problem is not None:
+            return problem
+        if role == "root":
+            roles = root_roles(entries) or {}
+            children = [(entries[name][1], child_role) for name, child_role in roles.items()]
+        else:
+            child = ROLES[role][2]
+            children = [(obj_id, child) for _mode, obj_id in entries.values()] if child is not None else []
+        for obj_id, child_role in children:
+            problem = self.problem(obj_id, child_role)
+            if problem is not None:
+                return problem
+        if len(self._ok) >= _CHECKED_ENTRIES:
+            self._ok.clear()
+        self._ok[key] = None
+        return None

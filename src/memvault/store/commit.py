@@ -1,0 +1,293 @@
+"""Writing one commit: build its objects, publish it (pack, keyring record, branch), fold it into
+the cached state. The order and what a crash at each step leaves: docs/format.md §7."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+
+from .. import crypto
+from ..errors import ConflictError, InternalError, MemvaultError, StorageError
+from ..format import records
+from ..format.layout import content_path, shard_path
+from ..format.records import CommitMeta, Node
+from ..git.objects import MODE_BLOB, MODE_TREE, GitObject
+from ..git.repo import GitStore
+from ..keys.keyring import ZERO_ID, Keyring
+from ..keys.slots import Subkeys
+from .state import StateReader, StoreState, shard_of
+from .transaction import Transaction
+
+__all__ = ["CommitWriter"]
+
+
+def _storage_error(err: BaseException, *, outcome_unknown: bool = False) -> StorageError:
+    if isinstance(err, OSError):
+        return StorageError.from_os_error(err, outcome_unknown=outcome_unknown)
+    return StorageError.from_os_error(OSError(5, "I/O error"), outcome_unknown=outcome_unknown)
+
+
+class CommitWriter:
+    """Writes commits of one store. The caller holds the writer lock and the state lock.
+
+    Args:
+        reader: the store's state reader (trees, layout, and the plaintext cache to fill).
+        keyring: the store's keyring (data keys and the commit record go there).
+        keys: the subkeys of the store's first epoch (index, metadata, chain keys).
+        store_id: the store's id.
+        durable: durability ``full``.
+        on_objects: told how many objects each commit wrote (for pack upkeep at close).
+    """
+
+    def __init__(
+        self,
+        reader: StateReader,
+        keyring: Keyring,
+        keys: Subkeys,
+        store_id: bytes,
+        *,
+        durable: bool,
+        on_objects: Callable[[int], None],
+    ) -> None:
+        self._reader = reader
+        self.git: GitStore = reader.git
+        self.keyring = keyring
+        self._keys = keys
+        self.store_id = store_id
+        self._durable = durable
+        self._on_objects = on_objects
+
+    def write(
+        self, state: StoreState, txn: Transaction, meta: CommitMeta, *, epoch: int, version: int, relayout: bool = False
+    ) -> tuple[bytes, bool]:
+        """Write ``txn`` on top of ``state`` as one commit and fold it into ``state``.
+
+        Args:
+            epoch: the key epoch whose wrap key wraps the new data keys.
+            version: the store's format version (record encodings).
+            relayout: file every live blob and shard of ``state`` anew in tree layout 2.
+
+        Returns:
+            ``(commit id, folded)``; ``folded`` is False when the commit stands but ``state``
+            could not be updated (the caller must reload it).
+
+        Raises:
+            StorageError: a write failed (the store is at the old commit, or the error says
+                the outcome is unknown).
+            ConflictError: the branch moved under the lock (nothing was committed).
+        """
+        objects: list[GitObject] = []
+        dek_records: list[bytes] = []
+        new_nodes: dict[str, Node | None] = {}
+        touched_shards: set[bytes] = set()
+        tree_changes: dict[tuple[bytes, ...], tuple[int, bytes] | None] = {}
+        shard_nodes: dict[bytes, dict[bytes, Node]] = {}
+        layout = self._reader.tree_layout(state.tree_id, version)
+        base_tree: bytes | None = state.tree_id
+        if relayout:
+            layout, base_tree = 2, None
+            for node in state.nodes.values():
+                if not node.is_dir and not node.redacted:
+                    tree_changes[content_path(node.token, 2)] = (MODE_BLOB, node.blob_id)
+            for shard, shard_blob in state.shard_blobs.items():
+                tree_changes[shard_path(shard, 2)] = (MODE_BLOB, shard_blob)
+
+        def shard_view(shard: bytes) -> dict[bytes, Node]:
+            if shard not in shard_nodes:
+                shard_nodes[shard] = dict(state.shards.get(shard, {}))
+            return shard_nodes[shard]
+
+        for path, pending in txn.changes.items():
+            old = state.nodes.get(path)
+            if pending is None:
+                if old is None:
+                    continue
+                touched_shards.add(shard_of(old.token))
+                shard_view(shard_of(old.token)).pop(old.token, None)
+                if not old.is_dir:
+                    tree_changes[content_path(old.token, layout)] = None
+                new_nodes[path] = None
+                continue
+            dek_id, dek = crypto.random_bytes(16), crypto.new_key()
+            dek_records.append(self.keyring.dek_record(dek_id, dek, epoch))
+            node = replace(pending, dek_id=dek_id, mtime=meta.time)
+            if not node.is_dir:
+                data = txn.contents[path]
+                blob_bytes = records.encode_blob(
+                    dek, store_id=self.store_id, file_id=node.file_id, version=node.version, dek_id=dek_id,
+                    path=node.path, data=data,
+                )  # fmt: skip
+                blob = GitStore.blob(blob_bytes)
+                objects.append(blob)
+                node = replace(node, blob_id=blob.id, ct_sha256=crypto.sha256(blob_bytes))
+                tree_changes[content_path(node.token, layout)] = (MODE_BLOB, blob.id)
+            elif old is not None and not old.is_dir:
+                tree_changes[content_path(old.token, layout)] = None
+            node = records.seal_node(dek, self.store_id, node, encoding=version)
+            shard = shard_of(node.token)
+            touched_shards.add(shard)
+            shard_view(shard)[node.token] = node
+            new_nodes[path] = node
+        new_shard_blobs: dict[bytes, bytes | None] = {}
+        for shard in touched_shards:
+            nodes = shard_nodes[shard]
+            path_key = shard_path(shard, layout)
+            if nodes:
+                shard_bytes = records.encode_shard(
+                    self._keys.index, self.store_id, shard, list(nodes.values()), version=version
+                )
+                blob = GitStore.blob(shard_bytes)
+                objects.append(blob)
+                tree_changes[path_key] = (MODE_BLOB, blob.id)
+                new_shard_blobs[shard] = blob.id
+            else:
+                tree_changes[path_key] = None
+                new_shard_blobs[shard] = None
+        tree_id = self._apply_tree(base_tree, tree_changes, objects)
+        sealed = records.seal_meta(self._keys.meta, self.store_id, meta)
+        tag = records.commit_tag(self._keys.chain, self.store_id, meta.seq, state.commit_id, tree_id, sealed)
+        commit = GitStore.commit(tree_id, state.commit_id, records.commit_message(sealed, tag))
+        objects.append(commit)
+        # Step 1: objects. A failure here leaves only unreferenced objects: the old state.
+        try:
+            self.git.write_pack(objects, merge=True)
+            self._on_objects(len(objects))
+        except Exception as err:
+            raise _storage_error(err) from None
+        # Step 2: the keyring records the commit (the point of no return once it is durable).
+        # The keyring was read by _sync under this same lock: the chain is current.
+        dek_records.append(self.keyring.commit_record(meta.seq, commit.id, state.commit_id, raw_ids=version >= 2))
+        try:
+            self.keyring.append(b"".join(dek_records), durable=self._durable)
+        except OSError as err:
+            # The append cut its records off again; if that failed and the commit is still
+            # recorded, withdraw it with an ABORT record.
+            if not self._abort(meta.seq, commit.id):
+                raise StorageError.from_os_error(err, outcome_unknown=True) from None
+            raise StorageError.from_os_error(err) from None
+        # Step 3: publish by moving the branch.
+        failure: BaseException | None = None
+        try:
+            swapped = self.git.compare_and_swap(state.commit_id, commit.id)
+        except BaseException as err:  # noqa: BLE001 - decided below by re-reading the branch
+            failure = err
+            try:
+                swapped = self.git.head() == commit.id
+            except (OSError, MemvaultError):
+                # Cannot tell whether the branch moved: an ABORT now could contradict a moved
+                # branch, so leave the recorded commit for the next writer to publish.
+                raise _storage_error(err, outcome_unknown=True) from None
+        if not swapped:
+            self.git.branch.remove_lock()
+            # Recorded but not published: say so in the keyring, so nobody publishes it later.
+            if not self._abort(meta.seq, commit.id):
+                raise _storage_error(failure or OSError(5, "I/O error"), outcome_unknown=True) from None
+            if failure is not None:
+                if isinstance(failure, MemvaultError) or not isinstance(failure, Exception):
+                    raise failure
+                raise _storage_error(failure) from None
+            raise ConflictError("Error: The memory store changed concurrently; retry the command.")
+        # Published. Fold the changes into the cached state.
+        try:
+            for path in sorted(new_nodes, key=lambda p: -p.count("/")):
+                previous = state.nodes.get(path)
+                if previous is not None:
+                    state.remove(previous)
+            for _path, added in sorted(new_nodes.items(), key=lambda kv: kv[0].count("/")):
+                if added is not None:
+                    state.add(added)
+            for shard, blob_id in new_shard_blobs.items():
+                if blob_id is None:
+                    state.shard_blobs.pop(shard, None)
+                    state.shards.pop(shard, None)
+                else:
+                    state.shard_blobs[shard] = blob_id
+            for path, data in txn.contents.items():
+                cached = state.nodes.get(path)
+                if cached is not None:
+                    self._reader.cache_content(cached.blob_id, data)
+            state.commit_id, state.seq, state.tree_id = commit.id, meta.seq, tree_id
+        except Exception:
+            # The commit stands (the branch moved): report success, rebuild the cache lazily.
+            folded = False
+        else:
+            folded = True
+        if failure is not None and not isinstance(failure, Exception):
+            raise failure  # e.g. KeyboardInterrupt after the branch moved: the commit stands
+        return commit.id, folded
+
+    def _abort(self, seq: int, commit_id: bytes) -> bool:
+        """Withdraw the recorded commit ``commit_id`` with an ``ABORT`` record if the keyring
+        still names it; False if that could not be written (the next writer would then publish
+        it)."""
+        try:
+            self.keyring.refresh()
+            hw = self.keyring.high_water
+            if hw is None or hw.commit_id != commit_id:
+                return hw is not None  # not (or no longer) recorded: nothing to withdraw
+            self.keyring.append(self.keyring.abort_record(seq, commit_id), durable=self._durable)
+        except (OSError, MemvaultError):
+            hw = self.keyring.high_water
+            return hw is not None and hw.commit_id != commit_id
+        return True
+
+    def _apply_tree(
+        self,
+        tree_id: bytes | None,
+        changes: dict[tuple[bytes, ...], tuple[int, bytes] | None],
+        objects: list[GitObject],
+    ) -> bytes:
+        """Write the trees on the changed paths (bounded fan-out); return the new root id."""
+        new_id = self._apply_subtree(tree_id, changes, objects)
+        if new_id is None:
+            empty = GitStore.tree({})
+            objects.append(empty)
+            return empty.id
+        return new_id
+
+    def _apply_subtree(
+        self,
+        tree_id: bytes | None,
+        changes: dict[tuple[bytes, ...], tuple[int, bytes] | None],
+        objects: list[GitObject],
+    ) -> bytes | None:
+        entries = dict(self.git.tree_entries(tree_id)) if tree_id is not None else {}
+        grouped: dict[bytes, dict[tuple[bytes, ...], tuple[int, bytes] | None]] = {}
+        changed: list[bytes] = []
+        for key, value in changes.items():
+            if len(key) == 1:
+                changed.append(key[0])
+                if value is None:
+                    entries.pop(key[0], None)
+                else:
+                    entries[key[0]] = value
+            else:
+                grouped.setdefault(key[0], {})[key[1:]] = value
+        for name, sub in grouped.items():
+            current = entries.get(name)
+            sub_id = self._apply_subtree(current[1] if current else None, sub, objects)
+            changed.append(name)
+            if sub_id is None:
+                entries.pop(name, None)
+            else:
+                entries[name] = (MODE_TREE, sub_id)
+        if not entries:
+            return None
+        tree = self.git.tree_update(tree_id, entries, changed)
+        objects.append(tree)
+        self.git.remember_tree(tree.id, entries)
+        return tree.id
+
+    def write_initial(self, version: int, time: float) -> StoreState:
+        """Write the first commit (``#0``, an empty tree) of a new store; return its state."""
+        meta = CommitMeta(seq=0, time=time, actor="memvault", session="", command="init", paths=(), findings={})
+        empty = GitStore.tree({})
+        sealed = records.seal_meta(self._keys.meta, self.store_id, meta)
+        tag = records.commit_tag(self._keys.chain, self.store_id, 0, ZERO_ID, empty.id, sealed)
+        commit = GitStore.commit(empty.id, None, records.commit_message(sealed, tag))
+        self.git.write_pack([empty, commit])
+        record = self.keyring.commit_record(0, commit.id, ZERO_ID, raw_ids=version >= 2)
+        self.keyring.append(record, durable=self._durable)
+        if not self.git.compare_and_swap(None, commit.id):
+            raise InternalError()
+        return StoreState(commit.id, 0, empty.id)

@@ -1,0 +1,105 @@
+"""The store's configuration file ``memvault.json``: format version, store id, MAC'd settings
+(docs/format.md §1.1)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .. import crypto
+from ..errors import IntegrityError, MemvaultError, StoreNotFoundError
+from ..fsutil import atomic_write, read_bounded
+from ..settings import StoreSettings
+
+__all__ = ["STORE_FILE", "FORMAT_VERSION", "READABLE_VERSIONS", "StoreConfig", "read_config", "write_config"]
+
+#: Marker and public configuration of a store directory.
+STORE_FILE = "memvault.json"
+#: Format version of new stores (docs/format.md): 2 writes compact binary node records.
+FORMAT_VERSION = 2
+#: Format versions this code opens: 1 (JSON node records, still written to a version 1 store
+#: so that older memvault releases keep reading it) and 2.
+READABLE_VERSIONS = (1, 2)
+#: Largest ``memvault.json`` read (settings with a full allowlist and custom rules stay far below).
+MAX_CONFIG_BYTES = 16 * 1024 * 1024
+_STORE_FORMAT = "memvault-store"
+_CONFIG_MAC = b"memvault/v1/config"
+
+
+@dataclass(frozen=True)
+class StoreConfig:
+    """The content of ``memvault.json``; :meth:`verify` checks its settings MAC."""
+
+    version: int
+    store_id: bytes
+    settings: StoreSettings
+    settings_mac: bytes
+    raw: dict[str, Any]
+
+    def verify(self, config_key: bytes) -> None:
+        """Check the settings MAC under the store's config key.
+
+        Raises:
+            IntegrityError: the MAC does not match (the file was changed or belongs elsewhere).
+        """
+        crypto.mac_verify(config_key, _config_message(self.store_id, self.raw), self.settings_mac)
+
+
+def _config_message(store_id: bytes, config: dict[str, Any]) -> bytes:
+    body = json.dumps(
+        {k: config[k] for k in ("format", "version", "store_id", "settings")}, sort_keys=True, separators=(",", ":")
+    )
+    return _CONFIG_MAC + store_id + body.encode()
+
+
+def read_config(root: Path) -> StoreConfig:
+    """Read ``memvault.json`` of the store directory ``root``, checked for shape and a readable
+    version (the MAC is checked by :meth:`StoreConfig.verify`).
+
+    Raises:
+        StoreNotFoundError: there is no store at ``root``.
+        IntegrityError: the file is damaged or of a format version this release cannot read.
+    """
+    try:
+        config = json.loads(read_bounded(root / STORE_FILE, MAX_CONFIG_BYTES))
+    except (FileNotFoundError, NotADirectoryError):
+        raise StoreNotFoundError("No memory store exists at this location.") from None
+    except (OSError, ValueError, RecursionError):  # RecursionError: JSON nested too deep
+        raise IntegrityError("The store's configuration file is damaged.") from None
+    try:
+        if set(config) != {"format", "version", "store_id", "settings", "settings_mac"}:
+            raise ValueError
+        version = config["version"]
+        if config["format"] != _STORE_FORMAT or type(version) is not int or version not in READABLE_VERSIONS:
+            raise IntegrityError("Unsupported memory store format.")
+        store_id = bytes.fromhex(config["store_id"])
+        if len(store_id) != 16:
+            raise ValueError
+        settings = StoreSettings(**config["settings"])
+        settings_mac = crypto.b64decode(config["settings_mac"])
+    except MemvaultError:
+        raise
+    except Exception:
+        raise IntegrityError("The store's configuration file is damaged.") from None
+    return StoreConfig(version, store_id, settings, settings_mac, config)
+
+
+def write_config(
+    root: Path, store_id: bytes, settings: StoreSettings, version: int, config_key: bytes, *, durable: bool
+) -> None:
+    """Write ``memvault.json`` for format ``version`` and ``settings``, atomically.
+
+    Raises:
+        OSError: the file could not be written (the old one stays).
+    """
+    config: dict[str, Any] = {
+        "format": _STORE_FORMAT,
+        "version": version,
+        "store_id": store_id.hex(),
+        "settings": settings.model_dump(),
+    }
+    config["settings_mac"] = crypto.b64encode(crypto.mac(config_key, _config_message(store_id, config)))
+    data = json.dumps(config, indent=2, sort_keys=True).encode() + b"\n"
+    atomic_write(root / STORE_FILE, data, durable=durable)

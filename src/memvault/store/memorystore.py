@@ -1,0 +1,669 @@
+"""The encrypted, git-versioned memory store: open/create, the head state, transactions.
+
+Every successful :meth:`MemoryStore.transact` is exactly one commit; a failed one leaves the
+branch, the keyring and the cached state as they were. Writers are serialised by a ``flock`` on
+``<store>/lock`` and re-read the branch under it, so no update is lost; readers never wait. The
+write order and crash recovery are in docs/format.md §7, the freshness checks in §8.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TypeVar
+
+from .. import crypto
+from ..errors import (
+    ConflictError,
+    IntegrityError,
+    MemvaultError,
+    PathExistsError,
+    RollbackDetectedError,
+    StorageError,
+    StoreExistsError,
+)
+from ..format import records
+from ..format.records import CommitMeta, Node
+from ..fsutil import (
+    DEFAULT_LOCK_TIMEOUT,
+    DIR_MODE,
+    StoreLock,
+    make_private_dir,
+    restrict_modes,
+    wipe_leftovers,
+)
+from ..git.repo import GitStore
+from ..keys.keyring import Keyring, freshness_problem
+from ..keys.slots import Subkeys, Unlock, load_slots, new_slot, read_key_file, unlock_master_keys, write_slot
+from ..settings import KdfParams, StoreSettings
+from .atimes import FILE_NAME as ATIMES_FILE
+from .atimes import AccessTimes
+from .commit import CommitWriter
+from .config import FORMAT_VERSION, STORE_FILE, read_config, write_config
+from .state import PLAINTEXT_CACHE_BYTES, OpenedCommit, StateReader, StoreState
+from .transaction import Committed, Transaction
+
+__all__ = ["MemoryStore"]
+
+#: :meth:`MemoryStore.close` merges packs (and packs loose objects of older stores) once this store
+#: object has written this many objects (about 100 commits), packing for at most
+#: ``CLOSE_PACK_SECONDS``.
+PACK_AFTER_OBJECTS = 1000
+CLOSE_PACK_SECONDS = 3.0
+#: ... and merges packs holding at most this many bytes together (``memvault gc`` merges any).
+CLOSE_MERGE_BYTES = 64 * 1024 * 1024
+T = TypeVar("T")
+_PRIVATE = object()
+
+
+def _now() -> float:
+    return time.time()
+
+
+class MemoryStore:
+    """An encrypted memory store in a directory. Thread-safe; many processes may share one.
+
+    Use :meth:`create` or :meth:`open`; both take exactly one of ``passphrase`` or
+    ``key_file`` (a file holding a raw 32-byte key).
+    """
+
+    def __init__(
+        self,
+        root: Path,
+        store_id: bytes,
+        settings: StoreSettings,
+        master_keys: dict[int, bytes],
+        git: GitStore,
+        *,
+        _token: object,
+    ) -> None:
+        if _token is not _PRIVATE:
+            raise TypeError("use MemoryStore.create() or MemoryStore.open()")
+        self.root = root
+        self.store_id = store_id
+        self.settings = settings
+        self.git = git
+        #: The store's format version (``memvault.json``); it picks the node record encoding.
+        self.format_version = FORMAT_VERSION
+        self._epoch = max(master_keys)
+        self._master_keys = dict(master_keys)
+        #: Id of the key slot that unlocked this store object.
+        self.unlocked_slot = b""
+        self._subkeys = {e: Subkeys(k, store_id, e) for e, k in master_keys.items()}
+        #: Index, metadata, chain, name, keyring and config keys come from the first epoch for
+        #: the store's whole life (tokens and history stay verifiable); a rotation changes the
+        #: key that wraps data keys (``_epoch``, the newest).
+        self._keys = self._subkeys[min(master_keys)]
+        self._token_mac = crypto.mac_function(self._keys.name)
+        self._durable = settings.durability == "full"
+        self.keyring = Keyring(
+            root / "keyring",
+            store_id,
+            {e: s.wrap for e, s in self._subkeys.items()},
+            self._keys.keyring,
+            tombstone_key=self._keys.meta,
+        )
+        self._lock = StoreLock(root / "lock")
+        #: Last-read times of files (for expiry), merged into ``access`` now and then.
+        self.access_times = AccessTimes(root / ATIMES_FILE, self._keys.access, store_id)
+        self._swept = False
+        #: Objects written by this store object since it last packed (see :meth:`close`).
+        self._objects_written = 0
+        self._state_lock = threading.RLock()
+        self._state: StoreState | None = None
+        #: The branch value that maps to ``_state`` (differs while a recorded commit is unpublished).
+        self._served_ref: bytes | None = None
+        self._reader = StateReader(git, self.keyring, self._keys, store_id, self._token_mac)
+        self._writer_of_commits = CommitWriter(
+            self._reader, self.keyring, self._keys, store_id, durable=self._durable, on_objects=self._wrote_objects
+        )
+
+    def _wrote_objects(self, n: int) -> None:
+        self._objects_written += n
+
+    # -- construction ---------------------------------------------------------------------------
+
+    @staticmethod
+    def _unlock(passphrase: str | None, key_file: str | os.PathLike[str] | None) -> Unlock:
+        if key_file is not None:
+            if passphrase is not None:
+                return Unlock(passphrase=passphrase, raw_key=b"")  # raises: exactly one
+            return Unlock(raw_key=read_key_file(key_file))
+        return Unlock(passphrase=passphrase)
+
+    @classmethod
+    def create(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        passphrase: str | None = None,
+        key_file: str | os.PathLike[str] | None = None,
+        settings: StoreSettings | None = None,
+        kdf: KdfParams | None = None,
+        lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
+        plaintext_cache_bytes: int = PLAINTEXT_CACHE_BYTES,
+    ) -> MemoryStore:
+        """Create a new store in directory ``path`` (created if missing; must be empty).
+
+        ``lock_timeout``, ``plaintext_cache_bytes``: see :meth:`open`.
+        """
+        unlock = cls._unlock(passphrase, key_file)
+        try:
+            store = cls._create(Path(path), unlock, settings, kdf)
+        except OSError as err:
+            raise StorageError.from_os_error(err, what="The memory store") from None
+        store.lock_timeout = lock_timeout
+        store.plaintext_cache_bytes = plaintext_cache_bytes
+        return store
+
+    @classmethod
+    def _create(cls, root: Path, unlock: Unlock, settings: StoreSettings | None, kdf: KdfParams | None) -> MemoryStore:
+        settings = settings or StoreSettings()
+        if root.is_symlink():
+            raise StoreExistsError("Refusing to create a memory store at a symbolic link.")
+        if root.exists():
+            if not root.is_dir():
+                raise StoreExistsError("The store location exists and is not a directory.")
+            if (root / STORE_FILE).exists():
+                raise StoreExistsError("A memory store already exists at this location.")
+            if any(root.iterdir()):
+                raise StoreExistsError("The store directory is not empty.")
+            os.chmod(root, DIR_MODE)
+        else:
+            root.parent.mkdir(parents=True, exist_ok=True)
+            make_private_dir(root)
+        durable = settings.durability == "full"
+        store_id = crypto.random_bytes(16)
+        master_keys = {1: crypto.new_key()}
+        make_private_dir(root / "keys")
+        first_slot = new_slot(store_id, unlock, master_keys, kdf)
+        write_slot(root / "keys", first_slot, durable=durable)
+        Keyring.create(root / "keyring", store_id, durable=durable)
+        git = GitStore.init(root / "repo", durable=durable)
+        store = cls(root, store_id, settings, master_keys, git, _token=_PRIVATE)
+        store.unlocked_slot = first_slot.slot_id
+        store._state = store._writer_of_commits.write_initial(store.format_version, _now())
+        # dulwich honours the umask; memory stores hold regulated data (and umask 0 is common in
+        # containers): nothing in the store may be readable by group or others.
+        restrict_modes(root / "repo")
+        # The marker file goes last: a crash before it leaves no half-made store that opens.
+        write_config(root, store_id, settings, FORMAT_VERSION, store._keys.config, durable=durable)
+        return store
+
+    @classmethod
+    def open(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        passphrase: str | None = None,
+        key_file: str | os.PathLike[str] | None = None,
+        check_head: bool = True,
+        lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
+        plaintext_cache_bytes: int = PLAINTEXT_CACHE_BYTES,
+    ) -> MemoryStore:
+        """Open an existing store; a wrong key raises :class:`~memvault.errors.WrongKeyError`.
+
+        ``check_head=False`` only unlocks the keys and skips loading (and checking) the head, for
+        tools that must inspect a damaged store, such as ``verify``; every later state access
+        still checks.
+
+        ``lock_timeout``: how many seconds a write (a mutating command, a key or redaction change)
+        waits for the store's writer lock while another thread or process holds it, before it
+        fails with :class:`~memvault.errors.LockedError` (whose message says how long it waited).
+        Readers never wait. Also settable later as :attr:`lock_timeout`.
+
+        ``plaintext_cache_bytes``: how many bytes of decrypted file contents this store object
+        keeps in memory for repeated views (least recently used first out; default 8 MiB; 0 keeps
+        none, so every view decrypts again). Also settable later as :attr:`plaintext_cache_bytes`.
+        """
+        unlock = cls._unlock(passphrase, key_file)
+        root = Path(path)
+        config = read_config(root)
+        slot, master_keys = unlock_master_keys(config.store_id, load_slots(root / "keys"), unlock)
+        config.verify(Subkeys(master_keys[min(master_keys)], config.store_id, min(master_keys)).config)
+        git = GitStore(root / "repo", durable=config.settings.durability == "full")
+        store = cls(root, config.store_id, config.settings, master_keys, git, _token=_PRIVATE)
+        store.format_version = config.version
+        store.unlocked_slot = slot.slot_id
+        store.lock_timeout = lock_timeout
+        store.plaintext_cache_bytes = plaintext_cache_bytes
+        if check_head:
+            with store._state_lock:
+                store._sync(writer=False)
+        return store
+
+    @property
+    def plaintext_cache_bytes(self) -> int:
+        """Budget of decrypted file contents kept in memory (bytes; 0: none). Lowering it drops
+        the least recently used contents at once; a content over an eighth of it is never kept."""
+        return self._reader.plaintext_budget
+
+    @plaintext_cache_bytes.setter
+    def plaintext_cache_bytes(self, size: int) -> None:
+        if type(size) is not int or size < 0:
+            raise ValueError("plaintext_cache_bytes must be an integer number of bytes >= 0")
+        with self._state_lock:
+            self._reader.plaintext_budget = size
+
+    @property
+    def lock_timeout(self) -> float:
+        """Seconds a write waits for the writer lock before :class:`~memvault.errors.LockedError`."""
+        return self._lock.timeout
+
+    @lock_timeout.setter
+    def lock_timeout(self, seconds: float) -> None:
+        if not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or not seconds >= 0:
+            raise ValueError("lock_timeout must be a number of seconds >= 0")
+        self._lock.timeout = float(seconds)
+
+    @contextmanager
+    def _writer(self) -> Iterator[None]:
+        """Hold the writer lock; finish leftovers of interrupted writers once per store object;
+        turn a filesystem error of the body into :class:`~memvault.errors.StorageError`."""
+        with self._lock.hold():
+            try:
+                if not self._swept:
+                    self._sweep_leftovers()
+                    self._swept = True
+                yield
+            except OSError as err:
+                raise StorageError.from_os_error(err) from None
+
+    def _sweep_leftovers(self) -> None:
+        """Wipe temporary files of atomic writes, key-slot removals and keyring rewrites that a
+        crashed or failed writer left behind (they may hold wrapped key material). Caller holds
+        the writer lock. Unfinished packs are removed too (:meth:`GitStore.sweep_pack_leftovers`:
+        memvault's ``objects/pack/tmp_*`` files, and a ``.pack`` without its ``.idx`` once it is 10
+        minutes old). Torn loose objects (``objects/xx/*.lock``, from writers before
+        commits were packs) are never read and are left: finding them would cost a scan of every
+        object directory."""
+        wipe_leftovers(self.root / "keys", (".json.tmp-",))
+        wipe_leftovers(self.root, (f"{STORE_FILE}.tmp-", ".keyring.rewrite-"))
+        self.git.sweep_pack_leftovers()
+
+    def upgrade_format(self, *, actor: str = "memvault", session: str = "") -> tuple[int, int]:
+        """Move the store to format version :data:`~memvault.store.config.FORMAT_VERSION`
+        (``memvault.json`` first, then one ``upgrade`` commit refiling the head in tree layout 2);
+        idempotent. Processes that have the store open keep writing the encodings of the version
+        they opened until they open it again (docs/format.md §1.1).
+
+        Returns:
+            ``(old version, new version)``.
+
+        Raises:
+            IntegrityError: ``memvault.json`` is damaged, belongs to another store, or names a
+                version this release does not know.
+        """
+        with self._writer(), self._state_lock:
+            config = read_config(self.root)
+            if config.store_id != self.store_id:
+                raise IntegrityError("The store's configuration file is damaged.")
+            config.verify(self._keys.config)
+            old = config.version
+            if old < FORMAT_VERSION:
+                write_config(self.root, self.store_id, self.settings, FORMAT_VERSION, self._keys.config, durable=True)
+            self.format_version = FORMAT_VERSION
+            state = self._sync(writer=True)
+            if self._reader.tree_layout(state.tree_id, self.format_version) == 1:
+                meta = CommitMeta(seq=state.seq + 1, time=_now(), actor=actor, session=session, command="upgrade",
+                                  paths=(), findings={})  # fmt: skip
+                self._commit(state, Transaction(self, state), meta, relayout=True)
+        return old, FORMAT_VERSION
+
+    def close(self) -> None:
+        """Merge recorded reads into the access-time file (waiting at most 5 s for the writer
+        lock; they are advisory and dropped if it stays busy), run :meth:`maintain` if this store
+        object wrote many objects (merging packs of up to :data:`CLOSE_MERGE_BYTES` together,
+        packing loose objects for at most :data:`CLOSE_PACK_SECONDS`), and release the repository
+        handle. The store object must not be used afterwards."""
+        try:
+            self.flush_access_times(wait=min(self.lock_timeout, 5.0), prune=True)
+            if self._objects_written >= PACK_AFTER_OBJECTS:
+                try:
+                    self.maintain(seconds=CLOSE_PACK_SECONDS, wait=0.0, keep_dirs=True, merge_bytes=CLOSE_MERGE_BYTES)
+                except MemvaultError:
+                    pass  # everything stays readable; the next close or `memvault gc` does it
+        finally:
+            self.git.close()
+
+    def maintain(
+        self,
+        *,
+        seconds: float | None = None,
+        wait: float | None = None,
+        keep_dirs: bool = False,
+        merge_bytes: int | None = None,
+    ) -> tuple[int, int]:
+        """Pack loose objects (in batches of :data:`~memvault.gitstore.PACK_BATCH`; stores
+        written before commits were packs hold them) and merge the smallest packs where they break
+        the geometric progression (:meth:`GitStore.consolidate_packs`, only packs holding at most
+        ``merge_bytes`` together if given); return ``(objects packed, packs merged)``. Runs under
+        the writer lock (waiting at most ``wait`` seconds, default :attr:`lock_timeout`); packing
+        stops after about ``seconds`` (default: when done). Emptied fan-out directories are removed
+        unless ``keep_dirs``, and so is what a crashed pack writer left
+        (:meth:`GitStore.sweep_pack_leftovers`). Never part of a memory-tool command:
+        :meth:`close` and ``memvault gc`` call it. Every object stays readable throughout, and a
+        crash at any point loses nothing."""
+        deadline = None if seconds is None else time.monotonic() + seconds
+        with self._lock.hold(timeout=wait):
+            try:
+                self.git.sweep_pack_leftovers()
+                packed = self.git.pack_loose(deadline=deadline, keep_dirs=keep_dirs)
+                merged = self.git.consolidate_packs(max_bytes=merge_bytes)
+            except OSError as err:
+                raise StorageError.from_os_error(err) from None
+        self._objects_written = 0
+        return packed, merged
+
+    def note_read(self, node: Node) -> None:
+        """Record that ``node`` was read by the memory tool (for ``expire``): in memory; merged
+        into the access-time file at close, and while the session runs at most every
+        :data:`~memvault.access.FLUSH_SECONDS` (by a commit, or here if the lock is free)."""
+        self.access_times.touch(node.token)
+        if self.access_times.due():
+            self.flush_access_times(wait=0.0)
+
+    def flush_access_times(self, *, wait: float | None = None, prune: bool = False) -> bool:
+        """Merge recorded reads into the access-time file under the writer lock, waiting at most
+        ``wait`` seconds for it (default: :attr:`lock_timeout`); ``prune`` drops files no longer
+        in the store, judged on the head (read again under the lock: the files another store
+        object or process created since this one last looked are kept). False if the lock
+        stayed busy or the file could not be written (the reads stay pending)."""
+        if not self.access_times.dirty:
+            return True
+        try:
+            with self._lock.hold(timeout=wait):
+                live = None
+                if prune:
+                    try:
+                        with self._state_lock:
+                            live = {n.token for n in self._sync(writer=False).nodes.values()}
+                    except MemvaultError:
+                        live = None  # the head cannot be read now: keep every read time
+                self.access_times.flush(live, durable=self._durable)
+        except (MemvaultError, OSError):
+            return False
+        return True
+
+    def __enter__(self) -> MemoryStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"MemoryStore(store_id={self.store_id.hex()!r})"
+
+    # -- identity and content -------------------------------------------------------------------
+
+    def token(self, path: str) -> bytes:
+        """Opaque identity of a path: HMAC(K_name, path)."""
+        return self._token_mac(path.encode("utf-8"))
+
+    def read_node(self, node: Node) -> bytes:
+        """Decrypted content of a file node, authenticated against its node record."""
+        with self._state_lock:  # the LRU is shared by every thread using this store object
+            return self._reader.read_node(node)
+
+    # -- state ------------------------------------------------------------------------------------
+
+    def snapshot(self) -> Transaction:
+        """An isolated read-only view of the current head: later commits do not change it.
+
+        Costs a copy of the path index (O(files)); the memory tool uses :meth:`reading`.
+        """
+        with self._state_lock:
+            return Transaction(self, self.state_at(self._sync(writer=False).commit_id))
+
+    @contextmanager
+    def reading(self) -> Iterator[Transaction]:
+        """A view of the current head, valid inside the ``with`` block (no copy).
+
+        Holds the state lock, so a commit of this process cannot change the state mid-read.
+        """
+        with self._state_lock:
+            yield Transaction(self, self._sync(writer=False))
+
+    @property
+    def head(self) -> tuple[bytes, int]:
+        """``(commit_id, seq)`` of the state this store object last saw."""
+        with self._state_lock:
+            state = self._sync(writer=False)
+            return state.commit_id, state.seq
+
+    def _sync(self, *, writer: bool) -> StoreState:
+        """Bring the cached state to the branch head, checking authenticity and freshness.
+
+        A commit recorded in the keyring on top of the branch (its writer died before moving the
+        branch, or someone moved the branch back by one) is authentic and durable, so it *is*
+        the head: readers serve it, writers also publish it. Only if its objects are gone is the
+        branch's own commit served, and only in ``durability="none"`` (where a power loss may
+        drop unsynced objects); with ``full`` durability that is a rollback.
+        """
+        attempts = 8
+        for attempt in range(attempts):
+            ref = self.git.head()
+            state = self._state
+            if state is not None and ref in (state.commit_id, self._served_ref) and not writer:
+                return state
+            self.keyring.refresh()
+            hw = self.keyring.high_water
+            if ref is None or hw is None:
+                raise IntegrityError("The store's history is missing.")
+            head = ref
+            if ref != hw.commit_id and ref == hw.parent_id:
+                if self.git.contains(hw.commit_id):
+                    self._reader.open_commit(hw.commit_id)  # authenticate before serving or publishing
+                    head = hw.commit_id
+                    if writer and self.git.compare_and_swap(ref, head):
+                        ref = head
+                elif self._durable:
+                    raise RollbackDetectedError(
+                        f"Rollback detected: the store recorded commit #{hw.seq}, but it is missing and the "
+                        "branch points at its parent."
+                    )
+            if state is not None and head == state.commit_id:
+                self._served_ref = ref
+                return state
+            try:
+                opened = self._reader.open_commit(head)
+                seq, tree_id = opened.seq, opened.tree_id
+            except IntegrityError:
+                # The branch moves in place (one pwrite), so a reader without the lock can read
+                # a value half old, half new: no such commit. A branch that moved meanwhile is
+                # read again; one that stays put is the error.
+                if not writer and attempt < attempts - 1 and self.git.head() != ref:
+                    continue
+                raise
+            problem = freshness_problem(head, seq, hw)
+            if problem is not None:
+                # A reader without the lock may see the keyring of commits published after it
+                # read the branch; only a branch that stays put is a real rollback.
+                if not writer and attempt < attempts - 1 and self.git.head() != ref:
+                    continue
+                raise problem
+            self._state = None  # an incremental load consumes the old state
+            loaded = self._reader.load_state(head, seq, tree_id, state)
+            if any(n.redacted for n in loaded.nodes.values()):
+                # Redaction removes a version from the head before destroying its key.
+                self._state = None
+                raise IntegrityError("The current state refers to a destroyed data key.")
+            self._state = loaded
+            self._served_ref = ref
+            return self._state
+        raise AssertionError("unreachable")
+
+    def opened_commit(self, commit_id: bytes) -> OpenedCommit:
+        """An authentic commit: its metadata, tree and parent (each commit is opened once).
+
+        Raises:
+            IntegrityError: the commit is missing or not authentic.
+        """
+        with self._state_lock:
+            return self._reader.open_commit(commit_id)
+
+    def commit_meta(self, commit_id: bytes) -> CommitMeta:
+        """The decrypted metadata of an authentic commit."""
+        return self.opened_commit(commit_id).meta
+
+    def destroy_keys(self, dek_ids: set[bytes], info: dict[str, object]) -> int:
+        """Destroy data keys (crypto-shredding, see :mod:`memvault.redact`); return how many.
+
+        Refuses (ConflictError) if the head still uses one of them: remove those files first.
+        """
+        with self._writer(), self._state_lock:
+            state = self._sync(writer=True)
+            live = [n.path for n in state.nodes.values() if n.dek_id in dek_ids]
+            if live:
+                raise ConflictError(f"Error: {len(live)} version(s) to redact are still in the current state.")
+            try:
+                count = self.keyring.destroy(dek_ids, info, durable=True)
+            except OSError as err:
+                raise StorageError.from_os_error(err, what="The keyring") from None
+            self.forget_cached_plaintext()
+            return count
+
+    def adopt_master_key(self, epoch: int, key: bytes) -> None:
+        """Start wrapping new data keys under a new epoch's master key (see keymgmt.rotate)."""
+        with self._state_lock:
+            self._master_keys[epoch] = key
+            self._subkeys[epoch] = Subkeys(key, self.store_id, epoch)
+            self._epoch = max(self._master_keys)
+            self.keyring.add_wrap_key(epoch, self._subkeys[epoch].wrap)
+
+    def master_keys(self) -> dict[int, bytes]:
+        """The master key of every epoch (for wrapping into a new key slot). Handle with care."""
+        return dict(self._master_keys)
+
+    @contextmanager
+    def writing(self) -> Iterator[None]:
+        """Hold the store's writer lock (for operator changes outside commits, e.g. key slots).
+
+        A filesystem error inside the block becomes :class:`~memvault.errors.StorageError`.
+        """
+        with self._writer():
+            yield
+
+    def forget_cached_plaintext(self) -> None:
+        """Drop every decrypted content and node kept in memory (after a redaction)."""
+        with self._state_lock:
+            self._reader.forget_plaintext()
+
+    # -- history access (authenticated; used by memvault.history) -------------------------------
+
+    # -- history access (authenticated; used by memvault.history) -------------------------------
+
+    def commit(self, commit_id: bytes) -> tuple[CommitMeta, bytes, bytes | None]:
+        """``(metadata, tree_id, parent_id)`` of an authentic commit."""
+        opened = self.opened_commit(commit_id)
+        return opened.meta, opened.tree_id, opened.parent_id
+
+    def index_blobs(self, tree_id: bytes) -> dict[bytes, bytes]:
+        """``shard -> index blob id`` of a commit's tree."""
+        with self._state_lock:
+            return self._reader.shard_blobs(tree_id)
+
+    def shard_nodes(self, shard: bytes, blob_id: bytes) -> dict[bytes, Node]:
+        """The decrypted nodes of one index shard blob (``token -> node``); cached by blob id."""
+        with self._state_lock:
+            return self._reader.shard_nodes(shard, blob_id)
+
+    def shard_entries(self, shard: bytes, blob: bytes) -> list[tuple[bytes, bytes, bytes]]:
+        """``(token, dek_id, sealed node record)`` of each entry of an index shard blob, the
+        records left sealed (for ``verify``, which opens them one by one).
+
+        Raises:
+            IntegrityError: the shard does not authenticate.
+        """
+        return records.decode_shard(self._keys.index, self.store_id, shard, blob)
+
+    def state_at(self, commit_id: bytes) -> StoreState:
+        """The full decrypted state of an authentic commit (does not touch the head cache)."""
+        with self._state_lock:
+            head = self._sync(writer=False)
+            if commit_id == head.commit_id:
+                frozen = StoreState(head.commit_id, head.seq, head.tree_id)
+                frozen.nodes = dict(head.nodes)
+                frozen.children = {k: dict(v) for k, v in head.children.items()}
+                frozen.file_count, frozen.total_bytes = head.file_count, head.total_bytes
+                return frozen
+            opened = self._reader.open_commit(commit_id)
+            return self._reader.load_state(commit_id, opened.seq, opened.tree_id, None)
+
+    # -- writing ----------------------------------------------------------------------------------
+
+    def transact(
+        self,
+        fn: Callable[[Transaction], T],
+        *,
+        command: str,
+        paths: tuple[str, ...],
+        actor: str,
+        session: str,
+        findings: dict[str, int] | None = None,
+    ) -> Committed[T]:
+        """Run ``fn`` on a fresh view of the head and commit what it changed, as one commit.
+
+        The writer lock is held throughout, so ``fn`` always sees the latest head (no lost
+        updates).
+
+        Args:
+            fn: builds the change on the :class:`Transaction` it is given; its return value is
+                handed back.
+            command, paths, actor, session, findings: recorded in the commit's (encrypted)
+                metadata.
+
+        Returns:
+            :class:`Committed`: ``fn``'s value, the new commit's id and sequence number.
+
+        Raises:
+            Whatever ``fn`` raises (nothing is written); StorageError, ConflictError, LockedError
+            from the commit (the store is left at the old commit unless the error says the
+            outcome is unknown).
+        """
+        with self._writer(), self._state_lock:
+            state = self._sync(writer=True)
+            txn = Transaction(self, state)
+            result = fn(txn)
+            meta = CommitMeta(
+                seq=state.seq + 1, time=_now(), actor=actor, session=session, command=command,
+                paths=paths, findings=dict(findings or {}),
+            )  # fmt: skip
+            commit_id = self._commit(state, txn, meta)
+            if self.access_times.due():
+                try:
+                    self.access_times.flush(durable=self._durable)
+                except (MemvaultError, OSError):
+                    pass  # advisory; the reads stay pending for the next try
+            return Committed(result, commit_id, meta.seq)
+
+    def _commit(self, state: StoreState, txn: Transaction, meta: CommitMeta, *, relayout: bool = False) -> bytes:
+        commit_id, folded = self._writer_of_commits.write(
+            state, txn, meta, epoch=self._epoch, version=self.format_version, relayout=relayout
+        )
+        if not folded:
+            self._state = None  # the commit stands: rebuild the cached state lazily
+        return commit_id
+
+    # -- library conveniences -----------------------------------------------------------------
+
+    def put_file(
+        self, path: str, data: bytes | str, *, actor: str = "library", session: str = "", overwrite: bool = True
+    ) -> None:
+        """Write a file through the library API (bytes are kept as binary, e.g. images)."""
+        from ..paths import parse_path
+
+        vpath = parse_path(path, self.settings)
+        binary = isinstance(data, bytes)
+        raw = data if isinstance(data, bytes) else data.encode("utf-8")
+
+        def apply(txn: Transaction) -> None:
+            if not overwrite and txn.get(vpath) is not None:
+                raise PathExistsError(f"Error: File {vpath.text} already exists")
+            txn.write_file(vpath, raw, binary=binary)
+
+        self.transact(apply, command="put", paths=(vpath.text,), actor=actor, session=session)

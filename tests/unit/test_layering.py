@@ -1,4 +1,5 @@
-"""The import rules of the package: one owner per third-party dependency, imports point one way."""
+"""The package's shape: one owner per third-party dependency, imports point one way between folders
+and within each subpackage, no module uses another's private names, no module over 700 lines."""
 
 from __future__ import annotations
 
@@ -7,99 +8,232 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import memvault
 
 SRC = Path(memvault.__file__).parent
 
-#: Which memvault module may import which third-party package.
+#: Which module may import which third-party package (``folder/module`` for subpackages).
 OWNERS = {
     "cryptography": {"crypto"},
-    "dulwich": {"gitstore"},
+    "dulwich": {"git/repo"},
     "anthropic": {"tool", "demo"},
-    "hyperscan": {"prefilter"},
-    "ahocorasick": {"scrub"},
+    "hyperscan": {"scrub/prefilter"},
+    "ahocorasick": {"scrub/detectors"},
+    "pydantic": {"settings"},
 }
 
-#: Tier of each module; a module may import only modules of a strictly lower tier.
+#: Tier of each top-level module or subpackage: a unit may import only units of a lower tier.
 TIERS = {
     "errors": 0,
     "settings": 1,
-    "prefilter": 1,
     "paths": 2,
-    "scrub": 2,
-    "crypto": 2,
     "fsutil": 2,
-    "packread": 2,
-    "keys": 3,
-    "keyring": 3,
-    "access": 3,
-    "records": 3,
-    "gitstore": 3,
-    "store": 4,
-    "protocol": 5,
-    "history": 5,
-    "tool": 6,
-    "undo": 6,
-    "transfer": 6,
-    "verify": 6,
-    "redact": 6,
-    "expiry": 6,
-    "keymgmt": 6,
-    "demo": 7,
-    "cli": 8,
-    "__init__": 9,
+    "crypto": 2,
+    "scrub": 3,
+    "git": 3,
+    "format": 4,  # format.layout names git's tree modes
+    "keys": 4,
+    "store": 5,
+    "history": 6,
+    "protocol": 6,
+    "undo": 7,
+    "writes": 7,
+    "shred": 7,
+    "expiry": 7,
+    "keymgmt": 7,
+    "verify": 7,
+    "transfer": 7,
+    "tool": 7,
+    "demo": 8,
+    "cli": 9,
+    "__init__": 10,
 }
+
+#: Inside a subpackage, a module may import only the modules listed before it (its ``__init__``
+#: may import any of them). The cli package's commands share ``_common`` and ``__init__``.
+ORDER = {
+    "format": ["records", "layout"],
+    "git": ["objects", "pack", "packread", "packdir", "refs", "repo"],
+    "keys": ["slots", "keyring"],
+    "store": ["config", "atimes", "state", "transaction", "commit", "memorystore"],
+    "scrub": ["prefilter", "validators", "detectors", "rules", "engine", "guard"],
+}
+
+#: Private names of third-party objects memvault uses knowingly (dulwich's object store).
+THIRD_PARTY_PRIVATE = {"_iter_loose_objects", "_update_pack_cache"}
+
+MAX_LINES = 700
 
 
 def _modules() -> dict[str, Path]:
-    """Tier name -> file: top-level modules by stem, every file of the cli package as "cli"."""
-    out = {p.stem: p for p in SRC.glob("*.py")}
-    out.update({f"cli/{p.stem}": p for p in (SRC / "cli").glob("*.py")})
+    """``name -> file``: top-level modules by stem, subpackage modules as ``folder/stem``."""
+    out: dict[str, Path] = {}
+    for path in SRC.rglob("*.py"):
+        rel = path.relative_to(SRC)
+        out["/".join(rel.with_suffix("").parts)] = path
     return out
 
 
-def _tier(name: str) -> int:
-    return TIERS["cli"] if name.startswith("cli/") else TIERS[name]
+def _unit(name: str) -> str:
+    return name.split("/")[0]
 
 
-def _imports(path: Path) -> set[str]:
-    tree = ast.parse(path.read_text())
-    in_cli = path.parent.name == "cli"
-    out: set[str] = set()
+def _type_checking_only(tree: ast.Module) -> set[int]:
+    """Line numbers of imports inside ``if TYPE_CHECKING:`` blocks (not run, no cycle)."""
+    lines: set[int] = set()
     for node in ast.walk(tree):
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
+            for inner in node.body:
+                lines.update(range(inner.lineno, (inner.end_lineno or inner.lineno) + 1))
+    return lines
+
+
+def _imports(name: str, path: Path, *, runtime_only: bool = False) -> list[tuple[str, list[str]]]:
+    """``(absolute module, imported names)`` of every import in ``path``."""
+    tree = ast.parse(path.read_text())
+    skip = _type_checking_only(tree) if runtime_only else set()
+    package = ["memvault", *name.split("/")[:-1]]
+    if name.endswith("__init__"):
+        package = ["memvault", *name.split("/")[:-1]]
+    out: list[tuple[str, list[str]]] = []
+    for node in ast.walk(tree):
+        if getattr(node, "lineno", None) in skip:
+            continue
         if isinstance(node, ast.Import):
-            out.update(alias.name for alias in node.names)
+            out.extend((alias.name, []) for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
-            if in_cli and node.level == 1:
-                continue  # within the cli package
-            if node.level:  # relative: from .x import y / from . import x
-                if node.module:
-                    out.add("memvault." + node.module.split(".")[0])
-                else:
-                    out.update("memvault." + alias.name for alias in node.names)
-            elif node.module:
-                out.add(node.module)
+            names = [alias.name for alias in node.names]
+            if node.level:
+                base = package[: len(package) - node.level + 1]
+                module = ".".join(base + ([node.module] if node.module else []))
+            else:
+                module = node.module or ""
+            out.append((module, names))
     return out
 
 
-def test_every_module_has_a_tier() -> None:
-    assert {n for n in _modules() if not n.startswith("cli/")} | {"cli"} == set(TIERS)
+def _targets(module: str, names: list[str]) -> list[str]:
+    """The memvault modules an import reaches, as ``unit`` or ``unit/module`` names."""
+    parts = module.split(".")
+    if parts[0] != "memvault":
+        return []
+    if len(parts) == 1:  # from memvault import x, y
+        return ["/".join([n]) for n in names]
+    if len(parts) == 2 and (SRC / parts[1]).is_dir():  # from memvault.git import repo
+        return [f"{parts[1]}/{n}" if (SRC / parts[1] / f"{n}.py").exists() else parts[1] for n in names] or [parts[1]]
+    return ["/".join(parts[1:3])]
+
+
+def test_every_unit_has_a_tier() -> None:
+    units = {_unit(n) for n in _modules()}
+    assert units == set(TIERS), units ^ set(TIERS)
+    for package, order in ORDER.items():
+        present = {n.split("/")[1] for n in _modules() if n.startswith(package + "/") and not n.endswith("__init__")}
+        assert present == set(order), (package, present ^ set(order))
 
 
 def test_third_party_owners() -> None:
-    for module, path in _modules().items():
-        for name in _imports(path):
-            top = name.split(".")[0]
+    for name, path in _modules().items():
+        for module, _names in _imports(name, path):
+            top = module.split(".")[0]
             if top in OWNERS:
-                assert module in OWNERS[top], f"{module} imports {top}"
+                assert name in OWNERS[top], f"{name} imports {top}"
 
 
-def test_imports_point_down() -> None:
-    for module, path in _modules().items():
-        for name in _imports(path):
-            if name.startswith("memvault."):
-                target = name.split(".")[1]
-                assert _tier(target) < _tier(module), f"{module} imports {target}"
+def test_imports_point_down_between_units() -> None:
+    for name, path in _modules().items():
+        unit = _unit(name)
+        for module, names in _imports(name, path, runtime_only=True):
+            for target in _targets(module, names):
+                tunit = _unit(target)
+                if tunit == unit:
+                    continue
+                assert TIERS[tunit] < TIERS[unit], f"{name} imports {target}"
+
+
+def test_imports_point_one_way_inside_subpackages() -> None:
+    for name, path in _modules().items():
+        unit, _, leaf = name.partition("/")
+        if unit not in ORDER or leaf == "__init__":
+            continue
+        order = ORDER[unit]
+        for module, names in _imports(name, path, runtime_only=True):
+            for target in _targets(module, names):
+                tunit, _, tleaf = target.partition("/")
+                if tunit != unit or not tleaf or tleaf == "__init__":
+                    continue
+                assert order.index(tleaf) < order.index(leaf), f"{name} imports {target}"
+
+
+def test_no_module_imports_a_private_name() -> None:
+    for name, path in _modules().items():
+        for module, names in _imports(name, path):
+            if not module.startswith("memvault"):
+                continue
+            private = [n for n in names if n.startswith("_") and not n.startswith("__")]
+            assert not private, f"{name} imports {private} from {module}"
+
+
+def _class_names(cls: ast.ClassDef) -> set[str]:
+    """Names a class defines: its methods, class attributes and ``self.x`` assignments."""
+    out: set[str] = set()
+    for node in ast.walk(cls):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            out.add(node.name)
+        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+            out.add(node.attr)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                if isinstance(target, ast.Name):
+                    out.add(target.id)
+    return out
+
+
+def _private_uses(tree: ast.Module) -> list[tuple[int, str]]:
+    """``obj._name`` uses of a private attribute the enclosing class does not define itself."""
+    found: list[tuple[int, str]] = []
+
+    def visit(node: ast.AST, own: set[str]) -> None:
+        if isinstance(node, ast.ClassDef):
+            own = own | _class_names(node)
+        if isinstance(node, ast.Attribute):
+            attr = node.attr
+            if attr.startswith("_") and not attr.startswith("__") and attr not in own:
+                if attr not in THIRD_PARTY_PRIVATE:
+                    found.append((node.lineno, attr))
+        for child in ast.iter_child_nodes(node):
+            visit(child, own)
+
+    visit(tree, set())
+    return found
+
+
+def test_no_module_uses_another_modules_private_attributes() -> None:
+    for name, path in _modules().items():
+        uses = _private_uses(ast.parse(path.read_text()))
+        assert not uses, f"{name} uses private attributes it does not own: {uses}"
+
+
+def test_private_use_check_finds_a_sideways_use() -> None:
+    tree = ast.parse("from memvault import store\n\ndef f(s):\n    return s._keys.index\n")
+    assert _private_uses(tree) == [(4, "_keys")]
+    own = ast.parse("class A:\n    def __init__(self):\n        self._k = 1\n    def g(self, o):\n        return o._k\n")
+    assert _private_uses(own) == []
+
+
+@pytest.mark.parametrize("name", sorted(_modules()))
+def test_module_size(name: str) -> None:
+    lines = _modules()[name].read_text().count("\n")
+    assert lines <= MAX_LINES, f"{name} has {lines} lines"
+
+
+def test_each_subpackage_says_what_it_owns() -> None:
+    for init in SRC.glob("*/__init__.py"):
+        doc = ast.get_docstring(ast.parse(init.read_text()))
+        assert doc, init.parent.name
+        assert 1 <= len(doc.strip().splitlines()) <= 2, init.parent.name
 
 
 def test_store_and_cli_do_not_import_anthropic() -> None:
@@ -112,9 +246,9 @@ def test_store_and_cli_do_not_import_anthropic() -> None:
 
 
 def test_no_git_binary_or_print_in_library() -> None:
-    for module, path in _modules().items():
-        if module.startswith("cli/"):
+    for name, path in _modules().items():
+        if name.startswith("cli/"):
             continue
         text = path.read_text()
-        assert "print(" not in text, path.stem
-        assert "subprocess" not in text, path.stem
+        assert "print(" not in text, name
+        assert "subprocess" not in text, name

@@ -1,4 +1,3 @@
-"""The git layer: the only importer of ``dulwich``, and it sees ciphertext only.
-
-Object formats (``objects``, ``pack``), the pack reader and directory, the branch, the repository.
+"""The git layer, the only importer of ``dulwich``; it sees ciphertext only: object and pack
+formats, the pack reader and directory, the branch, the repository.
 """

@@ -19,9 +19,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memvault import prefilter, scrub
-from memvault.prefilter import Pattern, PatternSet
-from memvault.scrub import Finding, Scrubber
+from memvault.scrub import Finding, Scrubber, prefilter
+from memvault.scrub import engine as scrub
+from memvault.scrub.prefilter import Pattern, PatternSet
 from memvault.settings import ScrubSettings
 
 CORPORA = Path(__file__).resolve().parent.parent / "scrub"

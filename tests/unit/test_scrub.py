@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from memvault import scrub
 from memvault.scrub import CREDENTIAL_KINDS, KINDS, PII_KINDS, Finding, Scrubber, github_checksum_valid, iban_valid
+from memvault.scrub import engine as scrub
 from memvault.settings import CustomRule, ScrubSettings, StoreSettings
 
 #: A copy of ../shared/scrub/public_examples.jsonl (40 labelled notes, fake credentials only), kept

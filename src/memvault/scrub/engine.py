@@ -69,7 +69,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from memvault.prefilter import HYPERSCAN, Pattern, PatternSet
+from memvault.scrub.prefilter import HYPERSCAN, Pattern, PatternSet
 from memvault.settings import (
     SCRUB_CREDENTIAL_KINDS,
     SCRUB_KINDS,

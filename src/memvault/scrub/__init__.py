@@ -14,17 +14,27 @@ if TYPE_CHECKING:
         Finding,
         Scrubber,
         ScrubResult,
+        mask_marker,
         redaction_marker,
     )
-    from memvault.scrub.engine import entropy_at_least as entropy_at_least
-    from memvault.scrub.engine import github_checksum_valid as github_checksum_valid
-    from memvault.scrub.engine import iban_valid as iban_valid
-    from memvault.scrub.engine import is_placeholder as is_placeholder
-    from memvault.scrub.engine import jwt_valid as jwt_valid
-    from memvault.scrub.engine import luhn_valid as luhn_valid
-    from memvault.scrub.engine import shannon_entropy as shannon_entropy
+    from memvault.scrub.validators import entropy_at_least as entropy_at_least
+    from memvault.scrub.validators import github_checksum_valid as github_checksum_valid
+    from memvault.scrub.validators import iban_valid as iban_valid
+    from memvault.scrub.validators import is_placeholder as is_placeholder
+    from memvault.scrub.validators import jwt_valid as jwt_valid
+    from memvault.scrub.validators import luhn_valid as luhn_valid
+    from memvault.scrub.validators import shannon_entropy as shannon_entropy
 
-__all__ = ["Scrubber", "Finding", "ScrubResult", "KINDS", "CREDENTIAL_KINDS", "PII_KINDS", "redaction_marker"]
+__all__ = [
+    "Scrubber",
+    "Finding",
+    "ScrubResult",
+    "KINDS",
+    "CREDENTIAL_KINDS",
+    "PII_KINDS",
+    "mask_marker",
+    "redaction_marker",
+]
 
 #: The module of each name importable from here (``__all__`` and the validators, importable from
 #: ``memvault.scrub`` before it became a package). Loaded on first use: :mod:`memvault.scrub.guard`
@@ -41,7 +51,7 @@ _HOMES: dict[str, str] = {
             "luhn_valid",
             "shannon_entropy",
         ),
-        "engine",
+        "validators",
     ),
 }
 

@@ -15,20 +15,21 @@ import base64
 import functools
 import operator
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from .errors import (
     EditError,
-    InternalError,
     InvalidInputError,
     InvalidPathError,
     LimitExceededError,
     PathExistsError,
     PathNotFoundError,
-    SensitiveDataError,
 )
 from .paths import MemoryPath, display, parse_path
+from .scrub.guard import check_path as _scrub_path
+from .scrub.guard import hook as scrub_hook
+from .scrub.guard import scrub_text as _scrub
 from .store import MemoryStore, Transaction
 
 __all__ = ["COMMANDS", "ToolResult", "run_command", "scrub_hook", "format_size", "MAX_LINES"]
@@ -294,59 +295,6 @@ def _encode(store: MemoryStore, path: MemoryPath, text: str) -> bytes:
             f"{store.settings.max_file_bytes} bytes per file"
         )
     return data
-
-
-# -- the sensitive-data scrubber on every write ----------------------------------------------------
-
-
-def _scrub(store: MemoryStore, text: str, findings: dict[str, int]) -> str:
-    """The text as it may be stored: findings redacted, or SensitiveDataError for a kind whose
-    policy is ``reject``. Fails closed: a scrubber error writes nothing. A store whose scrubber is
-    disabled stores the text as given (the scrubber is not even loaded)."""
-    if not store.settings.scrub.enabled:
-        return text
-    try:
-        result = store.scrubber.apply(text)
-    except Exception:
-        raise InternalError("The sensitive-data scrubber failed; nothing was written.") from None
-    if result.rejected:
-        kinds = ", ".join(sorted(set(result.rejected)))
-        raise SensitiveDataError(
-            f"Error: The text contains sensitive data ({kinds}) that must not be stored in memory. "
-            "Nothing was written; remove it and try again."
-        )
-    for kind, n in result.counts.items():
-        findings[kind] = findings.get(kind, 0) + n
-    return result.text
-
-
-def _scrub_path(store: MemoryStore, path: MemoryPath) -> None:
-    """A path is never redacted (the name would change): any finding not allowed refuses it."""
-    if not store.settings.scrub.enabled:
-        return
-    try:
-        scrubber = store.scrubber
-        kinds = sorted({f.kind for f in scrubber.scan(path.text) if scrubber.policy(f.kind) != "allow"})
-    except Exception:
-        raise InternalError("The sensitive-data scrubber failed; nothing was written.") from None
-    if kinds:
-        raise SensitiveDataError(
-            f"Error: The path contains sensitive data ({', '.join(kinds)}); memory file names must not "
-            "hold it. Choose another name. Nothing was written."
-        )
-
-
-def scrub_hook(store: MemoryStore, findings: dict[str, int]) -> Callable[[str, str], str]:
-    """The scrubber as a ``hook(field, value) -> value`` for other write paths (imports): paths
-    are refused when they hold sensitive data, texts are redacted (counts added to ``findings``)."""
-
-    def hook(field: str, value: str) -> str:
-        if field == "path":
-            _scrub_path(store, parse_path(value, store.settings))
-            return value
-        return _scrub(store, value, findings)
-
-    return hook
 
 
 def _with_note(message: str, findings: dict[str, int]) -> str:

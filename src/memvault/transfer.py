@@ -42,8 +42,8 @@ from .fsutil import DIR_MODE, FILE_MODE, write_all
 from .gitstore import MODE_BLOB, MODE_TREE, GitStore
 from .history import resolve
 from .paths import ROOT, MemoryPath, display, parse_path
-from .protocol import scrub_hook
 from .records import Node
+from .scrub.guard import hook as scrub_hook
 from .store import MemoryStore, StoreState, Transaction
 
 __all__ = [

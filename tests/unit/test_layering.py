@@ -41,6 +41,7 @@ TIERS = {
     "records": 3,
     "gitstore": 3,
     "store": 4,
+    "scrub/guard": 4.5,  # names MemoryStore for typing; protocol and transfer call it
     "protocol": 5,
     "history": 5,
     "tool": 6,

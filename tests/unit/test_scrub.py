@@ -19,6 +19,8 @@ from memvault.scrub import (
     Scrubber,
     github_checksum_valid,
     iban_valid,
+    mask_marker,
+    redaction_marker,
     validators,
 )
 from memvault.settings import CustomRule, ScrubSettings, StoreSettings
@@ -219,6 +221,8 @@ def test_overlap_merges_to_most_specific() -> None:
 def test_redact_and_apply() -> None:
     text = "mail tomas.patel@monarchsolutions.de, ssn 125-86-5323."
     assert S.redact(text) == "mail [REDACTED:email], ssn [REDACTED:ssn]."
+    assert S.mask(text) == S.redact(text)  # mask is the new name; redact stays (the README uses it)
+    assert mask_marker("ssn") == redaction_marker("ssn") == "[REDACTED:ssn]"
     res = S.apply(text)
     assert res.text == S.redact(text) and res.counts == {"email": 1, "ssn": 1} and res.rejected == []
 

@@ -113,10 +113,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tmpdir", type=Path, default=None)
     args = p.parse_args(argv)
 
-    from memvault.git.repo import GitStore
-
     import memvault
     from memvault import crypto
+    from memvault.git.repo import GitStore
 
     written: Counter[str] = Counter()  # category -> bytes (raw object payload)
     counts: Counter[str] = Counter()

@@ -92,13 +92,13 @@ class MemvaultTool:
                 ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=10
             ).stdout.strip()
             dirty = subprocess.run(
-                ["git", "-C", str(ROOT), "status", "--porcelain", "--", "src/memvault/scrub.py"],
+                ["git", "-C", str(ROOT), "status", "--porcelain", "--", "src/memvault/scrub"],
                 capture_output=True,
                 text=True,
                 timeout=10,
             ).stdout.strip()
             if rev:
-                v += f" (git {rev}{', scrub.py modified' if dirty else ''})"
+                v += f" (git {rev}{', scrub package modified' if dirty else ''})"
         except (OSError, subprocess.SubprocessError):
             pass
         return v

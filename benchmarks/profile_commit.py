@@ -45,8 +45,8 @@ NOTE = ("- agent memory note about the customer meeting and the follow-up decisi
 PHASES: list[tuple[str, str, str]] = [
     ("input validation", "memvault.protocol", "_validate_input"),
     ("path validation", "memvault.protocol", "_path"),
-    ("scrubber", "memvault.protocol", "_scrub"),
-    ("scrubber", "memvault.protocol", "_scrub_path"),
+    ("scrubber", "memvault.scrub.guard", "scrub_text"),
+    ("scrubber", "memvault.scrub.guard", "check_path"),
     ("utf-8 encode + size check", "memvault.protocol", "_encode"),
     ("writer lock", "memvault.fsutil", "StoreLock.hold"),
     ("sync head (ref read, keyring refresh)", "memvault.store.memorystore", "MemoryStore._sync"),

@@ -77,6 +77,7 @@ def rewrite_packed_object(store_path: Path, obj_id: bytes, body: bytes | Callabl
     other object stays)."""
     from dulwich.object_format import SHA1
     from dulwich.pack import load_pack_index
+
     from memvault.git.pack import entry_header as _entry_header
     from memvault.git.pack import pack_index
 
@@ -118,6 +119,7 @@ def unpack_to_loose(store: memvault.MemoryStore) -> None:
     layout of stores written before commits were packs (memvault reads both)."""
     from dulwich.object_format import SHA1
     from dulwich.pack import Pack
+
     from memvault.git.objects import GitObject
 
     pack_dir = store.root / "repo" / "objects" / "pack"

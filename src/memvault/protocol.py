@@ -2,7 +2,7 @@
 
 This module owns the wire contract: input validation, the six commands, and the exact result
 and error strings of Anthropic's documentation (where the SDK reference deviates, the
-documentation wins; see ``../shared/spec/memory-tool.md``). It does not import ``anthropic``;
+documentation wins). It does not import ``anthropic``;
 :mod:`memvault.tool` adapts it to the SDK. Every failure is a
 :class:`~memvault.errors.MemvaultError` whose message is the tool error text.
 
@@ -15,23 +15,22 @@ import base64
 import functools
 import operator
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from .errors import (
     EditError,
-    InternalError,
     InvalidInputError,
     InvalidPathError,
     LimitExceededError,
     PathExistsError,
     PathNotFoundError,
-    SensitiveDataError,
 )
 from .paths import MemoryPath, display, parse_path
+from .scrub.guard import check_path, scrub_text
 from .store import MemoryStore, Transaction
 
-__all__ = ["COMMANDS", "ToolResult", "run_command", "scrub_hook", "format_size", "MAX_LINES"]
+__all__ = ["COMMANDS", "ToolResult", "run_command", "format_size", "MAX_LINES"]
 
 COMMANDS = ("view", "create", "str_replace", "insert", "delete", "rename")
 #: The documented line limit of a file view.
@@ -296,59 +295,6 @@ def _encode(store: MemoryStore, path: MemoryPath, text: str) -> bytes:
     return data
 
 
-# -- the sensitive-data scrubber on every write ----------------------------------------------------
-
-
-def _scrub(store: MemoryStore, text: str, findings: dict[str, int]) -> str:
-    """The text as it may be stored: findings redacted, or SensitiveDataError for a kind whose
-    policy is ``reject``. Fails closed: a scrubber error writes nothing. A store whose scrubber is
-    disabled stores the text as given (the scrubber is not even loaded)."""
-    if not store.settings.scrub.enabled:
-        return text
-    try:
-        result = store.scrubber.apply(text)
-    except Exception:
-        raise InternalError("The sensitive-data scrubber failed; nothing was written.") from None
-    if result.rejected:
-        kinds = ", ".join(sorted(set(result.rejected)))
-        raise SensitiveDataError(
-            f"Error: The text contains sensitive data ({kinds}) that must not be stored in memory. "
-            "Nothing was written; remove it and try again."
-        )
-    for kind, n in result.counts.items():
-        findings[kind] = findings.get(kind, 0) + n
-    return result.text
-
-
-def _scrub_path(store: MemoryStore, path: MemoryPath) -> None:
-    """A path is never redacted (the name would change): any finding not allowed refuses it."""
-    if not store.settings.scrub.enabled:
-        return
-    try:
-        scrubber = store.scrubber
-        kinds = sorted({f.kind for f in scrubber.scan(path.text) if scrubber.policy(f.kind) != "allow"})
-    except Exception:
-        raise InternalError("The sensitive-data scrubber failed; nothing was written.") from None
-    if kinds:
-        raise SensitiveDataError(
-            f"Error: The path contains sensitive data ({', '.join(kinds)}); memory file names must not "
-            "hold it. Choose another name. Nothing was written."
-        )
-
-
-def scrub_hook(store: MemoryStore, findings: dict[str, int]) -> Callable[[str, str], str]:
-    """The scrubber as a ``hook(field, value) -> value`` for other write paths (imports): paths
-    are refused when they hold sensitive data, texts are redacted (counts added to ``findings``)."""
-
-    def hook(field: str, value: str) -> str:
-        if field == "path":
-            _scrub_path(store, parse_path(value, store.settings))
-            return value
-        return _scrub(store, value, findings)
-
-    return hook
-
-
 def _with_note(message: str, findings: dict[str, int]) -> str:
     """Tell Claude what was redacted (kinds and counts, never values), so it does not put it back."""
     if not findings:
@@ -364,9 +310,9 @@ def _create(store: MemoryStore, args: dict[str, Any], actor: str, session: str) 
     path = _path(store, args["path"])
     if path.is_root:
         raise PathExistsError("Error: /memories is a directory; give a file path below it")
-    _scrub_path(store, path)
+    check_path(store, path)
     findings: dict[str, int] = {}
-    data = _encode(store, path, _scrub(store, args["file_text"], findings))
+    data = _encode(store, path, scrub_text(store, args["file_text"], findings))
 
     def apply(txn: Transaction) -> str:
         node = txn.get(path)
@@ -378,7 +324,9 @@ def _create(store: MemoryStore, args: dict[str, Any], actor: str, session: str) 
         txn.write_file(path, data)
         return _with_note(f"File created successfully at: {path.text}", findings)
 
-    return store.transact(apply, command="create", paths=(path.text,), actor=actor, session=session, findings=findings).value
+    return store.transact(
+        apply, command="create", paths=(path.text,), actor=actor, session=session, findings=findings
+    ).value
 
 
 #: The "Multiple occurrences" error lists at most this many line numbers, then ", and more": a
@@ -427,7 +375,7 @@ def _str_replace(store: MemoryStore, args: dict[str, Any], actor: str, session: 
             )
         pos = content.find(old_str)
         # The whole file as it will be is scrubbed, so a secret split across the edit is caught.
-        new_content = _scrub(store, content[:pos] + new_str + content[pos + len(old_str) :], findings)
+        new_content = scrub_text(store, content[:pos] + new_str + content[pos + len(old_str) :], findings)
         txn.write_file(path, _encode(store, path, new_content))
         changed = content.count("\n", 0, pos)
         new_lines = _lines(new_content)
@@ -459,12 +407,14 @@ def _insert(store: MemoryStore, args: dict[str, Any], actor: str, session: str) 
         # One trailing LF ends the inserted text's last line; any further LFs are blank lines
         # the model asked for (the SDK strips them all).
         lines[line:line] = (text[:-1] if text.endswith("\n") else text).split("\n")
-        new_content = _scrub(store, "\n".join(lines) + "\n", findings)
+        new_content = scrub_text(store, "\n".join(lines) + "\n", findings)
         txn.write_file(path, _encode(store, path, new_content))
         return _with_note(f"The file {path.text} has been edited.", findings)
 
     findings: dict[str, int] = {}
-    return store.transact(apply, command="insert", paths=(path.text,), actor=actor, session=session, findings=findings).value
+    return store.transact(
+        apply, command="insert", paths=(path.text,), actor=actor, session=session, findings=findings
+    ).value
 
 
 def _delete(store: MemoryStore, args: dict[str, Any], actor: str, session: str) -> ToolResult:
@@ -488,7 +438,7 @@ def _rename(store: MemoryStore, args: dict[str, Any], actor: str, session: str) 
         raise InvalidPathError("Error: Cannot rename the /memories directory itself")
     if new.is_root:
         raise PathExistsError("Error: The destination /memories already exists")
-    _scrub_path(store, new)
+    check_path(store, new)
 
     def apply(txn: Transaction) -> str:
         if txn.get(old) is None:

@@ -44,7 +44,7 @@ from .git.objects import MODE_BLOB, MODE_TREE
 from .git.repo import GitStore
 from .history import resolve
 from .paths import ROOT, MemoryPath, display, parse_path
-from .protocol import scrub_hook
+from .scrub import guard
 from .store import MemoryStore, StoreState, Transaction
 
 __all__ = [
@@ -366,7 +366,7 @@ def import_dir(
     root_fd, layout = _source_root(Path(source))
     findings: dict[str, int] = {}
     if scrub is None:  # the store's own scrubber, as for the memory tool
-        scrub = scrub_hook(store, findings)
+        scrub = guard.hook(store, findings)
     importer = _Importer(store, prefix_path, scrub)
     with _opened(root_fd):
         importer.walk(root_fd, ())

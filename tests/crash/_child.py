@@ -145,9 +145,8 @@ def _arm_pack_point(point: str, action: Callable[[], None]) -> None:
 def arm(point: str, action: Callable[[], None] = die) -> None:
     """Install the crash point ``point`` in this process (``action`` replaces dying only for the
     points that wrap a whole step)."""
-    from memvault.keys.keyring import Keyring
-
     from memvault.git.repo import GitStore
+    from memvault.keys.keyring import Keyring
 
     if point == "git_write_before":
         _wrap(GitStore, "write_pack", before=True, action=action)

@@ -789,9 +789,8 @@ def test_pack_reader_bounds_the_work_of_a_delta_chain(tmp_path: Path) -> None:
 
 
 def test_pack_reader_bounds_the_delta_bytes_of_a_lookup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from memvault.git.packread import PackReader
-
     from memvault.git import packread
+    from memvault.git.packread import PackReader
 
     monkeypatch.setattr(packread, "MAX_DELTA_BYTES", 64 * 1024)
     ok_dir, ok_id, ok_body = _copy_chain(tmp_path, "few", 64 * 1024, 3)  # ~3 bytes of instructions per link
@@ -822,10 +821,9 @@ def test_pack_reader_reports_a_pack_it_cannot_open_as_a_storage_error(
     a failed read of a pack is one too. Both work again once the fault is gone."""
     import errno
 
-    from memvault.git.packread import PackReader
-
     from memvault.errors import StorageError
     from memvault.git import packread
+    from memvault.git.packread import PackReader
 
     blob = gitrepo.GitStore.blob(b"content")
     pack, idx, _ = gitpack.build_pack([blob], 0)
@@ -972,9 +970,8 @@ def test_a_packed_blob_is_read_without_an_inflater_and_checked_by_one_hash(
     body that does not have it is damaged (another pack's intact copy read, else IntegrityError)."""
     import hashlib
 
-    from memvault.git.packread import PackReader
-
     from memvault.git import packread
+    from memvault.git.packread import PackReader
 
     blob = gitrepo.GitStore.blob(os.urandom(2400))
     digest = hashlib.sha256(blob.as_raw_string()).digest()

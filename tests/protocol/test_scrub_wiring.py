@@ -105,3 +105,22 @@ def test_import_runs_the_scrubber(store: memvault.MemoryStore, tmp_path: Path) -
     assert [s.reason for s in result.skipped if EMAIL in s.source or "sensitive" in s.reason]
     assert history.read_at(store, "/memories/notes.md") == b"contact [REDACTED:email]\n"
     assert history.log(store, limit=1)[0].findings == {"email": 1}
+
+
+def test_each_store_builds_its_scrubber_once(store: memvault.MemoryStore, tmp_path: Path) -> None:
+    """The guard keeps one scrubber per store object, built from that store's settings."""
+    from memvault.scrub import guard
+
+    other = make_store(tmp_path / "other", StoreSettings(scrub=ScrubSettings(policy={"email": "allow"})))
+    try:
+        first = guard.scrubber_for(store)
+        assert guard.scrubber_for(store) is first
+        assert guard.scrubber_for(other) is not first
+        assert guard.scrubber_for(other).policy("email") == "allow" and first.policy("email") == "redact"
+        findings: dict[str, int] = {}
+        assert guard.scrub_text(other, f"mail {EMAIL} key {AWS_ID}", findings) == (
+            f"mail {EMAIL} key [REDACTED:aws_access_key_id]"
+        )
+        assert findings == {"aws_access_key_id": 1}
+    finally:
+        other.close()

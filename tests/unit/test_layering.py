@@ -20,7 +20,7 @@ OWNERS = {
     "dulwich": {"git/repo"},
     "anthropic": {"tool", "demo"},
     "hyperscan": {"scrub/prefilter"},
-    "ahocorasick": {"scrub/detectors"},
+    "ahocorasick": {"scrub/validators"},
     "pydantic": {"settings"},
 }
 
@@ -219,7 +219,9 @@ def test_no_module_uses_another_modules_private_attributes() -> None:
 def test_private_use_check_finds_a_sideways_use() -> None:
     tree = ast.parse("from memvault import store\n\ndef f(s):\n    return s._keys.index\n")
     assert _private_uses(tree) == [(4, "_keys")]
-    own = ast.parse("class A:\n    def __init__(self):\n        self._k = 1\n    def g(self, o):\n        return o._k\n")
+    own = ast.parse(
+        "class A:\n    def __init__(self):\n        self._k = 1\n    def g(self, o):\n        return o._k\n"
+    )
     assert _private_uses(own) == []
 
 

@@ -1,7 +1,7 @@
 """The scrubber's one-pass prefilter: both engines agree, and it never hides a finding.
 
 ``Scrubber.scan`` runs each rule's Python regex only at the offsets its probes report (see
-``memvault.prefilter`` and the comment above ``_projections`` in ``memvault.scrub``). These tests
+``memvault.scrub.prefilter`` and the comment above ``projections`` in ``memvault.scrub.rules``). These tests
 check that this is an optimisation only: the findings equal those of running every rule at every
 offset of the text, on the labelled corpora and on generated text full of the characters the
 projection treats specially; and that Hyperscan and the ``re`` fallback report the same offsets.
@@ -19,9 +19,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memvault import prefilter, scrub
-from memvault.prefilter import Pattern, PatternSet
-from memvault.scrub import Finding, Scrubber
+from memvault.scrub import Finding, Scrubber, engine, prefilter, rules, validators
+from memvault.scrub.prefilter import Pattern, PatternSet
 from memvault.settings import ScrubSettings
 
 CORPORA = Path(__file__).resolve().parent.parent / "scrub"
@@ -40,7 +39,7 @@ def exhaustive(scrubber: Scrubber, text: str) -> list[Finding]:
     if not text:
         return []
     everywhere = list(range(len(text) + 1))
-    reported = {i: (everywhere if any(p.starts for p in probe) else [0]) for i, probe in enumerate(scrub._PROBES)}
+    reported = {i: (everywhere if any(p.starts for p in probe) else [0]) for i, probe in enumerate(rules.PROBES)}
     return scrubber._findings(text, reported)
 
 
@@ -120,11 +119,11 @@ def test_prefilter_hides_nothing_next_to_findings() -> None:
 def test_rules_run_only_when_every_probe_reports_need_them_all() -> None:
     """A rule marked ``every_probe`` is skipped unless each of its probes reports: its detector,
     given every offset for all its probes but one and nothing for that one, finds nothing."""
-    rules = [r for r in scrub._RULES if r.every_probe]
-    assert {r.kind for r in rules} == {"aws_secret_access_key", "twilio_auth_token", "dob"}
+    gated = [r for r in rules.RULES if r.every_probe]
+    assert {r.kind for r in gated} == {"aws_secret_access_key", "twilio_auth_token", "dob"}
     texts = [*NOTES, "\n".join(_PIECES), *(s for s, _, _ in SNIPPETS)]
     found = 0
-    for rule in rules:
+    for rule in gated:
         for text in texts:
             everywhere = list(range(len(text) + 1))
             full = tuple(everywhere if any(p.starts for p in probe) else [0] for probe in rule.probes)
@@ -150,11 +149,11 @@ def test_odd_case_table_is_complete() -> None:
             hits |= {c for c, rx in letters.items() if rx.fullmatch(ch)}
         if hits:
             found[cp] = hits
-    assert {cp: {letter} for cp, letter in scrub._ODD_CASE.items()} == found
+    assert {cp: {letter} for cp, letter in rules._ODD_CASE.items()} == found
 
 
 def _all_patterns() -> list[Pattern]:
-    return [p for probe in scrub._PROBES for p in probe]
+    return [p for probe in rules.PROBES for p in probe]
 
 
 @pytest.mark.skipif(not prefilter.HYPERSCAN, reason="compares Hyperscan with the re fallback")
@@ -164,7 +163,7 @@ def test_hyperscan_and_re_report_the_same_offsets() -> None:
     texts = [*NOTES[:200], "?" * 50, "1" * 60, "A" * 45 + "=", "password=" * 30, "\n".join(_PIECES)]
     total = 0
     for text in texts:
-        for data in scrub._projections(text):
+        for data in rules.projections(text):
             got = sorted(fast.scan(data))
             assert got == sorted(slow.scan(data))
             total += len(got)
@@ -192,8 +191,8 @@ def test_gate_and_shift_semantics() -> None:
 
 def test_grouped_gathers_what_scan_reports() -> None:
     patterns = [Pattern("ab"), Pattern("[^x]ab", shift=1), Pattern("zz", starts=False), Pattern("AB", caseless=True)]
-    for engine in {False, prefilter.HYPERSCAN}:
-        ps = PatternSet(patterns, groups=[7, 7, 3, 5], hyperscan=engine)
+    for hyperscan in {False, prefilter.HYPERSCAN}:
+        ps = PatternSet(patterns, groups=[7, 7, 3, 5], hyperscan=hyperscan)
         got = ps.grouped([b"ab xab yab zz zz", b"zzAB"])
         assert {g: sorted(v) for g, v in got.items()} == {7: [0, 4, 8, 8], 3: [0, 0], 5: [0, 2, 4, 8]}
         assert ps.grouped([b"nothing here"]) == {}
@@ -229,7 +228,7 @@ def test_scrubber_on_the_re_fallback_finds_the_same(monkeypatch: pytest.MonkeyPa
     texts = [*NOTES[:150], "token: " + "Ab1" * 40, "\n".join(_PIECES)]
     expected = [scrubber.scan(t) for t in texts]
     assert sum(map(len, expected)) > 100
-    monkeypatch.setattr(scrub, "_PROBE_SET", scrub._probe_set(hyperscan=False))
+    monkeypatch.setattr(engine, "_PROBE_SET", rules.probe_set(hyperscan=False))
     assert [scrubber.scan(t) for t in texts] == expected
 
 
@@ -248,7 +247,25 @@ def test_placeholders_found_alike_with_and_without_aho_corasick(monkeypatch: pyt
         "abc" + "Zq9" * 40 + "<",
         "Zq9" * 40 + "vault:",
     ]
-    got = [scrub.is_placeholder(v) for v in values]
-    monkeypatch.setattr(scrub, "_aho", None)
-    assert [scrub.is_placeholder(v) for v in values] == got
+    got = [validators.is_placeholder(v) for v in values]
+    monkeypatch.setattr(validators, "_aho", None)
+    assert [validators.is_placeholder(v) for v in values] == got
     assert got == [False, True, True, False, True, True, True, True, True, True]
+
+
+def test_occurrences_alike_with_and_without_aho_corasick(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every occurrence of the credential values found is located with Aho-Corasick once there are
+    several values, else with ``str.find``: the same occurrences (overlapping ones too) and the
+    same findings either way."""
+    values = ["abab", "bab", "Zq9Zq9Zq9", "x" * 3, *(f"v{i}w" for i in range(10))]
+    text = "ababab Zq9Zq9Zq9Zq9 xxxx " + " ".join(f"v{i}w" for i in range(12))
+    texts = [*NOTES[:150], "\n".join(_PIECES)]
+    scrubber = SCRUBBERS["default"]
+    expected = [scrubber.scan(t) for t in texts]
+    for n in (2, len(values)):  # below and above the number of values that uses the automaton
+        got = sorted(validators.occurrences(text, values[:n]))
+        with monkeypatch.context() as m:
+            m.setattr(validators, "_aho", None)
+            assert sorted(validators.occurrences(text, values[:n])) == got
+            assert [scrubber.scan(t) for t in texts] == expected
+        assert got == sorted((i, v) for v in values[:n] for i in range(len(text)) if text.startswith(v, i))

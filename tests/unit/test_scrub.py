@@ -11,8 +11,18 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from memvault import scrub
-from memvault.scrub import CREDENTIAL_KINDS, KINDS, PII_KINDS, Finding, Scrubber, github_checksum_valid, iban_valid
+from memvault.scrub import (
+    CREDENTIAL_KINDS,
+    KINDS,
+    PII_KINDS,
+    Finding,
+    Scrubber,
+    github_checksum_valid,
+    iban_valid,
+    mask_marker,
+    redaction_marker,
+    validators,
+)
 from memvault.settings import CustomRule, ScrubSettings, StoreSettings
 
 #: A copy of ../shared/scrub/public_examples.jsonl (40 labelled notes, fake credentials only), kept
@@ -211,6 +221,8 @@ def test_overlap_merges_to_most_specific() -> None:
 def test_redact_and_apply() -> None:
     text = "mail tomas.patel@monarchsolutions.de, ssn 125-86-5323."
     assert S.redact(text) == "mail [REDACTED:email], ssn [REDACTED:ssn]."
+    assert S.mask(text) == S.redact(text)  # mask is the new name; redact stays (the README uses it)
+    assert mask_marker("ssn") == redaction_marker("ssn") == "[REDACTED:ssn]"
     res = S.apply(text)
     assert res.text == S.redact(text) and res.counts == {"email": 1, "ssn": 1} and res.rejected == []
 
@@ -302,6 +314,6 @@ def test_entropy_at_least_agrees_with_the_entropy() -> None:
     for value in values:
         for bits in (0.0, 1.0, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5):
             assert entropy_at_least(value, bits) == (shannon_entropy(value) >= bits), (value, bits)
-            low, high = (0.0, 0.0) if not value else scrub._entropy_bounds(len(value), len(set(value)))
+            low, high = (0.0, 0.0) if not value else validators._entropy_bounds(len(value), len(set(value)))
             decided_by_bounds += high < bits - 1e-9 or low > bits + 1e-9
     assert decided_by_bounds > len(values)  # the fast path is taken, not only the count

@@ -30,6 +30,10 @@ __all__ = [
     "make_private_dir",
     "restrict_modes",
     "DEFAULT_LOCK_TIMEOUT",
+    "O_DIR",
+    "O_READ",
+    "O_NEW_FILE",
+    "opened",
 ]
 
 #: Owner read/write only: memory stores hold regulated data, and container umasks are often 0.
@@ -39,6 +43,21 @@ DIR_MODE = 0o700
 #: Seconds a writer waits for the store lock before :class:`~memvault.errors.LockedError`
 #: (``MemoryStore.open(..., lock_timeout=...)`` overrides it per store object).
 DEFAULT_LOCK_TIMEOUT = 30.0
+_O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+#: ``os.open`` flags that never follow a symbolic link: a directory, a file to read (a FIFO does
+#: not block), a new file (exclusive).
+O_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | _O_CLOEXEC
+O_READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | _O_CLOEXEC
+O_NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | _O_CLOEXEC
+
+
+@contextmanager
+def opened(fd: int) -> Iterator[int]:
+    """Close the descriptor ``fd`` when the block ends."""
+    try:
+        yield fd
+    finally:
+        os.close(fd)
 
 
 def _load_syncfs() -> Callable[[int], int] | None:

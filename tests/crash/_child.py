@@ -319,10 +319,10 @@ def main(argv: list[str]) -> int:
     if mode == "create-crash":
         _, _, store_path, when = argv
         import memvault
-        import memvault.store
+        import memvault.store.config
         from memvault.settings import KdfParams
 
-        real = memvault.store.atomic_write
+        real = memvault.store.config.atomic_write
 
         def atomic_write(*args: Any, **kwargs: Any) -> None:
             if when == "before":
@@ -330,7 +330,7 @@ def main(argv: list[str]) -> int:
             real(*args, **kwargs)
             die()
 
-        memvault.store.atomic_write = atomic_write  # type: ignore[assignment]
+        memvault.store.config.atomic_write = atomic_write  # type: ignore[assignment]
         kdf = KdfParams(memory_kib=8, iterations=1, lanes=1)
         memvault.MemoryStore.create(store_path, passphrase=os.environ[PASSPHRASE_ENV], kdf=kdf)
         return EXIT_NOT_REACHED

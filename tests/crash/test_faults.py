@@ -35,7 +35,7 @@ from anthropic.lib.tools._beta_functions import ToolError
 
 import memvault
 from conftest import FAST_KDF, PASSPHRASE, make_store, seed_files
-from memvault import keymgmt, redact
+from memvault import keymgmt, shred
 from memvault.errors import MemvaultError, StorageError, WrongKeyError
 from memvault.git import packdir
 from memvault.git import refs as gitrefs
@@ -326,7 +326,7 @@ def test_short_write_of_the_branch_value(
     template: tuple[Path, State, dict[str, State]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The lock protocol (what a branch file that cannot be overwritten in place gets)."""
-    monkeypatch.setattr(gitrepo.GitStore, "_move_in_place", lambda self, old, new: False)
+    monkeypatch.setattr(gitrefs.Branch, "_move_in_place", lambda self, old, new: False)
     src, before, _ = template
     path = tmp_path / "store"
     shutil.copytree(src, path)
@@ -407,7 +407,7 @@ def test_failed_write_in_place_and_failed_lock_protocol_leave_the_old_branch(
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
     monkeypatch.setattr(gitrefs, "pwrite_all", first_half_then_eio)
-    monkeypatch.setattr(gitrepo.GitStore, "_create_ref_lock", disk_full)
+    monkeypatch.setattr(gitrefs.Branch, "_create_lock", disk_full)
     store = open_store(path)
     with pytest.raises(StorageError):
         run(store, COMMANDS["str_replace"])
@@ -506,7 +506,7 @@ def test_faults_while_redacting(tmp_path: Path) -> None:
         run(store, {"command": "delete", "path": "/memories/a.txt"})
 
     def action(store: memvault.MemoryStore) -> None:
-        redact.redact_file(store, "/memories/a.txt", reason="test")
+        shred.shred_file(store, "/memories/a.txt", reason="test")
 
     def check(path: Path, failed: MemvaultError | None) -> None:
         store = open_store(path)
@@ -657,7 +657,7 @@ def test_modes_whatever_the_umask(tmp_path: Path, umask: int) -> None:
         tool.call({"command": "create", "path": "/memories/a/b/c.txt", "file_text": "c"})
         tool.call({"command": "create", "path": "/memories/x.txt", "file_text": "x"})
         tool.call({"command": "delete", "path": "/memories/x.txt"})
-        redact.redact_file(store, "/memories/x.txt")
+        shred.shred_file(store, "/memories/x.txt")
         keymgmt.add_slot(store, passphrase="second passphrase", kdf=FAST_KDF)
         keymgmt.rotate(store, passphrase=PASSPHRASE, kdf=FAST_KDF, drop_other_slots=True)
         tool.call({"command": "rename", "old_path": "/memories/a", "new_path": "/memories/z"})

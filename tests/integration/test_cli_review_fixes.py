@@ -11,8 +11,8 @@ import pytest
 
 import memvault
 from conftest import PASSPHRASE, make_store
-from memvault import history, redact
-from memvault import store as store_module
+from memvault import history, shred
+from memvault.store import memorystore as store_module
 from memvault.cli import main
 from memvault.cli._common import terminal_safe
 
@@ -95,7 +95,7 @@ def test_log_line_marks_redacted_versions(
     tool = memvault.MemoryTool(store)
     tool.call({"command": "create", "path": "/memories/a.md", "file_text": "secret text\n"})
     tool.call({"command": "str_replace", "path": "/memories/a.md", "old_str": "secret", "new_str": "public"})
-    redact.redact_version(store, "/memories/a.md", "#1", actor="alice")
+    shred.shred_version(store, "/memories/a.md", "#1", actor="alice")
     monkeypatch.setenv("MEMVAULT_PASSPHRASE", PASSPHRASE)
     monkeypatch.setenv("MEMVAULT_STORE", str(store_path))
     assert main(["log"]) == 0

@@ -148,7 +148,7 @@ def test_a_failing_merge_does_not_fail_the_command(tmp_path: Path, monkeypatch: 
     def full_disk(*_args: object, **_kwargs: object) -> object:
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-    monkeypatch.setattr(gitrepo.GitStore, "_copy_entries", full_disk)
+    monkeypatch.setattr(packdir.PackDirectory, "_copy_entries", full_disk)
     _create(store, 1)
     after = {p.name for p in _pack_dir(store).iterdir()}
     assert packs < after and len(after - packs) == 2  # only the commit's pack and index
@@ -1139,7 +1139,7 @@ def test_the_merge_leaves_alone_a_pack_the_reader_would_not_use(tmp_path: Path) 
         mismatched = pack_dir / f"pack-{name}.pack"
         bases = sorted(str(p)[:-5] for p in pack_dir.glob("*.pack"))
         assert str(mismatched)[:-5] in bases and len(bases) == 4
-        merged = git._write_merged(bases, fsync=False)
+        merged = git.packs._write_merged(bases, fsync=False)
         assert merged is not None
         assert sorted(merged[1]) == sorted(b for b in bases if b != str(mismatched)[:-5])
         assert mismatched.exists()

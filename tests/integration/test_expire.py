@@ -10,11 +10,12 @@ import pytest
 
 import memvault
 from conftest import PASSPHRASE, make_store
-from memvault import access, expiry, history, undo
+from memvault import expiry, history, undo
 from memvault.cli import main
 from memvault.errors import IntegrityError, InvalidInputError
 from memvault.paths import parse_path
 from memvault.settings import StoreSettings
+from memvault.store import atimes as access
 from memvault.verify import verify
 
 DAY = 86400.0

@@ -9,7 +9,8 @@ import pytest
 
 from conftest import FAST_KDF, PASSPHRASE, keyring_records
 from memvault import MemoryStore, MemoryTool, crypto, history
-from memvault import store as store_mod
+from memvault.store import config as store_config
+from memvault.store import memorystore as store_mod
 from memvault.cli import main
 from memvault.errors import IntegrityError, MemvaultError
 from memvault.settings import StoreSettings
@@ -249,8 +250,8 @@ def test_upgrade_rereads_the_configuration_under_the_lock(tmp_path: Path, monkey
     with _open(root) as other:
         assert other.upgrade_format() == (1, 2)
     synced: list[bool] = []
-    real = store_mod.atomic_write
-    monkeypatch.setattr(store_mod, "atomic_write", lambda *a, **k: (synced.append(k["durable"]), real(*a, **k)))
+    real = store_config.atomic_write
+    monkeypatch.setattr(store_config, "atomic_write", lambda *a, **k: (synced.append(k["durable"]), real(*a, **k)))
     assert early.upgrade_format() == (2, 2) and synced == []  # already version 2: not written again
     early.close()
     # A version this release does not know is refused, not overwritten.

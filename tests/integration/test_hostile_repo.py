@@ -19,8 +19,9 @@ import pytest
 
 import memvault
 from conftest import PASSPHRASE, make_odd_file, make_store
-from memvault import records
 from memvault.errors import IntegrityError, MemvaultError
+from memvault.format import records
+from memvault.format.layout import LayoutChecker
 from memvault.format.records import CommitMeta
 from memvault.git.objects import parse_tree_strict
 from memvault.git.repo import GitStore
@@ -128,7 +129,7 @@ LOCATIONS = {1: ["root", "i", "i/h0", "c", "c/h0", "c/h0/h1"], 2: ["root", "h0",
 def _seed(path: Path, layout: int = 2) -> None:
     """A store whose trees have ``layout`` (1: made as a format version 1 store)."""
     with pytest.MonkeyPatch.context() as m:
-        m.setattr(memvault.store, "FORMAT_VERSION", layout)
+        m.setattr(memvault.store.memorystore, "FORMAT_VERSION", layout)
         store = make_store(path, StoreSettings(durability="none"))
     store.put_file("/memories/a.md", "alpha\n")
     store.put_file("/memories/notes/b.md", "bravo\n")
@@ -270,7 +271,7 @@ def test_unexpected_top_level_entry(store_path: Path, layout: int, extra: bytes,
     with pytest.raises(IntegrityError):
         memvault.MemoryStore.open(seeded, passphrase=PASSPHRASE).close()
     with memvault.MemoryStore.open(seeded, passphrase=PASSPHRASE, check_head=False) as store:
-        assert store.git.layout_problem(store.git.read_commit(store.git.head() or b"")[0]) is not None
+        assert LayoutChecker(store.git.tree_entries).problem(store.git.read_commit(store.git.head() or b"")[0]) is not None
         report = verify(store)
     assert [p.code for p in report.errors] == ["hostile-tree"]
     assert "fits neither layout" in report.errors[0].message
@@ -281,21 +282,21 @@ def test_unexpected_top_level_entry(store_path: Path, layout: int, extra: bytes,
 )
 def test_entry_out_of_place_in_the_layout(store_path: Path, layout: int, location: str) -> None:
     """A well-formed name and mode that the layout does not allow at that depth (a blob where a
-    subtree belongs or the reverse, a non-hex name): gitrepo.layout_problem and verify see it."""
+    subtree belongs or the reverse, a non-hex name): the layout check and verify see it."""
     _seed(store_path, layout)
     seeded = store_path
     mode = b"100644" if location in ("i", "c", "c/h0", "h0") else b"40000"
     _make_hostile(seeded, location, _add(mode, b"z", "tree" if mode == b"40000" else "blob"))
     with memvault.MemoryStore.open(seeded, passphrase=PASSPHRASE, check_head=False) as store:
         tree_id = store.git.read_commit(store.git.head() or b"")[0]
-        assert store.git.layout_problem(tree_id) is not None
+        assert LayoutChecker(store.git.tree_entries).problem(tree_id) is not None
         report = verify(store)
     assert "hostile-tree" in [p.code for p in report.errors]
 
 
 def test_layout_problem_is_none_for_a_real_store(seeded: Path) -> None:
     with memvault.MemoryStore.open(seeded, passphrase=PASSPHRASE) as store:
-        assert store.git.layout_problem(store.git.read_commit(store.head[0])[0]) is None
+        assert LayoutChecker(store.git.tree_entries).problem(store.git.read_commit(store.head[0])[0]) is None
 
 
 @pytest.mark.parametrize("redirect", ["objects/info/alternates", "commondir", ".git"])

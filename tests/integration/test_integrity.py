@@ -16,8 +16,8 @@ from dulwich.repo import Repo
 
 import memvault
 from conftest import PASSPHRASE, keyring_records, make_store, rewrite_packed_object, unpack_to_loose
-from memvault import records
 from memvault.errors import IntegrityError, RollbackDetectedError, StorageError, WrongKeyError
+from memvault.format import records
 from memvault.verify import verify
 
 

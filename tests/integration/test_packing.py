@@ -14,7 +14,7 @@ import pytest
 import memvault
 from conftest import PASSPHRASE, make_store, unpack_to_loose
 from memvault import history
-from memvault import store as store_module
+from memvault.store import memorystore as store_module
 from memvault.cli import main
 from memvault.errors import StorageError
 from memvault.git import packdir

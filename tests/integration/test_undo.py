@@ -16,7 +16,7 @@ import pytest
 
 import memvault
 from conftest import FAST_KDF, PASSPHRASE, make_store
-from memvault import undo
+from memvault import undo, writes
 from memvault.cli import main
 from memvault.errors import (
     ConflictError,
@@ -318,8 +318,8 @@ def sha(data: bytes) -> str:
 
 def test_write_preconditions(store: memvault.MemoryStore) -> None:
     path = "/memories/prefs.md"
-    created = undo.write(store, path, "v1\n", must_not_exist=True, actor="sync", session="job-1")
-    assert created.sha256 == sha(b"v1\n") == undo.content_sha256(store, path)
+    created = writes.write(store, path, "v1\n", must_not_exist=True, actor="sync", session="job-1")
+    assert created.sha256 == sha(b"v1\n") == writes.content_sha256(store, path)
     assert created.commit_id == store.head[0].decode() and created.seq == store.head[1] == 1
     top = log(store, limit=1)[0]
     assert (top.command, top.actor, top.session, top.paths) == ("write", "sync", "job-1", (path,))
@@ -327,65 +327,65 @@ def test_write_preconditions(store: memvault.MemoryStore) -> None:
     head = store.head
     v1 = sha(b"v1\n")
     with pytest.raises(ConflictError) as err:
-        undo.write(store, path, "other\n", must_not_exist=True)
+        writes.write(store, path, "other\n", must_not_exist=True)
     assert str(err.value) == f"Error: {path} already exists (expected it not to exist; now sha256 {v1[:12]}…)"
     stale = sha(b"something else")
     with pytest.raises(ConflictError) as err:
-        undo.write(store, path, "v2\n", expected_sha256=stale)
+        writes.write(store, path, "v2\n", expected_sha256=stale)
     assert str(err.value) == (
         f"Error: {path} changed since you read it (expected sha256 {stale[:12]}…, now {v1[:12]}…)"
     )
     assert store.head == head and read_at(store, path) == b"v1\n"
 
-    updated = undo.write(store, path, "v2\n", expected_sha256=created.sha256.upper())
+    updated = writes.write(store, path, "v2\n", expected_sha256=created.sha256.upper())
     assert updated.sha256 == sha(b"v2\n") and read_at(store, path) == b"v2\n"
     assert updated.seq == head[1] + 1
     assert log(store, limit=1)[0].actor == "library"
 
-    image = undo.write(store, "/memories/pic.png", b"\x89PNG\x00\xff")
+    image = writes.write(store, "/memories/pic.png", b"\x89PNG\x00\xff")
     assert image.sha256 == sha(b"\x89PNG\x00\xff")
     assert memvault.MemoryTool(store).call({"command": "view", "path": "/memories/pic.png"})[0]["type"] == "image"  # type: ignore[index]
 
     with pytest.raises(InvalidInputError, match="64 hexadecimal digits"):
-        undo.write(store, path, "x", expected_sha256="abc")
+        writes.write(store, path, "x", expected_sha256="abc")
     with pytest.raises(ValueError):
-        undo.write(store, path, "x", expected_sha256=updated.sha256, must_not_exist=True)
+        writes.write(store, path, "x", expected_sha256=updated.sha256, must_not_exist=True)
     with pytest.raises(PathNotFoundError):
-        undo.content_sha256(store, "/memories/nope.md")
+        writes.content_sha256(store, "/memories/nope.md")
 
 
 def test_edit_and_delete_preconditions(store: memvault.MemoryStore) -> None:
     path = "/memories/todo.md"
     memvault.MemoryTool(store).call({"command": "create", "path": path, "file_text": "a\nb\nb\n"})
-    current = undo.content_sha256(store, path)
+    current = writes.content_sha256(store, path)
     head = store.head
     with pytest.raises(ConflictError, match="changed since you read it"):
-        undo.edit(store, path, "a", "A", expected_sha256=sha(b"stale"))
+        writes.edit(store, path, "a", "A", expected_sha256=sha(b"stale"))
     with pytest.raises(EditError, match="appears 2 times"):
-        undo.edit(store, path, "b\n", "B\n", expected_sha256=current)
+        writes.edit(store, path, "b\n", "B\n", expected_sha256=current)
     with pytest.raises(EditError, match="appears 0 times"):
-        undo.edit(store, path, "zzz", "B\n")
+        writes.edit(store, path, "zzz", "B\n")
     assert store.head == head and read_at(store, path) == b"a\nb\nb\n"
 
-    edited = undo.edit(store, path, "a\n", "A\n", expected_sha256=current)
-    assert edited.sha256 == sha(b"A\nb\nb\n") == undo.content_sha256(store, path)
+    edited = writes.edit(store, path, "a\n", "A\n", expected_sha256=current)
+    assert edited.sha256 == sha(b"A\nb\nb\n") == writes.content_sha256(store, path)
     assert read_at(store, path) == b"A\nb\nb\n"
     assert log(store, limit=1)[0].command == "edit"
 
     head = store.head
     with pytest.raises(ConflictError, match="changed since you read it"):
-        undo.delete(store, path, expected_sha256=current)  # the pre-edit content
+        writes.delete(store, path, expected_sha256=current)  # the pre-edit content
     assert store.head == head
-    gone = undo.delete(store, path, expected_sha256=edited.sha256)
+    gone = writes.delete(store, path, expected_sha256=edited.sha256)
     assert (gone.sha256, gone.seq) == (None, head[1] + 1)
     assert tree_at(store) == []
     with pytest.raises(ConflictError) as err:
-        undo.edit(store, path, "A", "a", expected_sha256=edited.sha256)
+        writes.edit(store, path, "A", "a", expected_sha256=edited.sha256)
     assert str(err.value) == (
         f"Error: {path} changed since you read it (expected sha256 {edited.sha256[:12]}…, now it does not exist)"
     )
     with pytest.raises(PathNotFoundError):
-        undo.delete(store, path)
+        writes.delete(store, path)
     assert read_at(store, path, "HEAD~1") == b"A\nb\nb\n"  # the history keeps the deleted version
 
 
@@ -394,7 +394,7 @@ def test_concurrent_writers_exactly_one_wins_per_round(store_path: Path, shared:
     path = "/memories/counter.md"
     threads, rounds = 4, 5
     with make_store(store_path) as store:
-        undo.write(store, path, "start\n")
+        writes.write(store, path, "start\n")
         seq0 = store.head[1]
     handles = [memvault.MemoryStore.open(store_path, passphrase=PASSPHRASE)]
     if not shared:
@@ -408,11 +408,11 @@ def test_concurrent_writers_exactly_one_wins_per_round(store_path: Path, shared:
         s = handles[n % len(handles)]
         try:
             for r in range(rounds):
-                expected = undo.content_sha256(s, path)
+                expected = writes.content_sha256(s, path)
                 text = read_at(s, path).decode()
                 barrier.wait()  # everybody has read the same version
                 try:
-                    undo.write(s, path, text + f"round {r} by {n}\n", expected_sha256=expected)
+                    writes.write(s, path, text + f"round {r} by {n}\n", expected_sha256=expected)
                     outcome = f"won:{n}"
                 except ConflictError:
                     outcome = "conflict"

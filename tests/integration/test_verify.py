@@ -16,8 +16,8 @@ from dulwich.repo import Repo
 
 import memvault
 from conftest import PASSPHRASE, keyring_records, make_store, rewrite_packed_object
-from memvault import records
 from memvault.cli import main
+from memvault.format import records
 from memvault.verify import Problem, VerifyReport, verify
 
 CANARY = "canary-4f7c1e plaintext that must never appear in a report"

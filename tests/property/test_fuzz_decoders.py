@@ -35,11 +35,13 @@ from hypothesis import strategies as st
 
 import memvault
 from conftest import FAST_KDF, PASSPHRASE, make_odd_file
-from memvault import crypto, errors, keys, records
+from memvault import crypto, errors
 from memvault.errors import IntegrityError, MemvaultError
+from memvault.format import records
 from memvault.format.records import CommitMeta, Node
 from memvault.git.objects import parse_tree_strict
 from memvault.git.repo import GitStore
+from memvault.keys import slots as keys
 from memvault.keys.keyring import Keyring
 from memvault.settings import StoreSettings
 
@@ -214,7 +216,7 @@ class RealStore:
         for _name, (_mode, sub) in store.git.read_tree(tree_id).items():
             self.trees.append(store.git._raw_tree(sub))
         message = store.git.read_commit(store.head[0])[2]
-        self.sealed_meta = keys.b64decode(message.split(b"Memvault-Meta: ")[1].split(b"\n")[0].decode())
+        self.sealed_meta = crypto.b64decode(message.split(b"Memvault-Meta: ")[1].split(b"\n")[0].decode())
         self.slot_file = next((self.root / "keys").iterdir()).read_bytes()
         self.config = (self.root / "memvault.json").read_bytes()
         self.keyring = (self.root / "keyring").read_bytes()
@@ -709,9 +711,9 @@ SLOT_JSON: dict[str, Any] = {
     "format": 1,
     "kdf": {"alg": "argon2id", "iterations": 3, "lanes": 4, "memory_kib": 65536},
     "kind": "passphrase",
-    "salt": keys.b64encode(bytes(16)),
+    "salt": crypto.b64encode(bytes(16)),
     "slot_id": "ab" * 16,
-    "wrapped": keys.b64encode(bytes(28 + 36)),
+    "wrapped": crypto.b64encode(bytes(28 + 36)),
 }
 KDF_JSON: dict[str, Any] = SLOT_JSON["kdf"]
 
@@ -983,7 +985,7 @@ def _replay(decoder: str, data: bytes, tmp_path: Path) -> None:
     elif decoder == "commit":
         git = GitStore.init(tmp_path / "repo", durable=False)
         tree, parents, message = git.read_commit(_loose(git.path, b"commit", data))
-        memvault.store._MESSAGE_RE.match(message)
+        records.parse_commit_message(message)
     elif decoder == "tree":
         git = GitStore.init(tmp_path / "repo", durable=False)
         git.read_tree(_loose(git.path, b"tree", data))

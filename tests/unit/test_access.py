@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from memvault import access, crypto
+from memvault import crypto
 from memvault.errors import IntegrityError
+from memvault.store import atimes as access
 from memvault.store.atimes import RESOLUTION, AccessTimes
 
 KEY = bytes(range(32))

@@ -11,7 +11,7 @@ import pytest
 
 import memvault
 from conftest import PASSPHRASE, make_store
-from memvault import store as store_module
+from memvault.store import state as store_module
 from memvault.errors import IntegrityError
 from memvault.paths import parse_path
 from memvault.settings import StoreSettings
@@ -27,9 +27,9 @@ def test_content_cache_is_bounded_after_a_bulk_transaction(tmp_path: Path) -> No
             txn.write_file(parse_path(f"/memories/f{i}.bin"), chunk + bytes([i]))
 
     s.transact(bulk, command="put", paths=(), actor="t", session="")
-    assert s._content_cache_size <= budget
-    assert s._content_cache_size == sum(len(v) for v in s._content_cache.values())
-    assert len(s._content_cache) == budget // len(chunk + b"0")
+    assert s._reader._contents_size <= budget
+    assert s._reader._contents_size == sum(len(v) for v in s._reader._contents.values())
+    assert len(s._reader._contents) == budget // len(chunk + b"0")
     # Reads still return the right bytes, cached or not.
     snap = s.snapshot()
     assert snap.read(parse_path("/memories/f0.bin")) == chunk + b"\x00"
@@ -43,13 +43,13 @@ def test_loading_a_state_pauses_the_garbage_collector_and_resumes_it(
     s.put_file("/memories/a.md", "alpha\n")
     s.close()
     seen: list[bool] = []
-    real = store_module.MemoryStore._load_state_unpaused
+    real = store_module.StateReader._load_state_unpaused
 
     def spy(self: memvault.MemoryStore, *args: Any) -> store_module.StoreState:
         seen.append(gc.isenabled())
         return real(self, *args)
 
-    monkeypatch.setattr(store_module.MemoryStore, "_load_state_unpaused", spy)
+    monkeypatch.setattr(store_module.StateReader, "_load_state_unpaused", spy)
     opened = memvault.MemoryStore.open(tmp_path / "s", passphrase=PASSPHRASE)
     assert seen == [False] and gc.isenabled()
     assert opened.snapshot().read(parse_path("/memories/a.md")) == b"alpha\n"
@@ -65,7 +65,7 @@ def test_loading_a_state_pauses_the_garbage_collector_and_resumes_it(
     def broken(self: memvault.MemoryStore, *args: Any) -> store_module.StoreState:
         raise IntegrityError("damaged")
 
-    monkeypatch.setattr(store_module.MemoryStore, "_load_state_unpaused", broken)
+    monkeypatch.setattr(store_module.StateReader, "_load_state_unpaused", broken)
     with pytest.raises(IntegrityError):
         memvault.MemoryStore.open(tmp_path / "s", passphrase=PASSPHRASE)
     assert gc.isenabled()
@@ -78,9 +78,9 @@ def test_plaintext_cache_budget_is_settable_and_zero_keeps_nothing(
     assert s.plaintext_cache_bytes == store_module.PLAINTEXT_CACHE_BYTES
     for i in range(8):
         s.put_file(f"/memories/f{i}.md", f"{i}" * 1000)
-    assert s._content_cache_size == 8 * 1000  # writes fill the cache
+    assert s._reader._contents_size == 8 * 1000  # writes fill the cache
     s.plaintext_cache_bytes = 3000  # lowering it drops the least recently used at once
-    assert s._content_cache_size == 3000 and sorted(s._content_cache.values()) == [
+    assert s._reader._contents_size == 3000 and sorted(s._reader._contents.values()) == [
         b"5" * 1000,
         b"6" * 1000,
         b"7" * 1000,
@@ -94,12 +94,12 @@ def test_plaintext_cache_budget_is_settable_and_zero_keeps_nothing(
     assert snap.read(parse_path("/memories/f1.md")) == b"1" * 1000
     assert len(decrypted) == 1  # the second view came from the cache
     s.plaintext_cache_bytes = 0  # none: every view decrypts again
-    assert s._content_cache_size == 0 and not s._content_cache
+    assert s._reader._contents_size == 0 and not s._reader._contents
     assert snap.read(parse_path("/memories/f1.md")) == b"1" * 1000
     assert snap.read(parse_path("/memories/f1.md")) == b"1" * 1000
-    assert len(decrypted) == 3 and not s._content_cache
+    assert len(decrypted) == 3 and not s._reader._contents
     s.put_file("/memories/g.md", "new")  # nor does a write leave its plaintext behind
-    assert not s._content_cache
+    assert not s._reader._contents
     for bad in (-1, 1.5, True, "8"):
         with pytest.raises(ValueError):
             s.plaintext_cache_bytes = bad  # type: ignore[assignment]

@@ -15,11 +15,13 @@ from typing import Any
 
 import pytest
 
-from memvault import crypto, keys, records
-from memvault import store as store_mod
+from memvault import crypto
+from memvault.format import layout
 from memvault.errors import IntegrityError, WrongKeyError
+from memvault.format import records
 from memvault.git.objects import MODE_BLOB, MODE_TREE
 from memvault.git.repo import GitStore
+from memvault.keys import slots as keys
 from memvault.keys.keyring import Keyring
 from memvault.settings import KdfParams, StoreSettings
 
@@ -526,7 +528,7 @@ def test_commit_tag_and_object(case: dict[str, Any], monkeypatch: pytest.MonkeyP
     _fixed_random(monkeypatch, [bytes.fromhex(case["meta_nonce"])])
     assert records.seal_meta(meta_key, store_id, meta) == sealed
     # The message grammar and the git commit object (constant identity and time).
-    message = (b"memvault\n\nMemvault-Meta: " + keys.b64encode(sealed).encode() + b"\nMemvault-Tag: "
+    message = (b"memvault\n\nMemvault-Meta: " + crypto.b64encode(sealed).encode() + b"\nMemvault-Tag: "
                + tag.hex().encode() + b"\n")  # fmt: skip
     assert message.decode() == case["message"]
     git_parent = case["git_parent"].encode() if case["git_parent"] else None
@@ -581,13 +583,13 @@ def test_shard_v2_decodes_and_reencodes(monkeypatch: pytest.MonkeyPatch) -> None
 def test_tree_layout_2() -> None:
     """Layout 2 (format version 2): the same blobs as <h0>/<h1>/<h[2:]> and <h0>/<h1>/i."""
     case = TREE_V2
-    paths = {store_mod._content_path(bytes.fromhex(t), 2): b.encode() for t, b in case["content_blobs"].items()}
+    paths = {layout.content_path(bytes.fromhex(t), 2): b.encode() for t, b in case["content_blobs"].items()}
     paths.update({(s[:1].encode(), s[1:].encode(), b"i"): b.encode() for s, b in case["index_blobs"].items()})
     assert _tree_of(paths).decode() == case["trees"]["root"]
     for token, blob in case["content_blobs"].items():
-        assert store_mod._content_path(bytes.fromhex(token), 2) == (token[:1].encode(), token[1:2].encode(),
+        assert layout.content_path(bytes.fromhex(token), 2) == (token[:1].encode(), token[1:2].encode(),
                                                                     token[2:].encode())  # fmt: skip
-        assert store_mod._content_path(bytes.fromhex(token), 1)[0] == b"c"
+        assert layout.content_path(bytes.fromhex(token), 1)[0] == b"c"
     for name, tree_id in case["trees"].items():  # every subtree, e.g. "2" and "2/1"
         if name != "root":
             parts = tuple(p.encode() for p in name.split("/"))
@@ -720,7 +722,7 @@ def test_config_mac(case: dict[str, Any]) -> None:
     msg = b"memvault/v1/config" + store_id + body.encode()
     assert msg.hex() == case["mac_message"]
     key = bytes.fromhex(case["config_key"])
-    tag = keys.b64decode(case["settings_mac"])
+    tag = crypto.b64decode(case["settings_mac"])
     crypto.mac_verify(key, msg, tag)
     changed = {**cfg, "settings": {**cfg["settings"], "max_file_bytes": cfg["settings"]["max_file_bytes"] + 1}}
     body2 = json.dumps(changed, sort_keys=True, separators=(",", ":"))

@@ -1,11 +1,10 @@
-"""The ``memvault`` command line: a thin shell over the library.
+"""The ``memvault`` command line: a thin shell over the library, one module per command group
+(each registers its subcommands with ``register(subparsers)``; modules are discovered).
 
-Each module of this package registers its subcommands with ``register(subparsers)``; modules
-are discovered, so a new command group is a new file. The store is found from ``--store``,
-else ``$MEMVAULT_STORE``, else the current directory; the key comes from
-``$MEMVAULT_PASSPHRASE``, ``$MEMVAULT_KEY_FILE`` or a prompt, never from an argument. Expected
-errors print one line on stderr (JSON with ``--json``) and exit with the code of
-:class:`memvault.errors.ExitStatus`; no traceback.
+The store is found from ``--store``, else ``$MEMVAULT_STORE``, else the current directory; the
+key comes from ``$MEMVAULT_PASSPHRASE``, ``$MEMVAULT_KEY_FILE`` or a prompt, never from an
+argument. Expected errors print one line on stderr (JSON with ``--json``) and exit with the code
+of :class:`memvault.errors.ExitStatus`; no traceback.
 """
 
 from __future__ import annotations

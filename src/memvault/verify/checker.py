@@ -1,5 +1,5 @@
-"""Verify a whole store: every object, every commit, every index shard and file version, the
-freshness mark, the keyring and the key slots. Typed results, never printed here.
+"""The checks of :func:`verify`: every object, commit, index shard and file version, the
+freshness mark, the keyring and the key slots.
 
 Open the store with ``MemoryStore.open(path, ..., check_head=False)`` so that a damaged head
 does not stop :func:`verify` from looking at the rest. Every problem found is reported, not just
@@ -8,35 +8,7 @@ in history: each commit, tree, index shard blob and content blob is read once (t
 blobs shared between commits are not read again), and each distinct shard blob and file version
 is decrypted once.
 
-Problem codes (``severity`` in brackets):
-
-=================  =========  =================================================================
-``bad-ref``        error      the branch ``refs/heads/main`` is missing or damaged
-``missing-object`` error      an object reachable from the branch is absent from the repository
-``bad-commit``     error      a commit object is present but damaged (does not match its id) or
-                              not byte for byte a commit memvault writes (headers, identity)
-``forged-commit``  error      a commit does not authenticate (message, metadata or HMAC tag)
-``broken-chain``   error      sequence numbers are not contiguous down to the first commit #0
-``bad-tree``       error      a tree object is damaged (does not match its id) or is not a tree
-``hostile-tree``   error      an intact tree holds what memvault never writes: an entry named
-                              ``.``, ``..`` or ``.git``, a name with ``/``, a symlink (120000),
-                              gitlink (160000) or other mode, duplicate or unsorted entries, an
-                              extra top-level entry, or an entry out of place in the layout
-``bad-index``      error      an index shard or a node record in it does not decrypt or is invalid
-``bad-blob``       error      a file version's content blob is damaged or does not authenticate
-``missing-key``    error      a version's data key is not in the keyring
-``bad-key``        error      a data key record in the keyring does not authenticate
-``bad-keyring``    error      the keyring cannot be read (header, framing or high-water MAC chain)
-``rollback``       error      the branch is behind, beside (fork) or ahead of the high-water mark
-``bad-key-slot``   error      a key slot file does not parse (or there is none)
-``orphan-key``     warning    a data key no version references (left by an aborted commit)
-``torn-keyring``   warning    the keyring ends in a partial record (a crash during an append)
-``unpublished-     warning    a commit recorded in the keyring on top of the branch; it is the
-commit``                      head (checked as such) and the next write publishes it
-``stray-blob``     warning    a content blob in the tree that no file version references
-``bad-access-     warning    the access-time file (last reads, for ``expire``) does not open or
-times``                       parse; ``expire`` refuses to run until the next read replaces it
-=================  =========  =================================================================
+The problem codes and what each means: docs/format.md §11.
 
 Messages name paths, commit ids, sequence numbers, object ids and data key ids (all of which
 an operator may see); they never contain file contents or key bytes.
@@ -46,84 +18,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
 
-from . import crypto
-from .errors import IntegrityError, StorageError
-from .format import layout, records
-from .format.records import Node
-from .keys.keyring import ZERO_ID, KeyringScan, freshness_problem
-from .keys.slots import read_slot_file, slot_file_names
-from .store import MemoryStore
+from .. import crypto
+from ..errors import IntegrityError, StorageError
+from ..format import layout, records
+from ..format.records import Node
+from ..keys.keyring import ZERO_ID, KeyringScan, freshness_problem
+from ..keys.slots import read_slot_file, slot_file_names
+from ..store import MemoryStore
+from .report import Problem, Severity, VerifyReport
 
-__all__ = ["Problem", "VerifyReport", "Severity", "verify"]
-
-Severity = Literal["error", "warning"]
-
-
-@dataclass(frozen=True)
-class Problem:
-    """One thing :func:`verify` found wrong. ``commit``/``seq``: the first (oldest) commit where
-    the damaged item appears, where known; ``path``: the memory path affected, where known."""
-
-    severity: Severity
-    code: str
-    message: str
-    path: str | None = None
-    commit: str | None = None
-    seq: int | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "severity": self.severity,
-            "code": self.code,
-            "message": self.message,
-            "path": self.path,
-            "commit": self.commit,
-            "seq": self.seq,
-        }
-
-
-@dataclass(frozen=True)
-class VerifyReport:
-    """The result of :func:`verify`: every problem found, and how much was checked."""
-
-    problems: list[Problem]
-    commits: int  #: commits read on the branch
-    objects: int  #: distinct git objects checked (commits, trees, shard and content blobs)
-    versions: int  #: distinct file versions (content blobs) authenticated and decrypted
-    keys: int  #: data key records in the keyring checked
-    key_slots: int  #: key slot files that parse
-    head: str | None = None  #: the branch head (hex), if readable
-    head_seq: int | None = None  #: its sequence number, if it authenticates
-
-    @property
-    def ok(self) -> bool:
-        """True when no problem is an error (warnings are allowed)."""
-        return not self.errors
-
-    @property
-    def errors(self) -> list[Problem]:
-        return [p for p in self.problems if p.severity == "error"]
-
-    @property
-    def warnings(self) -> list[Problem]:
-        return [p for p in self.problems if p.severity == "warning"]
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "ok": self.ok,
-            "head": self.head,
-            "head_seq": self.head_seq,
-            "commits": self.commits,
-            "objects": self.objects,
-            "versions": self.versions,
-            "keys": self.keys,
-            "key_slots": self.key_slots,
-            "errors": len(self.errors),
-            "warnings": len(self.warnings),
-            "problems": [p.to_json() for p in self.problems],
-        }
+__all__ = ["verify"]
 
 
 def verify(store: MemoryStore, *, progress: Callable[[int, int], None] | None = None) -> VerifyReport:

@@ -1,0 +1,18 @@
+"""Moving memories in and out of a store: import a plain directory (``importer``), export a tree or
+the whole history as plaintext (``exporter``).
+"""
+
+from .exporter import ExportResult, export_plaintext_git, export_tree
+from .importer import IMAGE_SUFFIXES, ImportRefusedError, ImportResult, Scrubber, SkippedEntry, import_dir
+
+__all__ = [
+    "Scrubber",
+    "SkippedEntry",
+    "ImportResult",
+    "ExportResult",
+    "ImportRefusedError",
+    "import_dir",
+    "export_tree",
+    "export_plaintext_git",
+    "IMAGE_SUFFIXES",
+]

@@ -2,7 +2,7 @@
 """memvault's scrubber vs Yelp's detect-secrets on the same labelled notes, in one run.
 
 For each tool and each corpus (the held-out corpus ``tests/scrub/heldout_corpus.jsonl`` and the public
-examples ``../shared/scrub/public_examples.jsonl``) it prints:
+examples ``tests/scrub/public_examples.jsonl``) it prints:
 
 - recall per kind: a labelled span counts as caught when any finding overlaps it (the finding's kind
   does not have to match), and recall over credential kinds and over personal-data kinds (ip and dob

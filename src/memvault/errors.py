@@ -28,7 +28,7 @@ __all__ = [
     "RollbackDetectedError",
     "StoreNotFoundError",
     "StoreExistsError",
-    "KeyError_",
+    "UnlockError",
     "WrongKeyError",
     "KeyUnavailableError",
     "InternalError",
@@ -156,17 +156,17 @@ class StoreExistsError(MemvaultError):
     exit_status = ExitStatus.REFUSED
 
 
-class KeyError_(MemvaultError):
-    """Base for key problems (named with a trailing underscore to avoid the builtin)."""
+class UnlockError(MemvaultError):
+    """Base for failures to unlock a store: no key given, or the wrong one."""
 
     exit_status = ExitStatus.NO_KEY
 
 
-class WrongKeyError(KeyError_):
+class WrongKeyError(UnlockError):
     """The passphrase or key file unlocks no key slot of this store."""
 
 
-class KeyUnavailableError(KeyError_):
+class KeyUnavailableError(UnlockError):
     """No passphrase or key was given, or a key file is unreadable or malformed."""
 
 

@@ -19,8 +19,8 @@ Reference: the installed SDK (measured with anthropic 2.14.0). Outputs are compa
   insert error, and a rename whose source is missing *and* destination exists: the SDK checks
   the destination first, memvault the source).
 
-Inputs the generator stays away from, because the docs-vs-SDK deviations (see
-``/work/shared/spec/memory-tool.md``) make the *outcome* differ, not just the text:
+Inputs the generator stays away from, because the docs-vs-SDK deviations (README
+"The protocol") make the *outcome* differ, not just the text:
 
 1. Paths outside memvault's strict grammar (``/memoriesX/a``, ``..``, backslashes, ``%2e``,
    NFD names, control characters, trailing ``/`` ...): the SDK accepts them, memvault refuses.

@@ -2,7 +2,7 @@ r"""Stateful property test: random sequences of all six memory commands against 
 
 A hypothesis ``RuleBasedStateMachine`` drives memvault's ``MemoryTool`` and, side by side, a
 small in-memory model of the ``memory_20250818`` protocol written in this file from
-``../shared/spec/memory-tool.md`` and memvault's documented deviations (README "The protocol"
+Anthropic's memory tool documentation and memvault's documented deviations (README "The protocol"
 and the grammar documented at the top of ``memvault.paths``). The model is a dict
 ``path -> text`` plus a set of directories; it never calls memvault code.
 

@@ -1,7 +1,7 @@
 """Protocol conformance: every command and every documented string, through MemoryTool.call.
 
-Expected strings are written out by hand from ../shared/spec/memory-tool.md (the docs win where
-the SDK reference deviates), never computed by the code under test.
+Expected strings are written out by hand from Anthropic's memory tool documentation (the docs win
+where the SDK reference deviates; README "The protocol"), never computed by the code under test.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
     python tests/scrub/make_dev_corpus.py [--seed N] [--count N]
 
 Every credential is generated from ``random`` with a fixed seed; none is real. Same format as
-``../shared/scrub/public_examples.jsonl`` (spans are code-point offsets, ``category`` names the
+``tests/scrub/public_examples.jsonl`` (spans are code-point offsets, ``category`` names the
 main payload or the look-alike of a negative sample).
 """
 

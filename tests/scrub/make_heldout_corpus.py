@@ -11,7 +11,7 @@ kind (prefix, length, charset; Luhn, IBAN mod-97, GitHub/npm CRC32 checksums whe
 
 Deterministic: same seed, same bytes (only ``random.Random(seed)`` is used; no hash-order dependence).
 
-Format (one JSON object per line, same as ../shared/scrub/public_examples.jsonl)::
+Format (one JSON object per line, same as tests/scrub/public_examples.jsonl)::
 
     {"id": "h0001", "text": "...", "spans": [{"start": 10, "end": 50, "kind": "github_token"}],
      "category": "secret:github_token" | "pii:email" | "ip:ip" | "negative:<look-alike type>"}

@@ -25,8 +25,7 @@ from memvault.scrub import (
 )
 from memvault.settings import CustomRule, ScrubSettings, StoreSettings
 
-#: A copy of ../shared/scrub/public_examples.jsonl (40 labelled notes, fake credentials only), kept
-#: in the repository so this test never depends on files outside it.
+#: 40 labelled public example notes (fake credentials only).
 PUBLIC = Path(__file__).resolve().parents[1] / "scrub" / "public_examples.jsonl"
 DEV = Path(__file__).resolve().parents[1] / "scrub" / "dev_corpus.jsonl"
 S = Scrubber()

@@ -1,5 +1,5 @@
-"""Regression tests for review findings on the CLI and history: terminal escapes from memory
-content, time windows with a clock set back, one-line OS errors, passwd on a key-file store."""
+"""The CLI on the edges: terminal escapes in memory content, time windows with a clock set back,
+one-line OS errors, passwd on a key-file store, redacted versions in the one-line log."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Expiry: delete the files nobody has read or written for a while, as one commit.
 
 A file's *last use* is the later of its last write (the time of the commit that wrote its current
-version, from its encrypted node record) and its last recorded read (:mod:`memvault.access`, at
+version, from its encrypted node record) and its last recorded read (:mod:`memvault.store.atimes`, at
 one-hour resolution). :func:`expire` deletes every file whose last use is older than the cutoff in
 one commit attributed to the caller (command ``expire``), so ``memvault restore`` or ``revert``
 brings any of them back; directories are left in place. A damaged access-time file stops it

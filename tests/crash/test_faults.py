@@ -39,7 +39,6 @@ from memvault import keymgmt, shred
 from memvault.errors import MemvaultError, StorageError, WrongKeyError
 from memvault.git import packdir
 from memvault.git import refs as gitrefs
-from memvault.git import repo as gitrepo
 from memvault.paths import MemoryPath
 from memvault.protocol import run_command
 from memvault.verify import verify

@@ -12,9 +12,9 @@ import pytest
 import memvault
 from conftest import PASSPHRASE, make_store
 from memvault import history, shred
-from memvault.store import memorystore as store_module
 from memvault.cli import main
 from memvault.cli._common import terminal_safe
+from memvault.store import memorystore as store_module
 
 
 class _Tty(io.StringIO):

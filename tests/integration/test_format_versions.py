@@ -9,11 +9,11 @@ import pytest
 
 from conftest import FAST_KDF, PASSPHRASE, keyring_records
 from memvault import MemoryStore, MemoryTool, crypto, history
-from memvault.store import config as store_config
-from memvault.store import memorystore as store_mod
 from memvault.cli import main
 from memvault.errors import IntegrityError, MemvaultError
 from memvault.settings import StoreSettings
+from memvault.store import config as store_config
+from memvault.store import memorystore as store_mod
 from memvault.verify import verify
 
 NOTE = "/memories/notes/a.md"

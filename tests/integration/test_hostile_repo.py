@@ -271,7 +271,9 @@ def test_unexpected_top_level_entry(store_path: Path, layout: int, extra: bytes,
     with pytest.raises(IntegrityError):
         memvault.MemoryStore.open(seeded, passphrase=PASSPHRASE).close()
     with memvault.MemoryStore.open(seeded, passphrase=PASSPHRASE, check_head=False) as store:
-        assert LayoutChecker(store.git.tree_entries).problem(store.git.read_commit(store.git.head() or b"")[0]) is not None
+        assert (
+            LayoutChecker(store.git.tree_entries).problem(store.git.read_commit(store.git.head() or b"")[0]) is not None
+        )
         report = verify(store)
     assert [p.code for p in report.errors] == ["hostile-tree"]
     assert "fits neither layout" in report.errors[0].message

@@ -14,13 +14,13 @@ import pytest
 import memvault
 from conftest import PASSPHRASE, make_store, unpack_to_loose
 from memvault import history
-from memvault.store import memorystore as store_module
 from memvault.cli import main
 from memvault.errors import StorageError
 from memvault.git import packdir
 from memvault.git import repo as gitrepo
 from memvault.paths import parse_path
 from memvault.settings import StoreSettings
+from memvault.store import memorystore as store_module
 from memvault.verify import verify
 
 

@@ -316,6 +316,25 @@ def sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def test_transact_returns_the_commit_it_made(store: memvault.MemoryStore) -> None:
+    from memvault.paths import parse_path
+
+    path = parse_path("/memories/t.md")
+    first = store.transact(
+        lambda txn: (txn.write_file(path, b"one\n"), "value")[1],
+        command="put",
+        paths=(path.text,),
+        actor="a",
+        session="",
+    )
+    second = store.transact(lambda txn: txn.delete(path), command="delete", paths=(path.text,), actor="a", session="")
+    assert first.value == "value" and second.value is None
+    assert second.seq == first.seq + 1 and first.commit_id != second.commit_id
+    assert store.head == (second.commit_id, second.seq)
+    meta, _tree, parent = store.commit(second.commit_id)
+    assert parent == first.commit_id and meta.seq == second.seq and meta.command == "delete"
+
+
 def test_write_preconditions(store: memvault.MemoryStore) -> None:
     path = "/memories/prefs.md"
     created = writes.write(store, path, "v1\n", must_not_exist=True, actor="sync", session="job-1")

@@ -11,10 +11,10 @@ import pytest
 
 import memvault
 from conftest import PASSPHRASE, make_store
-from memvault.store import state as store_module
 from memvault.errors import IntegrityError
 from memvault.paths import parse_path
 from memvault.settings import StoreSettings
+from memvault.store import state as store_module
 
 
 def test_content_cache_is_bounded_after_a_bulk_transaction(tmp_path: Path) -> None:
@@ -106,3 +106,31 @@ def test_plaintext_cache_budget_is_settable_and_zero_keeps_nothing(
     s.close()
     with memvault.MemoryStore.open(tmp_path / "s", passphrase=PASSPHRASE, plaintext_cache_bytes=0) as again:
         assert again.plaintext_cache_bytes == 0
+
+
+def test_log_authenticates_each_commit_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A log (with what each commit changed, and the parent each diff needs) opens and checks the
+    metadata and chain tag of each commit once, however often history code asks for it."""
+    from memvault import history
+    from memvault.format import records
+
+    store = make_store(tmp_path / "s", StoreSettings(durability="none"))
+    for i in range(6):
+        store.put_file(f"/memories/n{i}.md", f"note {i}\n")
+    store.close()
+    fresh = memvault.MemoryStore.open(tmp_path / "s", passphrase=PASSPHRASE)
+    calls: dict[str, int] = {"open_meta": 0, "commit_tag": 0}
+    for name in calls:
+        real = getattr(records, name)
+
+        def counting(*args: Any, _real: Any = real, _name: str = name, **kwargs: Any) -> Any:
+            calls[_name] += 1
+            return _real(*args, **kwargs)
+
+        monkeypatch.setattr(records, name, counting)
+    infos = history.log(fresh)
+    history.log(fresh, operations=["created"])  # a second walk, with diffs against each parent
+    assert [i.seq for i in infos] == [6, 5, 4, 3, 2, 1, 0]
+    assert all(info.changes for info in infos[:-1])
+    # the head was authenticated at open; every other commit exactly once
+    assert calls == {"open_meta": 6, "commit_tag": 6}

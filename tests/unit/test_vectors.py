@@ -16,9 +16,8 @@ from typing import Any
 import pytest
 
 from memvault import crypto
-from memvault.format import layout
 from memvault.errors import IntegrityError, WrongKeyError
-from memvault.format import records
+from memvault.format import layout, records
 from memvault.git.objects import MODE_BLOB, MODE_TREE
 from memvault.git.repo import GitStore
 from memvault.keys import slots as keys

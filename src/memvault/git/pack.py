@@ -1,6 +1,6 @@
 """git's pack format as memvault writes it: one pack per commit, its version 2 index.
 
-Pure bytes, no I/O (the files are written by :mod:`memvault.git.packfiles`; read by
+Pure bytes, no I/O (the files are written by :mod:`memvault.git.packdir`; read by
 :mod:`memvault.git.packread`).
 """
 

@@ -540,7 +540,7 @@ class PackReader:
 
 def _stored_block(data: bytes, at: int, size: int) -> bytes | None:
     """The ``size`` bytes of the zlib stream at ``data[at:]`` if it is one final stored block
-    (how memvault writes an object under 64 KiB: :func:`memvault.gitstore.zlib_stored`) that
+    (how memvault writes an object under 64 KiB: :func:`memvault.git.pack.zlib_stored`) that
     ``data`` holds whole, its Adler-32 included; None if it is anything else (or damaged), for
     zlib to decide. No inflater is set up for such a stream.
 

@@ -402,7 +402,7 @@ class GitStore:
 
     def _raw(self, obj_id: bytes, kind: bytes, sha256: bytes | None = None) -> bytes:
         """The body of the object ``obj_id`` of type ``kind``, loose or packed, checked against
-        its id. Packed objects are read by :class:`~memvault.packread.PackReader` (bounded to
+        its id. Packed objects are read by :class:`~memvault.git.packread.PackReader` (bounded to
         :data:`MAX_OBJECT_BYTES`, deltas resolved, a removed pack never read); the packs it
         knows are asked first, then the loose file, and only then is ``objects/pack`` listed
         again for packs another writer added since."""

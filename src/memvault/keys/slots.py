@@ -263,7 +263,7 @@ class Subkeys:
     name: bytes
     keyring: bytes
     config: bytes
-    access: bytes  #: the access-time file (memvault.access)
+    access: bytes  #: the access-time file (memvault.store.atimes)
 
     def __init__(self, master_key: bytes, store_id: bytes, epoch: int) -> None:
         self.epoch = epoch

@@ -338,7 +338,7 @@ class MemoryStore:
         keep_dirs: bool = False,
         merge_bytes: int | None = None,
     ) -> tuple[int, int]:
-        """Pack loose objects (in batches of :data:`~memvault.gitstore.PACK_BATCH`; stores
+        """Pack loose objects (in batches of :data:`~memvault.git.repo.PACK_BATCH`; stores
         written before commits were packs hold them) and merge the smallest packs where they break
         the geometric progression (:meth:`GitStore.consolidate_packs`, only packs holding at most
         ``merge_bytes`` together if given); return ``(objects packed, packs merged)``. Runs under
@@ -362,7 +362,7 @@ class MemoryStore:
     def note_read(self, node: Node) -> None:
         """Record that ``node`` was read by the memory tool (for ``expire``): in memory; merged
         into the access-time file at close, and while the session runs at most every
-        :data:`~memvault.access.FLUSH_SECONDS` (by a commit, or here if the lock is free)."""
+        :data:`~memvault.store.atimes.FLUSH_SECONDS` (by a commit, or here if the lock is free)."""
         self.access_times.touch(node.token)
         if self.access_times.due():
             self.flush_access_times(wait=0.0)
@@ -511,7 +511,7 @@ class MemoryStore:
         return self.opened_commit(commit_id).meta
 
     def destroy_keys(self, dek_ids: set[bytes], info: dict[str, object]) -> int:
-        """Destroy data keys (crypto-shredding, see :mod:`memvault.redact`); return how many.
+        """Destroy data keys (crypto-shredding, see :mod:`memvault.shred`); return how many.
 
         Refuses (ConflictError) if the head still uses one of them: remove those files first.
         """

@@ -6,7 +6,7 @@ plain-file tool, a memvault store with the default plaintext cache (8 MiB) and o
 ``plaintext_cache_bytes=0``. Prints, per command, the median over runs of each store's ratio to
 the reference in that run, and the geomean of the mutation ratios. It answers one question: what
 the cache buys (repeated views) and whether turning it off costs the mutations anything (they
-read the file they edit through the same cache). See docs/performance.md §16.2.
+read the file they edit through the same cache). See docs/performance.md, "Decisions, and why".
 
     python benchmarks/cache_ab.py --size 10000 --durability full --repeat 4
 """

@@ -67,10 +67,8 @@ PHASES: list[tuple[str, str, str]] = [
     ("pack merge in the command (plan: list, stat)", "memvault.git.packdir", "PackDirectory._merge_plan"),
     ("pack merge in the command (remove merged packs)", "memvault.git.packdir", "PackDirectory._retire"),
     ("syncfs (objects durable)", "memvault.fsutil", "_syncfs"),
-    ("loose object chmod 0400", "memvault.store", "MemoryStore._restrict_objects"),
     ("keyring append", "memvault.keys.keyring", "Keyring.append"),
     ("ref update (CAS)", "memvault.git.refs", "Branch.compare_and_swap"),
-    ("ref chmod", "memvault.store", "MemoryStore._restrict_ref"),
     ("cache update", "memvault.store.state", "StoreState.add"),
     ("cache update", "memvault.store.state", "StoreState.remove"),
     ("cache update", "memvault.store.state", "StateReader.cache_content"),
@@ -146,13 +144,17 @@ def _resolve(module_name: str, attr: str) -> tuple[Any, str]:
 
 
 def install(profiler: Profiler) -> None:
-    import memvault.gitstore  # noqa: F401
-    import memvault.keyring  # noqa: F401
-    import memvault.records  # noqa: F401
-
+    import memvault.format.records  # noqa: F401
     import memvault.fsutil  # noqa: F401
+    import memvault.git.packdir  # noqa: F401
+    import memvault.git.refs  # noqa: F401
+    import memvault.git.repo  # noqa: F401
+    import memvault.keys.keyring  # noqa: F401
     import memvault.protocol  # noqa: F401
-    import memvault.store  # noqa: F401
+    import memvault.scrub.guard  # noqa: F401
+    import memvault.store.commit  # noqa: F401
+    import memvault.store.memorystore  # noqa: F401
+    import memvault.store.state  # noqa: F401
     import memvault.tool  # noqa: F401
 
     for label, module_name, attr in PHASES:
@@ -169,7 +171,7 @@ def install(profiler: Profiler) -> None:
         fn = original.__func__ if is_static else original
         wrapped = profiler.wrap_cm(label, fn) if attr == "StoreLock.hold" else profiler.wrap(label, fn)
         setattr(owner, name, staticmethod(wrapped) if is_static else wrapped)
-    # records.* functions are called as ``records.encode_blob(...)`` from store.py (module
+    # records.* functions are called as ``records.encode_blob(...)`` from store/commit.py (module
     # attribute lookup), so patching the module attribute is enough. keyring.dek_record etc. are
     # methods. GitStore.blob/commit are static methods called as ``GitStore.blob``.
 

@@ -27,7 +27,6 @@ The library never prints; results are frozen dataclasses.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -51,7 +50,6 @@ __all__ = [
 ]
 
 UndoCommand = Literal["revert", "restore", "rollback"]
-_SHA_RE = re.compile(r"[0-9a-f]{64}")
 #: Re-plans when another writer commits between planning and taking the lock.
 _ATTEMPTS = 8
 _ROOT_PATH = MemoryPath(())
@@ -355,6 +353,3 @@ def rollback(store: MemoryStore, rev: str | bytes, *, actor: str = "operator", s
 
     note = f"Nothing to roll back: the store is already as it was at {_short(commit_id)} (#{seq})."
     return _run_undo(store, "rollback", commit_id, plan, note=note, actor=actor, session=session)
-
-
-# -- preconditioned writes ------------------------------------------------------------------------------

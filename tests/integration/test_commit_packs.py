@@ -368,7 +368,7 @@ def test_commits_are_compressed_in_stored_packs_and_read_back(tmp_path: Path) ->
             assert gitobjects.TYPE_NAMES[type_num] == obj.type_name and raw == obj.as_raw_string()
 
 
-# -- memvault's own pack reader (memvault.packread) ------------------------------------------------
+# -- memvault's own pack reader (memvault.git.packread) ------------------------------------------------
 
 
 def _raw_id(obj: gitobjects.GitObject) -> bytes:

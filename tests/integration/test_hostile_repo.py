@@ -296,6 +296,28 @@ def test_entry_out_of_place_in_the_layout(store_path: Path, layout: int, locatio
     assert "hostile-tree" in [p.code for p in report.errors]
 
 
+def _alias_first_entry(store_path: Path, entries: list[Entry]) -> bytes:
+    """The tree with one more entry: the first entry's subtree again, under an unused hex name."""
+    used = {name for _mode, name, _sha in entries}
+    name = next(bytes([c]) for c in b"0123456789abcdef" if bytes([c]) not in used)
+    return _raw(_git_sorted([*entries, (entries[0][0], name, entries[0][2])]))
+
+
+@pytest.mark.parametrize(("layout", "location"), [(1, "i"), (2, "root")])
+def test_a_subtree_filed_under_a_second_name_is_checked_there_too(store_path: Path, layout: int, location: str) -> None:
+    """The same shard tree under another name files its index shard under another shard name (part
+    of the shard's associated data): opening refuses it, and verify must walk it there too, not skip
+    it as a tree it has already seen."""
+    _seed(store_path, layout)
+    _make_hostile(store_path, location, _alias_first_entry)
+    with pytest.raises(IntegrityError):
+        memvault.MemoryStore.open(store_path, passphrase=PASSPHRASE)
+    with memvault.MemoryStore.open(store_path, passphrase=PASSPHRASE, check_head=False) as store:
+        report = verify(store)
+    assert not report.ok
+    assert "bad-index" in {p.code for p in report.problems}, report.problems
+
+
 def test_layout_problem_is_none_for_a_real_store(seeded: Path) -> None:
     with memvault.MemoryStore.open(seeded, passphrase=PASSPHRASE) as store:
         assert LayoutChecker(store.git.tree_entries).problem(store.git.read_commit(store.head[0])[0]) is None

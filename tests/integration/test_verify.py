@@ -472,6 +472,23 @@ def test_torn_keyring_tail_and_damaged_key_slot_are_reported(seeded: Seeded) -> 
     assert report.key_slots == 1
 
 
+def test_a_keyring_replaced_by_a_fifo_is_reported_without_hanging(seeded: Seeded) -> None:
+    import threading
+
+    store = _open(seeded.path)
+    keyring = seeded.path / "keyring"
+    keyring.unlink()
+    os.mkfifo(keyring)
+    reports: list[VerifyReport] = []
+    worker = threading.Thread(target=lambda: reports.append(verify(store)), daemon=True)
+    worker.start()
+    worker.join(timeout=60)
+    assert not worker.is_alive(), "verify hung on a keyring that is a FIFO"
+    store.close()
+    codes = {p.code for p in reports[0].problems}
+    assert "bad-keyring" in codes and not reports[0].ok
+
+
 def test_several_problems_are_reported_together(seeded: Seeded) -> None:
     flipped = seeded.nodes[("/memories/a.md", 1)]
     missing = seeded.nodes[("/memories/notes/b.md", 2)]

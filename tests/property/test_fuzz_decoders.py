@@ -890,7 +890,7 @@ def test_zlib_bomb_loose_object_is_refused_without_inflating_it(tmp_path: Path) 
     assert peak < size  # the whole object was never held in memory
 
 
-# -- keyring (decoder owned by keyring.py) ---------------------------------------------------------
+# -- keyring (decoder owned by keys/keyring.py) -----------------------------------------------------
 
 
 @FUZZ_FEW
@@ -922,7 +922,7 @@ def test_tombstone_info_that_is_not_an_object(info: bytes, tmp_path: Path) -> No
         ring.tombstone(bytes(16))
 
 
-# -- memvault.json (decoder owned by store.py / settings.py) ---------------------------------------
+# -- memvault.json (decoder owned by store/config.py / settings.py) -----------------------------------
 
 
 def _open_with_config(text: bytes) -> None:

@@ -134,3 +134,18 @@ def test_log_authenticates_each_commit_once(tmp_path: Path, monkeypatch: pytest.
     assert all(info.changes for info in infos[:-1])
     # the head was authenticated at open; every other commit exactly once
     assert calls == {"open_meta": 6, "commit_tag": 6}
+
+
+def test_cached_commit_metadata_cannot_be_changed_by_a_caller(tmp_path: Path) -> None:
+    from memvault import history
+
+    store = make_store(tmp_path / "s", StoreSettings(durability="none"))
+    memvault.MemoryTool(store).call(
+        {"command": "create", "path": "/memories/k.md", "file_text": "AKIAQ7VXK2JD4NRP3W6T\n"}
+    )
+    first = history.log(store, limit=1)[0]
+    assert first.findings == {"aws_access_key_id": 1}
+    first.findings["aws_access_key_id"] = 99
+    store.commit_meta(store.head[0]).findings.clear()
+    assert history.log(store, limit=1)[0].findings == {"aws_access_key_id": 1}
+    assert store.commit_meta(store.head[0]).findings == {"aws_access_key_id": 1}

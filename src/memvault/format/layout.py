@@ -103,14 +103,17 @@ def shard_path(shard: bytes, layout: int) -> tuple[bytes, ...]:
 
 
 def walk(
-    root_id: bytes, read: Callable[[bytes, str], Entries | None], *, content: bool = True
+    root_id: bytes, read: Callable[[bytes, str, bytes], Entries | None], *, content: bool = True
 ) -> tuple[dict[bytes, bytes], dict[bytes, bytes]]:
     """The index shards and content blobs of a tree in either layout.
 
     Args:
         root_id: the root tree's id.
-        read: returns the entries of a tree of the given role, or None to skip it (a tree the
-            caller found bad or has already seen); it is the caller's to check each tree's shape.
+        read: ``read(tree_id, role, prefix)`` returns the entries of a tree of that role found at
+            that position (``prefix``: the hex digits of the token its entries continue), or None
+            to skip it (a tree the caller found bad, or already walked at that same position: the
+            same subtree at another position names other shards and tokens). It is the caller's to
+            check each tree's shape.
         content: also collect content blobs (False skips layout 1's ``c`` subtree).
 
     Returns:
@@ -120,7 +123,7 @@ def walk(
     blobs: dict[bytes, bytes] = {}
 
     def descend(tree_id: bytes, role: str, prefix: bytes) -> None:
-        entries = read(tree_id, role)
+        entries = read(tree_id, role, prefix)
         if entries is None:
             return
         child = ROLES[role][2]
@@ -134,7 +137,7 @@ def walk(
             elif content:
                 blobs[bytes.fromhex((prefix + name).decode())] = obj_id
 
-    root = read(root_id, "root")
+    root = read(root_id, "root", b"")
     roles = root_roles(root) if root is not None else None
     if root is None or roles is None:
         return shards, blobs

@@ -1,7 +1,7 @@
 """git's object formats as memvault writes and reads them: trees, commits, loose objects.
 
 Pure bytes, no I/O. Every tree and commit read back is parsed strictly against the one shape
-memvault writes (docs/format.md §1), so a hostile repository is refused rather than interpreted.
+memvault writes (docs/format.md §5.6, §9.1), so a hostile repository is refused rather than interpreted.
 """
 
 from __future__ import annotations

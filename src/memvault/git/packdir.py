@@ -19,12 +19,12 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from ..errors import IntegrityError
-from ..fsutil import DIR_MODE, fsync_dir, install_file, private_dir, write_all
+from ..fsutil import DIR_MODE, O_NEW_FILE, fsync_dir, install_file, private_dir, write_all
 from .objects import MAX_OBJECT_BYTES, TYPE_NAMES, GitObject
 from .pack import build_pack, entry_header, pack_index
 from .packread import PackReader, checked_pack_entries
 
-__all__ = ["PackDirectory", "geometric_merge", "MERGE_AT", "MERGE_BYTES", "ORPHAN_PACK_SECONDS", "O_NEW_OBJECT"]
+__all__ = ["PackDirectory", "geometric_merge", "MERGE_AT", "MERGE_BYTES", "ORPHAN_PACK_SECONDS"]
 
 #: A command merges the smallest packs (:meth:`PackDirectory.write`) once this many of them break
 #: the geometric progression (:func:`geometric_merge`), so the fixed cost of a merge (two files,
@@ -35,8 +35,6 @@ MERGE_AT = 8
 MERGE_BYTES = 2 * 1024 * 1024
 #: A pack without its index is removed once it is this old (:meth:`PackDirectory.sweep_leftovers`).
 ORPHAN_PACK_SECONDS = 600.0
-#: Flags of a new object file: created exclusively, never through a symbolic link.
-O_NEW_OBJECT = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
 _PACK_PREFIX = "pack-"
 _PACK_NAME = re.compile(r"\Apack-[0-9a-f]{40}\.pack\Z")
 #: memvault's temporary names of packs and indexes being written (git's prefixes, 16 random hex
@@ -159,7 +157,7 @@ class PackDirectory:
         directory, 0700, if it is missing); return its descriptor and path."""
         tmp = f"{self._pack_base}/{prefix}{secrets.token_hex(8)}"
         try:
-            return os.open(tmp, O_NEW_OBJECT, 0o400), tmp
+            return os.open(tmp, O_NEW_FILE, 0o400), tmp
         except FileNotFoundError:
             try:
                 os.mkdir(self._pack_base, DIR_MODE)
@@ -169,7 +167,7 @@ class PackDirectory:
                 private_dir(self._pack_base)
                 if self._durable:
                     fsync_dir(self._objects_dir)
-        return os.open(tmp, O_NEW_OBJECT, 0o400), tmp
+        return os.open(tmp, O_NEW_FILE, 0o400), tmp
 
     def _write_pack_file(self, data: bytes, final: str, prefix: str, *, fsync: bool) -> None:
         fd, tmp = self._open_pack_tmp(prefix)

@@ -46,6 +46,7 @@ import weakref
 import zlib
 
 from ..errors import IntegrityError, StorageError
+from .objects import TYPE_NAMES
 
 __all__ = ["PackReader", "read_pack_index", "checked_pack_entries", "MAX_DELTA_DEPTH", "MAX_DELTA_BYTES"]
 
@@ -57,7 +58,6 @@ MAX_DELTA_DEPTH = 250
 #: does not delta).
 MAX_DELTA_BYTES = 16 * 1024 * 1024
 _PACK_SIGNATURES = (b"PACK\0\0\0\2", b"PACK\0\0\0\3")
-_TYPE_NAMES = {1: b"commit", 2: b"tree", 3: b"blob", 4: b"tag"}
 _OFS_DELTA = 6
 _REF_DELTA = 7
 _O_READ = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
@@ -398,7 +398,7 @@ class PackReader:
                             damaged = True  # not the content the caller's record names
                             continue
                     else:
-                        digest = hashlib.sha1(_TYPE_NAMES[type_num] + b" %d\0" % len(body), usedforsecurity=False)
+                        digest = hashlib.sha1(TYPE_NAMES[type_num] + b" %d\0" % len(body), usedforsecurity=False)
                         digest.update(body)
                         if digest.digest() != raw_id:
                             damaged = True  # the content does not match its id
@@ -433,7 +433,7 @@ class PackReader:
         delta_bytes = 0
         while True:
             type_num, size, head, at, base_offset, base_id = self._entry(fd, pack, offset)
-            if type_num in _TYPE_NAMES:
+            if type_num in TYPE_NAMES:
                 stored = _stored_block(head, at, size)
                 body = self._inflate(fd, pack, offset + at, size, memoryview(head)[at:]) if stored is None else stored
                 break
@@ -494,7 +494,7 @@ class PackReader:
             i += 20
             if len(base_id) != 20:
                 raise IntegrityError()
-        elif type_num not in _TYPE_NAMES:
+        elif type_num not in TYPE_NAMES:
             raise IntegrityError()
         return type_num, size, head, i, base_offset, base_id
 

@@ -6,19 +6,18 @@ Why a move is a single in-place ``pwrite`` and when it is durable: docs/format.m
 from __future__ import annotations
 
 import os
-import re
 import stat
 from collections.abc import Callable
 from pathlib import Path
 
 from ..errors import IntegrityError
 from ..fsutil import DIR_MODE, fsync_dir, private_dir, pwrite_all, read_bounded, write_all
+from .objects import is_hex_id
 
 __all__ = ["BRANCH_NAME", "Branch"]
 
 #: The one branch of a store's repository.
 BRANCH_NAME = b"refs/heads/main"
-_HEX40 = re.compile(rb"\A[0-9a-f]{40}\Z")
 _MAX_REF_BYTES = 4096
 #: Size of a loose ref file as git and memvault write it: 40 hex digits and a newline.
 _REF_SIZE = 41
@@ -66,7 +65,7 @@ class Branch:
             data = packed
         except OSError:  # a FIFO, a device, a directory or an oversized file
             raise IntegrityError("The store's branch is damaged.") from None
-        if not _HEX40.match(data):
+        if not is_hex_id(data):
             raise IntegrityError("The store's branch is damaged.")
         return data
 

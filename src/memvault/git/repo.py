@@ -26,7 +26,16 @@ from dulwich.refs import Ref
 from dulwich.repo import Repo
 
 from ..errors import IntegrityError
-from ..fsutil import DIR_MODE, fsync_dir, install_file, private_dir, read_bounded, sync_filesystem, syncfs_available
+from ..fsutil import (
+    DIR_MODE,
+    O_NEW_FILE,
+    fsync_dir,
+    install_file,
+    private_dir,
+    read_bounded,
+    sync_filesystem,
+    syncfs_available,
+)
 from .objects import (
     MAX_OBJECT_BYTES,
     PACK_TYPES,
@@ -43,7 +52,7 @@ from .objects import (
     tree_sort_key,
 )
 from .pack import build_pack
-from .packdir import O_NEW_OBJECT, PackDirectory
+from .packdir import PackDirectory
 from .packread import PackReader
 from .refs import BRANCH_NAME, Branch
 
@@ -71,7 +80,7 @@ def _open_loose_lock(directory: str, lock: str) -> int:
     """Create ``lock`` (mode 0400, exclusive), making the fan-out ``directory`` (0700) if it is
     missing and replacing a ``lock`` a crashed writer left."""
     try:
-        return os.open(lock, O_NEW_OBJECT, 0o400)
+        return os.open(lock, O_NEW_FILE, 0o400)
     except FileNotFoundError:
         try:
             os.mkdir(directory, DIR_MODE)
@@ -81,7 +90,7 @@ def _open_loose_lock(directory: str, lock: str) -> int:
             private_dir(directory)  # mkdir honours the umask, which may take owner bits
     except FileExistsError:
         os.unlink(lock)  # the caller holds the writer lock: no live writer owns it
-    return os.open(lock, O_NEW_OBJECT, 0o400)
+    return os.open(lock, O_NEW_FILE, 0o400)
 
 
 class GitStore:

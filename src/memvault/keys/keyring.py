@@ -232,10 +232,19 @@ class Keyring:
             parsed_only: use only the bytes :meth:`refresh` parsed (a writer may append
                 meanwhile); commit records are listed only then (their MACs were checked).
                 Otherwise every data key record in the file is listed, also after damage.
+
+        A keyring that is not a regular file of a size memvault writes gives an empty scan.
         """
         try:
-            with open(self._path, "rb") as f:
-                data = f.read()
+            fd = os.open(self._path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)  # a FIFO must not hang
+        except OSError:
+            return KeyringScan({}, {}, 0)
+        try:
+            with os.fdopen(fd, "rb") as f:
+                st = os.fstat(f.fileno())
+                if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_KEYRING_BYTES:
+                    return KeyringScan({}, {}, 0)
+                data = f.read(st.st_size)
         except OSError:
             return KeyringScan({}, {}, 0)
         if len(data) < _HEADER.size:

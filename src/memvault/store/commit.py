@@ -37,6 +37,7 @@ class CommitWriter:
         store_id: the store's id.
         durable: durability ``full``.
         on_objects: told how many objects each commit wrote (for pack upkeep at close).
+        on_stale: called when a commit stands but the cached state could not be updated to it.
     """
 
     def __init__(
@@ -48,6 +49,7 @@ class CommitWriter:
         *,
         durable: bool,
         on_objects: Callable[[int], None],
+        on_stale: Callable[[], None],
     ) -> None:
         self._reader = reader
         self.git: GitStore = reader.git
@@ -56,10 +58,11 @@ class CommitWriter:
         self.store_id = store_id
         self._durable = durable
         self._on_objects = on_objects
+        self._on_stale = on_stale
 
     def write(
         self, state: StoreState, txn: Transaction, meta: CommitMeta, *, epoch: int, version: int, relayout: bool = False
-    ) -> tuple[bytes, bool]:
+    ) -> bytes:
         """Write ``txn`` on top of ``state`` as one commit and fold it into ``state``.
 
         Args:
@@ -68,8 +71,8 @@ class CommitWriter:
             relayout: file every live blob and shard of ``state`` anew in tree layout 2.
 
         Returns:
-            ``(commit id, folded)``; ``folded`` is False when the commit stands but ``state``
-            could not be updated (the caller must reload it).
+            The new commit's id. If the commit stands but ``state`` could not be updated to it,
+            ``on_stale`` was called.
 
         Raises:
             StorageError: a write failed (the store is at the old commit, or the error says
@@ -209,12 +212,10 @@ class CommitWriter:
             state.commit_id, state.seq, state.tree_id = commit.id, meta.seq, tree_id
         except Exception:
             # The commit stands (the branch moved): report success, rebuild the cache lazily.
-            folded = False
-        else:
-            folded = True
+            self._on_stale()
         if failure is not None and not isinstance(failure, Exception):
             raise failure  # e.g. KeyboardInterrupt after the branch moved: the commit stands
-        return commit.id, folded
+        return commit.id
 
     def _abort(self, seq: int, commit_id: bytes) -> bool:
         """Withdraw the recorded commit ``commit_id`` with an ``ABORT`` record if the keyring

@@ -13,6 +13,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import TypeVar
 
@@ -119,11 +120,20 @@ class MemoryStore:
         self._served_ref: bytes | None = None
         self._reader = StateReader(git, self.keyring, self._keys, store_id, self._token_mac)
         self._writer_of_commits = CommitWriter(
-            self._reader, self.keyring, self._keys, store_id, durable=self._durable, on_objects=self._wrote_objects
+            self._reader,
+            self.keyring,
+            self._keys,
+            store_id,
+            durable=self._durable,
+            on_objects=self._wrote_objects,
+            on_stale=self._drop_state,
         )
 
     def _wrote_objects(self, n: int) -> None:
         self._objects_written += n
+
+    def _drop_state(self) -> None:
+        self._state = None  # the branch moved but the cached state could not follow: reload lazily
 
     # -- construction ---------------------------------------------------------------------------
 
@@ -289,7 +299,7 @@ class MemoryStore:
         """Move the store to format version :data:`~memvault.store.config.FORMAT_VERSION`
         (``memvault.json`` first, then one ``upgrade`` commit refiling the head in tree layout 2);
         idempotent. Processes that have the store open keep writing the encodings of the version
-        they opened until they open it again (docs/format.md §1.1).
+        they opened until they open it again (docs/cli.md, `upgrade`).
 
         Returns:
             ``(old version, new version)``.
@@ -490,7 +500,6 @@ class MemoryStore:
             loaded = self._reader.load_state(head, seq, tree_id, state)
             if any(n.redacted for n in loaded.nodes.values()):
                 # Redaction removes a version from the head before destroying its key.
-                self._state = None
                 raise IntegrityError("The current state refers to a destroyed data key.")
             self._state = loaded
             self._served_ref = ref
@@ -504,7 +513,9 @@ class MemoryStore:
             IntegrityError: the commit is missing or not authentic.
         """
         with self._state_lock:
-            return self._reader.open_commit(commit_id)
+            opened = self._reader.open_commit(commit_id)
+        # The cached record stays as authenticated: callers get their own findings dict.
+        return replace(opened, meta=replace(opened.meta, findings=dict(opened.meta.findings)))
 
     def commit_meta(self, commit_id: bytes) -> CommitMeta:
         """The decrypted metadata of an authentic commit."""
@@ -552,8 +563,6 @@ class MemoryStore:
         """Drop every decrypted content and node kept in memory (after a redaction)."""
         with self._state_lock:
             self._reader.forget_plaintext()
-
-    # -- history access (authenticated; used by memvault.history) -------------------------------
 
     # -- history access (authenticated; used by memvault.history) -------------------------------
 
@@ -642,12 +651,9 @@ class MemoryStore:
             return Committed(result, commit_id, meta.seq)
 
     def _commit(self, state: StoreState, txn: Transaction, meta: CommitMeta, *, relayout: bool = False) -> bytes:
-        commit_id, folded = self._writer_of_commits.write(
+        return self._writer_of_commits.write(
             state, txn, meta, epoch=self._epoch, version=self.format_version, relayout=relayout
         )
-        if not folded:
-            self._state = None  # the commit stands: rebuild the cached state lazily
-        return commit_id
 
     # -- library conveniences -----------------------------------------------------------------
 

@@ -183,10 +183,6 @@ class StateReader:
 
     # -- trees and shards ----------------------------------------------------------------------------
 
-    def tree_problem(self, tree_id: bytes) -> str | None:
-        """What in the tree does not fit memvault's layouts, or None (checked subtrees are cached)."""
-        return self._layout.problem(tree_id)
-
     def tree_layout(self, tree_id: bytes, format_version: int) -> int:
         """The layout a commit on ``tree_id`` keeps (:func:`~memvault.format.layout.tree_layout`)."""
         return layout.tree_layout(self.git.tree_entries(tree_id), format_version)
@@ -198,7 +194,7 @@ class StateReader:
             IntegrityError: a tree on the way does not have memvault's layout.
         """
 
-        def read(obj_id: bytes, role: str) -> layout.Entries:
+        def read(obj_id: bytes, role: str, _prefix: bytes) -> layout.Entries:
             entries = self.git.tree_entries(obj_id)
             if layout.shape_problem(entries, role) is not None:
                 raise IntegrityError()
@@ -343,10 +339,11 @@ class StateReader:
         self._trim_contents()
 
     def forget_plaintext(self) -> None:
-        """Drop every decrypted content and node kept in memory."""
+        """Drop every decrypted content, node and commit metadata kept in memory."""
         self._contents.clear()
         self._contents_size = 0
         self._shards.clear()
+        self._commits.clear()
 
 
 def _when(value: object) -> str:

@@ -80,6 +80,9 @@ class _Verifier:
         self.pending: list[_Pending] = []
         self.objects: set[bytes] = set()
         self.trees: dict[tuple[bytes, str], dict[bytes, tuple[int, bytes]] | None] = {}
+        #: (tree id, role, position) of every subtree walked: the same tree at another position
+        #: names other shards and tokens, so it is walked again there.
+        self.walked_trees: set[tuple[bytes, str, bytes]] = set()
         self.shards: set[tuple[bytes, bytes]] = set()
         self.versions: set[bytes] = set()
         self.referenced: set[bytes] = set()
@@ -360,11 +363,11 @@ class _Verifier:
 
     # -- trees -----------------------------------------------------------------------------------
 
-    def tree(self, tree_id: bytes, role: str, where: _Where) -> tuple[dict[bytes, tuple[int, bytes]] | None, bool]:
-        """``(entries or None if bad, first visit)``; a bad tree is reported once."""
+    def tree(self, tree_id: bytes, role: str, where: _Where) -> dict[bytes, tuple[int, bytes]] | None:
+        """The entries of a tree of ``role``, or None if it is bad (reported once)."""
         key = (tree_id, role)
         if key in self.trees:
-            return self.trees[key], False
+            return self.trees[key]
         self.objects.add(tree_id)
         entries: dict[bytes, tuple[int, bytes]] | None
         try:
@@ -406,16 +409,19 @@ class _Verifier:
                 where=where,
             )
         self.trees[key] = entries
-        return entries, True
+        return entries
 
     def check_commit_tree(self, entry: _ChainEntry) -> None:
         if entry.tree_id is None:
             return
         where = _Where(entry.commit_id.decode(), entry.seq)
 
-        def read(tree_id: bytes, role: str) -> layout.Entries | None:
-            entries, first = self.tree(tree_id, role, where)
-            return entries if first or role == "root" else None  # a subtree seen before was checked then
+        def read(tree_id: bytes, role: str, prefix: bytes) -> layout.Entries | None:
+            entries = self.tree(tree_id, role, where)
+            if (tree_id, role, prefix) in self.walked_trees:
+                return None  # this subtree at this position was walked for an earlier commit
+            self.walked_trees.add((tree_id, role, prefix))
+            return entries
 
         shard_map, blobs = layout.walk(entry.tree_id, read)
         for token, blob_id in blobs.items():

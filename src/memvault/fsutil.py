@@ -176,8 +176,20 @@ def wipe_leftovers(directory: Path, markers: tuple[str, ...]) -> int:
     return count
 
 
-def make_private_dir(path: Path) -> None:
-    """Create ``path`` (not its parents) with mode 0700 regardless of umask."""
+def make_private_dir(path: Path, *, parents: bool = False) -> None:
+    """Create ``path`` with mode 0700 regardless of umask; with ``parents``, also each missing
+    ancestor, 0700 too (existing ones are left as they are)."""
+    if parents:
+        missing: list[Path] = []
+        for ancestor in path.parents:
+            if ancestor.exists():
+                break
+            missing.append(ancestor)
+        for ancestor in reversed(missing):
+            try:
+                make_private_dir(ancestor)
+            except FileExistsError:
+                pass  # made meanwhile by someone else: theirs to keep as it is
     os.mkdir(path, DIR_MODE)
     os.chmod(path, DIR_MODE)
 

@@ -677,6 +677,21 @@ def test_modes_whatever_the_umask(tmp_path: Path, umask: int) -> None:
 
 
 @pytest.mark.parametrize("umask", [0, 0o022], ids=["umask0", "umask022"])
+def test_missing_parents_of_a_new_store_are_made_owner_only(tmp_path: Path, umask: int) -> None:
+    """The directories create makes above a new store are 0700 whatever the umask; the existing
+    ones are left as they were."""
+    os.chmod(tmp_path, 0o755)
+    old = os.umask(umask)
+    try:
+        memvault.MemoryStore.create(tmp_path / "a" / "b" / "store", passphrase=PASSPHRASE, kdf=FAST_KDF).close()
+    finally:
+        os.umask(old)
+    for made in (tmp_path / "a", tmp_path / "a" / "b", tmp_path / "a" / "b" / "store"):
+        assert stat.S_IMODE(made.stat().st_mode) == 0o700, made
+    assert stat.S_IMODE(tmp_path.stat().st_mode) == 0o755  # an existing parent is not changed
+
+
+@pytest.mark.parametrize("umask", [0, 0o022], ids=["umask0", "umask022"])
 def test_commands_create_files_owner_only_from_the_start(
     tmp_path: Path, umask: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -184,8 +184,7 @@ class MemoryStore:
                 raise StoreExistsError("The store directory is not empty.")
             os.chmod(root, DIR_MODE)
         else:
-            root.parent.mkdir(parents=True, exist_ok=True)
-            make_private_dir(root)
+            make_private_dir(root, parents=True)
         durable = settings.durability == "full"
         store_id = crypto.random_bytes(16)
         master_keys = {1: crypto.new_key()}

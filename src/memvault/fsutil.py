@@ -141,7 +141,8 @@ def wipe_file(path: Path) -> None:
     The file is first renamed to ``.<name>.wipe`` (fsynced), so a crash or an I/O error midway
     never leaves a zeroed or half-zeroed file under its real name (a key slot that would no
     longer parse): the real name is either the intact file or gone. A leftover ``.wipe`` file is
-    finished by :func:`wipe_leftovers`.
+    finished by :func:`wipe_leftovers`. A file with other hard links (a ``cp -al`` snapshot shares
+    its blocks) is only unlinked: zeroing it would destroy the other copy.
     """
     doomed = path.with_name(f".{path.name}.wipe") if not path.name.endswith(".wipe") else path
     if doomed != path:
@@ -149,8 +150,10 @@ def wipe_file(path: Path) -> None:
         fsync_dir(path.parent)
     fd = os.open(doomed, os.O_WRONLY | os.O_NOFOLLOW)
     try:
-        pwrite_all(fd, bytes(os.fstat(fd).st_size), 0)
-        os.fsync(fd)
+        st = os.fstat(fd)
+        if st.st_nlink == 1:
+            pwrite_all(fd, bytes(st.st_size), 0)
+            os.fsync(fd)
     finally:
         os.close(fd)
     os.unlink(doomed)

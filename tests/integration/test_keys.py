@@ -247,3 +247,38 @@ def test_cli_key_list_add_remove(
     assert _slot_files(cli) == [f"{pw_id}.json"]
     assert _files(cli) == before
     assert main(["key", "add", "--passphrase", "x"]) == 2  # never a secret on the command line
+
+
+def _snapshot_by_hard_links(src: Path, dst: Path) -> None:
+    """What ``cp -al src dst`` makes: the same directories, every file a hard link."""
+    import os
+
+    for dirpath, _dirnames, filenames in os.walk(src):
+        target = dst / Path(dirpath).relative_to(src)
+        target.mkdir(parents=True, exist_ok=True)
+        for name in filenames:
+            os.link(Path(dirpath) / name, target / name)
+
+
+def test_a_hard_linked_snapshot_survives_passwd_and_a_redaction(
+    filled: memvault.MemoryStore, store_path: Path, tmp_path: Path
+) -> None:
+    """Removing a slot and rewriting the keyring zero only files nobody else links to, and the
+    keyring is unshared before an append: a ``cp -al`` snapshot taken before keeps its key slot and
+    its keyring as they were, and opens with the old passphrase."""
+    from memvault.shred import shred_file
+
+    snapshot = tmp_path / "snapshot"
+    _snapshot_by_hard_links(store_path, snapshot)
+    before = {p.name: p.read_bytes() for p in (snapshot / "keys").iterdir()}
+    keyring_before = (snapshot / "keyring").read_bytes()
+    change_passphrase(filled, "a brand new passphrase", kdf=FAST_KDF)
+    filled.put_file("/memories/gone.md", "to be erased\n")
+    filled.put_file("/memories/gone.md", "again\n")
+    shred_file(filled, "/memories/gone.md")
+    assert {p.name: p.read_bytes() for p in (snapshot / "keys").iterdir()} == before
+    assert (snapshot / "keyring").read_bytes() == keyring_before
+    with memvault.MemoryStore.open(snapshot, passphrase=PASSPHRASE) as old:
+        assert memvault.history.read_at(old, "/memories/a.md") == b"beta\n"
+    with pytest.raises(WrongKeyError):
+        memvault.MemoryStore.open(store_path, passphrase=PASSPHRASE)

@@ -384,6 +384,7 @@ class Keyring:
         append survives, and the error is re-raised; if even that cut fails, the in-memory view
         is re-read from the file, so :attr:`high_water` says what the file really holds.
         """
+        self._unshare()
         self.refresh()
         start = self._offset
         fd = os.open(self._path, os.O_WRONLY | os.O_NOFOLLOW)
@@ -403,6 +404,24 @@ class Keyring:
         # take them in without reading them back.
         self._consume(records)
         return start
+
+    def _unshare(self) -> None:
+        """Give the keyring a file of its own when another hard link shares it (a ``cp -al``
+        snapshot), so that appends leave the other copy as it was: copy, fsync, rename over."""
+        if os.lstat(self._path).st_nlink <= 1:
+            return
+        with open(self._path, "rb") as f:
+            data = f.read(MAX_KEYRING_BYTES + 1)
+        tmp = self._path.with_name(f".{self._path.name}.rewrite-{os.getpid()}")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, FILE_MODE)
+        try:
+            write_all(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, self._path)
+        fsync_dir(self._path.parent)
+        self._reset()
 
     def _undo_append(self, fd: int, start: int, *, durable: bool) -> None:
         """After a failed append: cut the file back to ``start``, then re-read it from scratch."""
@@ -526,9 +545,10 @@ class Keyring:
         try:
             os.replace(tmp, self._path)
             fsync_dir(self._path.parent)
-            for start, end in wipe:
-                pwrite_all(old_fd, bytes(end - start), start)
-            os.fsync(old_fd)
+            if os.fstat(old_fd).st_nlink == 0:  # another hard link (a snapshot) keeps it whole
+                for start, end in wipe:
+                    pwrite_all(old_fd, bytes(end - start), start)
+                os.fsync(old_fd)
         finally:
             os.close(old_fd)
         self._reset()

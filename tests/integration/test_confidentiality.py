@@ -12,6 +12,7 @@ import memvault
 from conftest import all_store_bytes as _all_bytes
 from conftest import make_store
 from memvault import crypto
+from memvault.settings import StoreSettings
 
 CANARIES = {
     "content": "CANARYcontent7f3a",
@@ -109,3 +110,26 @@ def test_same_content_twice_gives_different_ciphertexts(store: memvault.MemorySt
     snap = store.snapshot()
     ids = {a1.blob_id, snap.get("/memories/a.md").blob_id, snap.get("/memories/b.md").blob_id}  # type: ignore[union-attr]
     assert len(ids) == 3
+
+
+def test_a_commit_writes_its_records_in_an_order_that_says_nothing_of_the_paths(tmp_path: Path) -> None:
+    """A renamed subtree re-encrypts every file in it: its data key records (and blobs) must not
+    come out in the alphabetical order of the file names an observer cannot read."""
+    from conftest import keyring_records
+
+    store = make_store(tmp_path / "s", StoreSettings(durability="none"))
+    names = [f"{chr(ord('a') + i)}-note.md" for i in range(16)]
+    for name in names:
+        store.put_file(f"/memories/dir/{name}", f"{name}\n")
+    before = len((tmp_path / "s" / "keyring").read_bytes())
+    memvault.MemoryTool(store).call({"command": "rename", "old_path": "/memories/dir", "new_path": "/memories/moved"})
+    data = (tmp_path / "s" / "keyring").read_bytes()
+    appended = [
+        data[start + 3 : start + 19] for rtype, start, _end in keyring_records(data) if start >= before and rtype == 1
+    ]
+    nodes = store.state_at(store.head[0]).nodes
+    by_dek = {node.dek_id: path for path, node in nodes.items() if path.startswith("/memories/moved")}
+    order = [by_dek[dek_id] for dek_id in appended if dek_id in by_dek]
+    files = [p for p in order if p.endswith(".md")]
+    assert len(files) == 16
+    assert files != sorted(files) and files != sorted(files, reverse=True)

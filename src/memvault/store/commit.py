@@ -3,6 +3,7 @@ the cached state. The order and what a crash at each step leaves: docs/format.md
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Callable
 from dataclasses import replace
 
@@ -19,6 +20,8 @@ from .state import StateReader, StoreState, shard_of
 from .transaction import Transaction
 
 __all__ = ["CommitWriter"]
+
+_RANDOM = secrets.SystemRandom()
 
 
 def _storage_error(err: BaseException, *, outcome_unknown: bool = False) -> StorageError:
@@ -100,7 +103,11 @@ class CommitWriter:
                 shard_nodes[shard] = dict(state.shards.get(shard, {}))
             return shard_nodes[shard]
 
-        for path, pending in txn.changes.items():
+        # In random order: data key records, blobs and records are then written in an order that
+        # says nothing about the paths (a renamed or imported subtree would show their sort order).
+        changes = list(txn.changes.items())
+        _RANDOM.shuffle(changes)
+        for path, pending in changes:
             old = state.nodes.get(path)
             if pending is None:
                 if old is None:

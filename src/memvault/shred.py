@@ -17,7 +17,7 @@ What can still hold copies is listed in :data:`REMAINING_COPIES` and in every re
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -116,24 +116,37 @@ def file_versions(store: MemoryStore, path: str) -> list[FileVersion]:
     return [_version(n, c, s) for n, c, s in versions if n.file_id in lineages and not n.redacted]
 
 
-def _destroy(store: MemoryStore, targets: list[FileVersion], *, actor: str, session: str, reason: str) -> ShredResult:
+def _shred(
+    store: MemoryStore,
+    select: Callable[[], list[FileVersion]],
+    *,
+    actor: str,
+    session: str,
+    reason: str,
+) -> ShredResult:
+    """Choose the versions with ``select`` and destroy their keys in one critical section under
+    the writer lock, so no commit can slip between the choice and the destruction (an edit made
+    meanwhile would be a new version, still holding the text, that nobody chose)."""
     if len(reason) > _MAX_REASON or len(actor) > _MAX_REASON:
         raise InvalidInputError(f"Error: The reason and actor are limited to {_MAX_REASON} characters each.")
-    if not targets:
-        return ShredResult((), (), None)
-    dek_ids = {bytes.fromhex(v.dek_id) for v in targets}
-    live = sorted(p for p, n in store.state_at(store.head[0]).nodes.items() if n.dek_id in dek_ids)
+    with store.writing():
+        targets = select()
+        if not targets:
+            return ShredResult((), (), None)
+        dek_ids = {bytes.fromhex(v.dek_id) for v in targets}
+        live = sorted(p for p, n in store.state_at(store.head[0]).nodes.items() if n.dek_id in dek_ids)
 
-    def remove(txn: Transaction) -> None:
-        for p in live:
-            if txn.get(p) is not None:
-                txn.delete(parse_path(p))
+        def remove(txn: Transaction) -> None:
+            for p in live:
+                if txn.get(p) is not None:
+                    txn.delete(parse_path(p))
 
-    commit_id: str | None = None
-    if live:
-        # The commit names no path: the name may be the very text being erased.
-        commit_id = store.transact(remove, command="redact", paths=(), actor=actor, session=session).commit_id.decode()
-    store.destroy_keys(dek_ids, {"time": time.time(), "actor": actor, "reason": reason})
+        commit_id: str | None = None
+        if live:
+            # The commit names no path: the name may be the very text being erased.
+            done = store.transact(remove, command="redact", paths=(), actor=actor, session=session)
+            commit_id = done.commit_id.decode()
+        store.destroy_keys(dek_ids, {"time": time.time(), "actor": actor, "reason": reason})
     return ShredResult(tuple(targets), tuple(live), commit_id)
 
 
@@ -142,23 +155,31 @@ def shred_version(
 ) -> ShredResult:
     """Erase the version of ``path`` that is current at revision ``rev``."""
     vpath = parse_path(path).text
-    node = store.state_at(resolve(store, rev)).nodes.get(vpath)
-    if node is None or node.is_dir:
-        raise PathNotFoundError(f"Error: The file {vpath} does not exist at revision {rev}.")
-    target = next((v for v in file_versions(store, vpath) if v.dek_id == node.dek_id.hex()), None)
-    if target is None:  # pragma: no cover - every node of a state was created by some commit
-        raise PathNotFoundError(f"Error: The file {vpath} does not exist at revision {rev}.")
-    return _destroy(store, [target], actor=actor, session=session, reason=reason)
+
+    def select() -> list[FileVersion]:
+        node = store.state_at(resolve(store, rev)).nodes.get(vpath)
+        if node is None or node.is_dir:
+            raise PathNotFoundError(f"Error: The file {vpath} does not exist at revision {rev}.")
+        target = next((v for v in file_versions(store, vpath) if v.dek_id == node.dek_id.hex()), None)
+        if target is None:  # pragma: no cover - every node of a state was created by some commit
+            raise PathNotFoundError(f"Error: The file {vpath} does not exist at revision {rev}.")
+        return [target]
+
+    return _shred(store, select, actor=actor, session=session, reason=reason)
 
 
 def shred_file(
     store: MemoryStore, path: str, *, actor: str = "operator", session: str = "", reason: str = ""
 ) -> ShredResult:
     """Erase every version of the file(s) that ever lived at ``path``, across renames."""
-    targets = file_versions(store, path)
-    if not targets:
-        raise PathNotFoundError(f"Error: No version of {parse_path(path).text} exists in the history.")
-    return _destroy(store, targets, actor=actor, session=session, reason=reason)
+
+    def select() -> list[FileVersion]:
+        targets = file_versions(store, path)
+        if not targets:
+            raise PathNotFoundError(f"Error: No version of {parse_path(path).text} exists in the history.")
+        return targets
+
+    return _shred(store, select, actor=actor, session=session, reason=reason)
 
 
 def shred_matching(
@@ -169,10 +190,12 @@ def shred_matching(
     if len(text) < 4:
         raise InvalidInputError("Error: Give at least 4 characters to match, so a redaction is not accidental.")
     needle = text.encode("utf-8")
-    targets = []
-    for node, commit_id, seq in _all_versions(store):
-        if node.redacted:
-            continue
-        if text in node.path or needle in store.read_node(node):
-            targets.append(_version(node, commit_id, seq))
-    return _destroy(store, targets, actor=actor, session=session, reason=reason)
+
+    def select() -> list[FileVersion]:
+        return [
+            _version(node, commit_id, seq)
+            for node, commit_id, seq in _all_versions(store)
+            if not node.redacted and (text in node.path or needle in store.read_node(node))
+        ]
+
+    return _shred(store, select, actor=actor, session=session, reason=reason)

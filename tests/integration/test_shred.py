@@ -565,3 +565,52 @@ def test_cli_matching_reads_the_text_from_stdin(
 def test_cli_redact_errors_have_no_tool_prefix(cli: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["redact", "file", "/memories/never.md"]) == 4
     assert capsys.readouterr().err == "memvault: No version of /memories/never.md exists in the history.\n"
+
+
+def test_an_edit_racing_a_redaction_cannot_keep_the_text(store_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another writer edits the file between redact matching's scan of the history and the commit
+    that removes the file from the head (forced: the edit runs when the redaction gets there). The scan and
+    the destruction are one critical section, so the edit waits and then finds the file gone; no
+    version readable afterwards holds the text."""
+    import threading
+
+    secret = "Ticket 4821 secret"
+    store = make_store(store_path)
+    tool = memvault.MemoryTool(store, actor="agent")
+    tool.call({"command": "create", "path": "/memories/n.md", "file_text": f"{secret}\nline\n"})
+    other = memvault.MemoryStore.open(store_path, passphrase=PASSPHRASE, lock_timeout=30)
+    other_tool = memvault.MemoryTool(other, actor="racer")
+    outcome: list[object] = []
+
+    def edit() -> None:
+        try:
+            outcome.append(
+                other_tool.call(
+                    {"command": "insert", "path": "/memories/n.md", "insert_line": 2, "insert_text": "more"}
+                )
+            )
+        except ToolError as err:
+            outcome.append(err)
+
+    racer = threading.Thread(target=edit)
+    real_transact = store.transact
+
+    def transact_after_the_race(*args: Any, **kwargs: Any) -> Any:
+        if not racer.is_alive() and not outcome:
+            racer.start()
+            racer.join(timeout=2.0)  # the edit gets every chance to commit after the scan
+        return real_transact(*args, **kwargs)
+
+    monkeypatch.setattr(store, "transact", transact_after_the_race)
+    redact_matching(store, secret, actor="operator")
+    racer.join(timeout=30)
+    assert not racer.is_alive() and len(outcome) == 1
+    assert isinstance(outcome[0], ToolError)  # it ran after the redaction: the file was gone
+    fresh = memvault.MemoryStore.open(store_path, passphrase=PASSPHRASE)
+    for info in history.log(fresh):
+        for change in info.changes:
+            if change.kind != "file" or change.op == "deleted" or change.redacted is not None:
+                continue
+            assert secret.encode() not in history.read_at(fresh, change.path, info.commit_id)
+    other.close()
+    fresh.close()

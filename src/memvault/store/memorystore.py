@@ -109,6 +109,8 @@ class MemoryStore:
             tombstone_key=self._keys.meta,
         )
         self._lock = StoreLock(root / "lock")
+        #: The thread holding the writer lock through this store object, if any.
+        self._writer_thread: int | None = None
         #: Last-read times of files (for expiry), merged into ``access`` now and then.
         self.access_times = AccessTimes(root / ATIMES_FILE, self._keys.access, store_id)
         self._swept = False
@@ -272,8 +274,14 @@ class MemoryStore:
     @contextmanager
     def _writer(self) -> Iterator[None]:
         """Hold the writer lock; finish leftovers of interrupted writers once per store object;
-        turn a filesystem error of the body into :class:`~memvault.errors.StorageError`."""
+        turn a filesystem error of the body into :class:`~memvault.errors.StorageError`. The
+        thread that holds it may enter it again (an operator change made of several commits)."""
+        me = threading.get_ident()
+        if self._writer_thread == me:
+            yield
+            return
         with self._lock.hold():
+            self._writer_thread = me
             try:
                 if not self._swept:
                     self._sweep_leftovers()
@@ -281,6 +289,8 @@ class MemoryStore:
                 yield
             except OSError as err:
                 raise StorageError.from_os_error(err) from None
+            finally:
+                self._writer_thread = None
 
     def _sweep_leftovers(self) -> None:
         """Wipe temporary files of atomic writes, key-slot removals and keyring rewrites that a
@@ -551,7 +561,9 @@ class MemoryStore:
 
     @contextmanager
     def writing(self) -> Iterator[None]:
-        """Hold the store's writer lock (for operator changes outside commits, e.g. key slots).
+        """Hold the store's writer lock (for operator changes outside commits, e.g. key slots, or
+        several steps that must see no other writer between them). :meth:`transact` and
+        :meth:`destroy_keys` may be called inside the block by the same thread.
 
         A filesystem error inside the block becomes :class:`~memvault.errors.StorageError`.
         """

@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
-from .errors import ConflictError, InvalidInputError
+from .errors import ConflictError, IntegrityError, InvalidInputError
 from .paths import parse_path
 
 if TYPE_CHECKING:
@@ -104,15 +104,30 @@ def expire(
     session: str = "",
     dry_run: bool = False,
     now: float | None = None,
+    assume_unread: bool = False,
 ) -> ExpireResult:
     """Delete, in one commit, every file not read or written in the last ``unused_for`` seconds.
 
     No commit when nothing is stale, or with ``dry_run``. The files are chosen on a view of the
     head and deleted in a transaction on that same head (the commit metadata names them); if
     another writer commits in between, the choice is made again.
+
+    Args:
+        assume_unread: go on when the access-time file is missing, taking every file as never
+            read (a store made before memvault created the file with the store, and never read).
+
+    Raises:
+        IntegrityError: the access-time file is damaged, or missing without ``assume_unread``
+            (removing it needs no key: taken for "never read", files read daily would go).
     """
     if unused_for <= 0:
         raise InvalidInputError("The unused-for duration must be positive.")
+    if not assume_unread and not store.access_times.recorded():
+        raise IntegrityError(
+            "The store's access-time file 'access' is missing, so expire cannot tell which files were read; "
+            "nothing was deleted. If no file was ever read, or the loss of the read times is accepted, run "
+            "expire again with --assume-unread."
+        )
     cutoff = (time.time() if now is None else now) - unused_for
     for _attempt in range(_ATTEMPTS):
         head = store.head[0]  # a view newer than this makes the transaction below retry

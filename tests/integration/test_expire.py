@@ -113,6 +113,39 @@ def test_damaged_access_file_stops_expire_and_verify_warns(tmp_path: Path) -> No
     assert all(p.severity == "warning" for p in report.problems)
 
 
+def test_a_removed_access_file_stops_expire_instead_of_meaning_never_read(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Removing ``access`` needs no key. Taken for "never read", it would make expire delete files
+    read every day: expire refuses unless told to go on (``--assume-unread``); verify warns."""
+    store = _store(tmp_path)
+    assert (tmp_path / "s" / "access").exists()  # created with the store
+    store.access_times.touch(_token(store, "/memories/read.md"))
+    assert store.flush_access_times()
+    store.close()
+    (tmp_path / "s" / "access").unlink()
+    fresh = memvault.MemoryStore.open(tmp_path / "s", passphrase=PASSPHRASE)
+    seq = _commits(fresh)
+    later = time.time() + 400 * DAY
+    with pytest.raises(IntegrityError, match="missing"):
+        expiry.expire(fresh, 1.0, actor="ops", now=later)
+    with pytest.raises(IntegrityError, match="missing"):
+        expiry.expire(fresh, 1.0, actor="ops", now=later, dry_run=True)
+    assert _commits(fresh) == seq
+    assert [(p.code, p.severity) for p in verify(fresh).problems] == [("bad-access-times", "warning")]
+    fresh.close()
+    monkeypatch.setenv("MEMVAULT_PASSPHRASE", PASSPHRASE)
+    cli = ["--store", str(tmp_path / "s"), "expire", "--unused-for", "1s", "--dry-run"]
+    assert main(cli) == 3
+    assert "missing" in capsys.readouterr().err
+    assert main([*cli, "--assume-unread"]) == 0
+    assert capsys.readouterr().err == ""
+    with memvault.MemoryStore.open(tmp_path / "s", passphrase=PASSPHRASE) as again:
+        done = expiry.expire(again, 1.0, actor="ops", now=later, assume_unread=True)
+        assert sorted(f.path for f in done.files) == ["/memories/fresh.md", "/memories/old.md", "/memories/read.md"]
+        assert _commits(again) == seq + 1
+
+
 @pytest.mark.parametrize("text", ["", "90", "d", "0d", "-5d", "5y", "1.5d", "9999999999d"])
 def test_bad_durations_are_refused(text: str) -> None:
     with pytest.raises(InvalidInputError):

@@ -45,7 +45,14 @@ def _cmd_expire(args: argparse.Namespace) -> int:
 
     unused_for = parse_duration(args.unused_for)
     with _open(args) as store:
-        result = expire(store, unused_for, actor=args.actor, session=args.session, dry_run=args.dry_run)
+        result = expire(
+            store,
+            unused_for,
+            actor=args.actor,
+            session=args.session,
+            dry_run=args.dry_run,
+            assume_unread=args.assume_unread,
+        )
     if args.json:
         print_json(result.to_json())
     else:
@@ -59,6 +66,11 @@ def register(sub: Any) -> None:
     )
     s.add_argument("--unused-for", required=True, metavar="DURATION", help="e.g. 90d, 12w, 36h (units s, m, h, d, w)")
     s.add_argument("--dry-run", action="store_true", help="list the files that would go; change nothing")
+    s.add_argument(
+        "--assume-unread",
+        action="store_true",
+        help="go on without the access-time file, taking every file as never read (refused otherwise)",
+    )
     s.add_argument("--actor", default="operator", help="who the commit is attributed to (default: operator)")
     s.add_argument("--session", default="", help="session recorded with the commit (default: none)")
     s.add_argument("--json", action="store_true", help="machine-readable output")

@@ -19,6 +19,7 @@ is damaged (:class:`~memvault.errors.IntegrityError`) rather than treating every
 from __future__ import annotations
 
 import errno
+import os
 import struct
 import threading
 import time
@@ -102,6 +103,15 @@ class AccessTimes:
     def due(self) -> bool:
         """Whether reads are pending and the last flush was :data:`FLUSH_SECONDS` ago or more."""
         return bool(self._pending) and time.monotonic() - self._flushed_at >= FLUSH_SECONDS
+
+    def create(self, *, durable: bool) -> None:
+        """Write an empty file (at store creation: from then on a missing file means it was
+        removed, which :func:`~memvault.expiry.expire` refuses to take for "never read")."""
+        atomic_write(self._path, encode(self._key, self._store_id, {}), durable=durable)
+
+    def recorded(self) -> bool:
+        """Whether the file exists (it may still be damaged: :meth:`last_read` says)."""
+        return os.path.lexists(self._path)
 
     def _read_disk(self) -> dict[bytes, int]:
         try:

@@ -198,6 +198,7 @@ class MemoryStore:
         store = cls(root, store_id, settings, master_keys, git, _token=_PRIVATE)
         store.unlocked_slot = first_slot.slot_id
         store._state = store._writer_of_commits.write_initial(store.format_version, _now())
+        store.access_times.create(durable=durable)
         # dulwich honours the umask; memory stores hold regulated data (and umask 0 is common in
         # containers): nothing in the store may be readable by group or others.
         restrict_modes(root / "repo")

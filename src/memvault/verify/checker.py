@@ -164,6 +164,14 @@ class _Verifier:
     # -- access times ------------------------------------------------------------------------
 
     def check_access_times(self) -> None:
+        if not self.store.access_times.recorded():
+            self.add(
+                "warning",
+                "bad-access-times",
+                "The access-time file 'access' is missing (removed, or a store older than the file); expire "
+                "refuses to run without --assume-unread until a read recreates it.",
+            )
+            return
         try:
             self.store.access_times.last_read()
         except StorageError as err:

@@ -10,6 +10,7 @@ raises the ordinary ``TypeError``/``ValueError`` instead and is not part of this
 from __future__ import annotations
 
 import enum
+import errno
 
 __all__ = [
     "ExitStatus",
@@ -33,6 +34,7 @@ __all__ = [
     "KeyUnavailableError",
     "InternalError",
     "StorageError",
+    "read_failure",
 ]
 
 
@@ -208,3 +210,27 @@ class StorageError(InternalError):
         """A read the filesystem refused for a reason that says nothing about the data (out of
         file descriptors, permission, I/O error): not an integrity failure."""
         return cls(f"{what} could not be read ({err.strerror or 'I/O error'}).")
+
+
+#: errno values of a refused read that mean the path is not a file memvault wrote there (``None``:
+#: a read of something that is not a regular file of bounded size, see ``fsutil.read_bounded``).
+_NOT_OUR_FILE = (None, errno.EISDIR, errno.ELOOP, errno.ENOTDIR, errno.ENXIO)
+
+
+def read_failure(err: OSError, *, what: str, damaged: str) -> MemvaultError:
+    """What a refused read of one of the store's files means.
+
+    Args:
+        err: the error of the open or read.
+        what: the file's role, for a storage error ("The store's keyring").
+        damaged: the message when the path is not a file memvault wrote (a directory, a FIFO, a
+            symbolic-link loop, an oversized file).
+
+    Returns:
+        :class:`IntegrityError` with ``damaged`` for those; otherwise (permission, I/O error, out
+        of descriptors) a :class:`StorageError` naming ``what``: the storage's fault, which says
+        nothing about the data.
+    """
+    if err.errno in _NOT_OUR_FILE:
+        return IntegrityError(damaged)
+    return StorageError.from_read_error(err, what=what)

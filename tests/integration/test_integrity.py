@@ -452,3 +452,57 @@ def test_a_keyring_replaced_by_a_directory_is_damage(store: memvault.MemoryStore
     keyring.mkdir()
     with pytest.raises(IntegrityError):
         memvault.MemoryStore.open(store_path, passphrase=PASSPHRASE)
+
+
+@pytest.mark.parametrize("name", ["memvault.json", "keys/slot"])
+def test_a_store_file_the_filesystem_refuses_is_a_storage_error_not_damage(
+    store: memvault.MemoryStore,
+    store_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    name: str,
+) -> None:
+    """Permission denied on the configuration file or a key slot names the file and the system's
+    reason and exits 1, not "damaged" (exit 3): an operator told so might restore backups over a
+    healthy store."""
+    store.close()
+    target = (
+        str(store_path / "memvault.json") if name == "memvault.json" else str(next((store_path / "keys").iterdir()))
+    )
+    real_open = os.open
+
+    def refusing_open(path: object, *args: object, **kwargs: object) -> int:
+        if os.fspath(path) == target:  # type: ignore[arg-type]
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES))
+        return real_open(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "open", refusing_open)
+    with pytest.raises(StorageError) as caught:
+        memvault.MemoryStore.open(store_path, passphrase=PASSPHRASE)
+    assert not isinstance(caught.value, IntegrityError)
+    message = str(caught.value)
+    assert "could not be read" in message and os.strerror(errno.EACCES) in message and "damaged" not in message
+    assert ("memvault.json" in message) if name == "memvault.json" else ("key slot" in message)
+    monkeypatch.setenv("MEMVAULT_PASSPHRASE", PASSPHRASE)
+    from memvault.cli import main
+
+    assert main(["--store", str(store_path), "ls"]) == 1
+    assert "could not be read" in capsys.readouterr().err
+
+
+def test_a_truncated_keyring_or_an_empty_slot_directory_says_what_is_wrong(store_path: Path) -> None:
+    """A keyring cut back to its header is not "history missing", and a key slot directory with no
+    slot is not "the passphrase does not unlock": each names the part that is damaged."""
+    make_store(store_path).close()
+    keyring = store_path / "keyring"
+    whole = keyring.read_bytes()
+    keyring.write_bytes(whole[:21])
+    with pytest.raises(IntegrityError, match="keyring records no commit"):
+        memvault.MemoryStore.open(store_path, passphrase=PASSPHRASE)
+    keyring.write_bytes(whole)
+    slots = list((store_path / "keys").iterdir())
+    for slot in slots:
+        slot.rename(store_path / slot.name)
+    with pytest.raises(IntegrityError, match="no key slot") as caught:
+        memvault.MemoryStore.open(store_path, passphrase=PASSPHRASE)
+    assert not isinstance(caught.value, WrongKeyError)

@@ -31,7 +31,6 @@ one; readers notice the new file (another inode) and read it from the start.
 
 from __future__ import annotations
 
-import errno
 import json
 import os
 import stat
@@ -41,7 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import crypto
-from ..errors import IntegrityError, MemvaultError, RollbackDetectedError, StorageError
+from ..errors import IntegrityError, MemvaultError, RollbackDetectedError, read_failure
 from ..fsutil import FILE_MODE, fsync_dir, pwrite_all, wipe_file, write_all
 
 __all__ = ["Keyring", "KeyringScan", "HighWater", "ZERO_ID", "commit_fields", "frame_records", "freshness_problem"]
@@ -119,12 +118,8 @@ def freshness_problem(head: bytes, seq: int, hw: HighWater) -> IntegrityError | 
 
 
 def _read_error(err: OSError) -> MemvaultError:
-    """What a failed open or read of the keyring means: a path that is not a file memvault wrote
-    (a directory, a symbolic-link loop) is damage; anything else (EIO, EMFILE, EACCES, ...) is the
-    storage's fault, and says nothing about the keyring's integrity."""
-    if err.errno in (errno.EISDIR, errno.ELOOP, errno.ENOTDIR, errno.ENXIO):
-        return IntegrityError("The store's keyring cannot be read.")
-    return StorageError.from_read_error(err, what="The store's keyring")
+    """What a failed open or read of the keyring means (:func:`~memvault.errors.read_failure`)."""
+    return read_failure(err, what="The store's keyring", damaged="The store's keyring cannot be read.")
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from typing import Any, Literal
 
 from .. import crypto
 from ..crypto import b64decode, b64encode
-from ..errors import IntegrityError, KeyUnavailableError, WrongKeyError
+from ..errors import IntegrityError, KeyUnavailableError, WrongKeyError, read_failure
 from ..fsutil import read_bounded
 from ..settings import DEFAULT_KDF, KdfParams
 
@@ -211,7 +211,9 @@ def read_slot_file(path: Path) -> KeySlot:
     malformed = IntegrityError("A key slot is malformed.")
     try:
         obj = json.loads(read_bounded(path, MAX_SLOT_FILE_BYTES))
-    except (OSError, ValueError, RecursionError):  # RecursionError: JSON nested too deep
+    except OSError as err:  # permission, I/O error: not damage
+        raise read_failure(err, what=f"The key slot file keys/{path.name}", damaged=malformed.message) from None
+    except (ValueError, RecursionError):  # RecursionError: JSON nested too deep
         raise malformed from None
     slot = KeySlot.from_json(obj)
     if f"{slot.slot_id.hex()}.json" != path.name:
@@ -223,8 +225,12 @@ def slot_file_names(keys_dir: Path) -> list[str]:
     """Names of the key slot files (``*.json``) in ``keys_dir``, sorted; IntegrityError if unreadable."""
     try:
         return sorted(p for p in os.listdir(keys_dir) if p.endswith(".json"))
-    except OSError:
-        raise IntegrityError("The store's key slots are missing.") from None
+    except FileNotFoundError:
+        raise IntegrityError("The store's key slot directory keys/ is missing.") from None
+    except OSError as err:
+        raise read_failure(
+            err, what="The store's key slot directory keys/", damaged="The store's key slot directory keys/ is damaged."
+        ) from None
 
 
 def load_slots(keys_dir: Path) -> list[KeySlot]:
@@ -233,7 +239,14 @@ def load_slots(keys_dir: Path) -> list[KeySlot]:
 
 
 def unlock_master_keys(store_id: bytes, slots: list[KeySlot], unlock: Unlock) -> tuple[KeySlot, dict[int, bytes]]:
-    """Try each slot of the right kind; return the slot that opened and the master keys."""
+    """Try each slot of the right kind; return the slot that opened and the master keys.
+
+    Raises:
+        IntegrityError: there is no key slot at all (nothing could unlock the store).
+        WrongKeyError: no slot of the unlock's kind opens with it.
+    """
+    if not slots:
+        raise IntegrityError("The store has no key slot (keys/ holds none): no passphrase or key can unlock it.")
     for slot in slots:
         if slot.kind != unlock.kind:
             continue

@@ -18,7 +18,6 @@ is damaged (:class:`~memvault.errors.IntegrityError`) rather than treating every
 
 from __future__ import annotations
 
-import errno
 import os
 import struct
 import threading
@@ -28,7 +27,7 @@ from pathlib import Path
 from typing import Final
 
 from .. import crypto
-from ..errors import IntegrityError, StorageError
+from ..errors import IntegrityError, read_failure
 from ..fsutil import atomic_write, read_bounded
 
 __all__ = ["AccessTimes", "FILE_NAME", "RESOLUTION", "FLUSH_SECONDS"]
@@ -119,12 +118,11 @@ class AccessTimes:
         except FileNotFoundError:
             return {}
         except OSError as err:
-            if err.errno in (None, errno.EISDIR, errno.ELOOP, errno.ENOTDIR, errno.ENXIO):
-                # a FIFO, a directory, a file larger than memvault writes it: damage
-                raise IntegrityError("The store's access-time file cannot be read.") from None
-            # EIO, out of descriptors, permission: the disk's fault. Not damage, which flush()
-            # would answer by replacing the file (and every other session's read times).
-            raise StorageError.from_read_error(err, what="The store's access-time file") from None
+            # EIO, out of descriptors, permission: the disk's fault, not damage (which flush()
+            # would answer by replacing the file, and every other session's read times).
+            raise read_failure(
+                err, what="The store's access-time file", damaged="The store's access-time file cannot be read."
+            ) from None
         return decode(self._key, self._store_id, sealed)
 
     def last_read(self) -> dict[bytes, float]:

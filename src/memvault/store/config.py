@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import crypto
-from ..errors import IntegrityError, MemvaultError, StoreNotFoundError
+from ..errors import IntegrityError, MemvaultError, StoreNotFoundError, read_failure
 from ..fsutil import atomic_write, read_bounded
 from ..settings import StoreSettings
 
@@ -61,12 +61,19 @@ def read_config(root: Path) -> StoreConfig:
     Raises:
         StoreNotFoundError: there is no store at ``root``.
         IntegrityError: the file is damaged or of a format version this release cannot read.
+        StorageError: the file could not be read (permission, I/O error).
     """
     try:
         config = json.loads(read_bounded(root / STORE_FILE, MAX_CONFIG_BYTES))
     except (FileNotFoundError, NotADirectoryError):
         raise StoreNotFoundError("No memory store exists at this location.") from None
-    except (OSError, ValueError, RecursionError):  # RecursionError: JSON nested too deep
+    except OSError as err:  # permission, I/O error: not damage; a FIFO or a directory: damage
+        raise read_failure(
+            err,
+            what="The store's configuration file (memvault.json)",
+            damaged="The store's configuration file is damaged.",
+        ) from None
+    except (ValueError, RecursionError):  # RecursionError: JSON nested too deep
         raise IntegrityError("The store's configuration file is damaged.") from None
     try:
         if set(config) != {"format", "version", "store_id", "settings", "settings_mac"}:

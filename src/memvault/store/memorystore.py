@@ -472,8 +472,10 @@ class MemoryStore:
                 return state
             self.keyring.refresh()
             hw = self.keyring.high_water
-            if ref is None or hw is None:
-                raise IntegrityError("The store's history is missing.")
+            if ref is None:
+                raise IntegrityError("The store's branch refs/heads/main is missing: its history cannot be found.")
+            if hw is None:
+                raise IntegrityError("The store's keyring records no commit (truncated, or replaced by another file).")
             head = ref
             if ref != hw.commit_id and ref == hw.parent_id:
                 if self.git.contains(hw.commit_id):

@@ -629,3 +629,19 @@ def test_cli_plaintext_git_needs_confirmation(env: Path, tmp_path: Path, capsys:
     repo = Repo(str(target))
     assert _git_files(repo, commits[-1].tree) == {"memories/a.md": b"secret text"}
     repo.close()
+
+
+def test_text_named_as_an_image_cannot_pass_the_scrubber(tmp_path: Path, store: memvault.MemoryStore) -> None:
+    """Images are stored without scanning (the scrubber reads text), so a file named ``.png``
+    must be one: a credential in a text file renamed ``notes.png`` is refused, not stored raw; a
+    real image is imported and listed as unscanned."""
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "notes.png").write_text("aws key AKIAQ7VXK2JD4NRP3W6T\n")
+    with pytest.raises(ImportRefusedError, match="named as an image but is not a PNG or JPEG"):
+        import_dir(store, src)
+    assert store.head[1] == 0  # nothing written
+    (src / "notes.png").unlink()
+    (src / "real.png").write_bytes(PNG)
+    result = import_dir(store, src)
+    assert result.unscanned == ("/memories/real.png",) and result.to_json()["unscanned"] == ["/memories/real.png"]

@@ -47,6 +47,8 @@ def _cmd_import(args: argparse.Namespace) -> int:
         print(f"  replaced {path}")
     for path in result.hidden:
         print(f"  note: {path} is hidden (its name starts with '.'; the memory tool's view does not list it)")
+    for path in result.unscanned:
+        print(f"  note: {path} is an image, stored without passing the scrubber (it reads text only)")
     for entry in result.skipped:
         print(f"  skipped {entry.source}: {entry.reason}")
     return ExitStatus.SUCCESS

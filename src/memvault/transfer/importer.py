@@ -50,6 +50,9 @@ Progress = Callable[[int, int], None]
 
 #: Files kept as binary (images the memory tool can show); everything else must be UTF-8 text.
 IMAGE_SUFFIXES = frozenset({".png", ".jpg", ".jpeg"})
+#: The first bytes every PNG and JPEG file starts with: a file named as an image must be one, so
+#: text cannot pass the scrubber by a name.
+_IMAGE_SIGNATURES = (b"\x89PNG\r\n\x1a\n", b"\xff\xd8\xff")
 #: Temporary files ``BetaLocalFilesystemMemoryTool`` leaves behind if it dies mid-write.
 _SDK_TEMP_RE = re.compile(r"\A\.tmp-\d+-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\Z")
 #: How many problems an error message lists before "and N more".
@@ -83,6 +86,8 @@ class ImportResult:
     overwritten: tuple[str, ...]  #: files that existed and were replaced (``overwrite=True``)
     hidden: tuple[str, ...]  #: imported names starting with "." (the tool's ``view`` does not list them)
     skipped: tuple[SkippedEntry, ...]
+    #: images stored without passing the scrubber (it reads text only; it cannot see into pixels)
+    unscanned: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -94,6 +99,7 @@ class ImportResult:
             "overwritten": list(self.overwritten),
             "hidden": list(self.hidden),
             "skipped": [s.to_json() for s in self.skipped],
+            "unscanned": list(self.unscanned),
         }
 
 
@@ -219,6 +225,9 @@ class _Importer:
             self.scan.problems.append(SkippedEntry(source, f"it is larger than the limit of {limit} bytes per file"))
             return
         binary = "." in vpath.name and "." + vpath.name.rpartition(".")[2].lower() in IMAGE_SUFFIXES
+        if binary and not data.startswith(_IMAGE_SIGNATURES):
+            self.scan.problems.append(SkippedEntry(source, "it is named as an image but is not a PNG or JPEG file"))
+            return
         if not binary:
             try:
                 text = data.decode("utf-8")
@@ -296,7 +305,9 @@ def import_dir(
     - Always skipped and listed: symbolic links (never followed), sockets, FIFOs and devices,
       and the SDK tool's temporary ``.tmp-<pid>-<uuid>`` files. Other names starting with "."
       are imported and listed in :attr:`ImportResult.hidden`.
-    - Images are stored as binary files, everything else as UTF-8 text.
+    - Images (``.png``, ``.jpg``, ``.jpeg`` files that start with a PNG or JPEG signature; one
+      that does not is a *problem*) are stored as binary files without passing the scrubber, and
+      listed in :attr:`ImportResult.unscanned`; everything else as UTF-8 text.
     - More files than the store may hold raises :class:`~memvault.errors.LimitExceededError`.
     - A file that exists in the store refuses the import (:class:`~memvault.errors.PathExistsError`
       naming them) unless ``overwrite`` is true; a directory in the way of a file always refuses.
@@ -355,4 +366,5 @@ def import_dir(
         overwritten=tuple(overwritten),
         hidden=tuple(sorted(scan.hidden)),
         skipped=tuple(scan.skipped + scan.problems),
+        unscanned=tuple(sorted(p for p, (_data, binary, _source) in files.items() if binary)),
     )

@@ -24,6 +24,7 @@ __all__ = [
     "SensitiveDataError",
     "RedactedError",
     "ConflictError",
+    "KeyRotatedError",
     "LockedError",
     "IntegrityError",
     "RollbackDetectedError",
@@ -118,6 +119,11 @@ class ConflictError(MemvaultError):
     """A concurrent writer changed what this command depended on."""
 
     exit_status = ExitStatus.CONFLICT
+
+
+class KeyRotatedError(ConflictError):
+    """The master key was rotated by another process since this store object was opened: it
+    cannot write data keys under the new key, and must not write them under the retired one."""
 
 
 class LockedError(MemvaultError):

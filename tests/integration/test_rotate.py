@@ -89,3 +89,35 @@ def test_cli_key_rotate(store_path: Path, capsys: pytest.CaptureFixture[str], mo
     assert os.listdir(store_path / "keys") == [out["slot"]["slot_id"] + ".json"]
     assert main(["key", "rotate"]) == 0
     assert capsys.readouterr().out.startswith("Rotated the master key to epoch 3: ")
+
+
+def test_a_handle_opened_before_a_rotation_cannot_write_under_the_retired_key(store_path: Path) -> None:
+    """A long-running agent beside an operator who rotates: its next command must not wrap a new
+    data key under the retired master key (which would read content written after the rotation).
+    It fails cleanly, nothing written; once opened again it writes under the new epoch. A record
+    under a retired epoch (as the agent used to write) is reported by verify."""
+    from memvault.errors import KeyRotatedError
+
+    store = make_store(store_path)
+    store.put_file("/memories/a.md", "before\n")
+    agent = memvault.MemoryStore.open(store_path, passphrase=PASSPHRASE)
+    agent_tool = memvault.MemoryTool(agent, actor="agent")
+    assert "created" in agent_tool.call({"command": "create", "path": "/memories/b.md", "file_text": "b\n"})
+    keymgmt.rotate(store, passphrase=PASSPHRASE, kdf=FAST_KDF)
+    head = store.head
+    keyring_before = (store_path / "keyring").read_bytes()
+    with pytest.raises(KeyRotatedError):
+        agent.put_file("/memories/c.md", "after the rotation\n")
+    with pytest.raises(Exception, match="rotated"):
+        agent_tool.call({"command": "create", "path": "/memories/c.md", "file_text": "after\n"})
+    assert store.head == head and (store_path / "keyring").read_bytes() == keyring_before
+    agent.close()
+    with memvault.MemoryStore.open(store_path, passphrase=PASSPHRASE) as again:
+        again.put_file("/memories/c.md", "after the rotation\n")
+        assert again.keyring.newest_epoch == 2
+        assert verify(again).ok
+        # What an unaware writer used to leave: a data key wrapped under epoch 1 after the rotation
+        # (this handle holds every epoch's key, as the rotated slot does).
+        again.keyring.append(again.keyring.dek_record(os.urandom(16), os.urandom(32), 1), durable=False)
+        report = verify(again)
+    assert "stale-epoch-key" in {p.code for p in report.problems} and not report.ok

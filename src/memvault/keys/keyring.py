@@ -169,6 +169,10 @@ class Keyring:
         self._inode: tuple[int, int] | None = None
         self.high_water: HighWater | None = None
         self._previous: HighWater | None = None
+        #: The newest key epoch any data key record is wrapped under (0: none yet). A rotation
+        #: re-wraps every data key under the new epoch, so a record of an older epoch was written
+        #: after it by a process that did not know of it.
+        self.newest_epoch = 0
 
     @staticmethod
     def create(path: Path, store_id: bytes, *, durable: bool) -> None:
@@ -273,6 +277,7 @@ class Keyring:
                 raise IntegrityError("The store's keyring is damaged.")
             dek_id, epoch = _DEK_HEAD.unpack_from(body)
             self._sealed[dek_id] = (epoch, body[_DEK_HEAD.size :])
+            self.newest_epoch = max(self.newest_epoch, epoch)
         elif rtype == _COMMIT or rtype == _COMMIT_RAW:
             fields = commit_fields(rtype, body)
             if fields is None:

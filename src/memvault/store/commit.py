@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from .. import crypto
-from ..errors import ConflictError, InternalError, MemvaultError, StorageError
+from ..errors import ConflictError, InternalError, KeyRotatedError, MemvaultError, StorageError
 from ..format import records
 from ..format.layout import content_path, shard_path
 from ..format.records import CommitMeta, Node
@@ -81,7 +81,14 @@ class CommitWriter:
             StorageError: a write failed (the store is at the old commit, or the error says
                 the outcome is unknown).
             ConflictError: the branch moved under the lock (nothing was committed).
+            KeyRotatedError: another process rotated the master key past ``epoch`` (nothing was
+                written).
         """
+        if self.keyring.newest_epoch > epoch:
+            raise KeyRotatedError(
+                "Error: The store's master key was rotated since this store was opened; open the store again "
+                "to write. Nothing was written."
+            )
         objects: list[GitObject] = []
         dek_records: list[bytes] = []
         new_nodes: dict[str, Node | None] = {}

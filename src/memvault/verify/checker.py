@@ -671,7 +671,19 @@ class _Verifier:
         return scan
 
     def check_keys(self, scan: KeyringScan) -> int:
-        """Every data key record authenticates; unreferenced ones are reported as orphans."""
+        """Every data key record authenticates; unreferenced ones are reported as orphans, and
+        ones wrapped under an epoch a rotation retired (every key is re-wrapped at a rotation,
+        so such a record was written after it, by a process that did not know of it)."""
+        newest = max((epoch for epoch, _sealed in scan.deks.values()), default=0)
+        for dek_id, (epoch, _sealed) in scan.deks.items():
+            if epoch < newest:
+                self.add(
+                    "error",
+                    "stale-epoch-key",
+                    f"Data key {dek_id.hex()} is wrapped under key epoch {epoch}, which the rotation to epoch "
+                    f"{newest} retired: a process opened before the rotation wrote it, and the retired master key "
+                    "still reads it. Rotate again to re-wrap it.",
+                )
         for dek_id in scan.deks:
             try:
                 self.store.keyring.dek(dek_id)

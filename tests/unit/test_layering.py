@@ -59,7 +59,7 @@ ORDER = {
     "keys": ["slots", "keyring"],
     "store": ["config", "atimes", "state", "transaction", "commit", "memorystore"],
     "scrub": ["prefilter", "validators", "detectors", "rules", "engine", "guard"],
-    "verify": ["report", "checker"],
+    "verify": ["report", "keys", "checker"],
     "transfer": ["importer", "exporter"],
 }
 

@@ -1,17 +1,7 @@
 """The checks of :func:`verify`: every object, commit, index shard and file version, the
-freshness mark, the keyring and the key slots.
-
-Open the store with ``MemoryStore.open(path, ..., check_head=False)`` so that a damaged head
-does not stop :func:`verify` from looking at the rest. Every problem found is reported, not just
-the first; an :class:`~memvault.errors.IntegrityError` is caught per item. The cost is linear
-in history: each commit, tree, index shard blob and content blob is read once (trees and shard
-blobs shared between commits are not read again), and each distinct shard blob and file version
-is decrypted once.
-
-The problem codes and what each means: docs/format.md §11.
-
-Messages name paths, commit ids, sequence numbers, object ids and data key ids (all of which
-an operator may see); they never contain file contents or key bytes.
+freshness mark, the keyring and the key slots, each problem reported (an IntegrityError is caught
+per item). What is checked, at what cost, and the problem codes: docs/format.md §11. Messages name
+paths, commit, object and data key ids, never file contents or key bytes.
 """
 
 from __future__ import annotations
@@ -20,12 +10,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from .. import crypto
-from ..errors import IntegrityError, StorageError
+from ..errors import IntegrityError
 from ..format import layout, records
 from ..format.records import Node
-from ..keys.keyring import ZERO_ID, KeyringScan, freshness_problem
-from ..keys.slots import read_slot_file, slot_file_names
+from ..keys.keyring import ZERO_ID, freshness_problem
 from ..store import MemoryStore
+from . import keys
 from .report import Problem, Severity, VerifyReport
 
 __all__ = ["verify"]
@@ -101,7 +91,7 @@ class _Verifier:
 
     # -- reporting ---------------------------------------------------------------------------
 
-    def add(
+    def add(  # fmt: skip
         self,
         severity: Severity,
         code: str,
@@ -130,10 +120,10 @@ class _Verifier:
     # -- the run -----------------------------------------------------------------------------
 
     def run(self) -> VerifyReport:
-        slots = self.check_key_slots()
+        slots = keys.check_key_slots(self.store, self.add)
         ref = self.read_head()  # before the keyring: a writer appends the keyring, then moves the branch
-        keyring_ok = self.refresh_keyring()
-        scan = self.scan_keyring(keyring_ok)
+        keyring_ok = keys.refresh_keyring(self.store, self.add)
+        scan = keys.scan_keyring(self.store, keyring_ok, self.add)
         head = self.effective_head(ref) if ref is not None and keyring_ok else ref
         self.recorded = scan.commits
         chain = self.walk_chain(head) if head is not None else []
@@ -147,65 +137,22 @@ class _Verifier:
             if self.progress is not None:
                 self.progress(done, total)
         self.check_stray_blobs()
-        keys = self.check_keys(scan)
-        self.check_access_times()
+        key_count = keys.check_keys(
+            self.store, scan, self.add, bad_key=lambda dek_id: self.bad_key(dek_id, None, _NOWHERE),
+            orphans_known=self.complete, referenced=self.referenced,
+        )  # fmt: skip
+        keys.check_access_times(self.store, self.add)
         head_seq = chain[0].seq if chain and chain[0].authentic else None
         return VerifyReport(
             problems=self._problems(),
             commits=len(chain),
             objects=len(self.objects),
             versions=len(self.versions),
-            keys=keys,
+            keys=key_count,
             key_slots=slots,
             head=head.decode() if head is not None else None,
             head_seq=head_seq,
         )
-
-    # -- access times ------------------------------------------------------------------------
-
-    def check_access_times(self) -> None:
-        if not self.store.access_times.recorded():
-            self.add(
-                "warning",
-                "bad-access-times",
-                "The access-time file 'access' is missing (removed, or a store older than the file); expire "
-                "refuses to run without --assume-unread until a read recreates it.",
-            )
-            return
-        try:
-            self.store.access_times.last_read()
-        except StorageError as err:
-            self.add("warning", "bad-access-times", f"{err} expire cannot run until it can.")
-        except IntegrityError:
-            self.add(
-                "warning",
-                "bad-access-times",
-                "The access-time file 'access' is damaged; expire refuses to run until a read replaces it.",
-            )
-
-    # -- key slots ---------------------------------------------------------------------------
-
-    def check_key_slots(self) -> int:
-        keys_dir = self.store.root / "keys"
-        try:
-            names = slot_file_names(keys_dir)
-        except IntegrityError:
-            self.add("error", "bad-key-slot", "The key slot directory keys/ is missing or unreadable.")
-            return 0
-        good = 0
-        for name in names:
-            try:
-                read_slot_file(keys_dir / name)
-            except IntegrityError:
-                self.add("error", "bad-key-slot", f"Key slot keys/{_printable(name)} is malformed.")
-                continue
-            good += 1
-        return self._nonempty_slots(good)
-
-    def _nonempty_slots(self, count: int) -> int:
-        if count == 0:
-            self.add("error", "bad-key-slot", "The store has no usable key slot.")
-        return count
 
     # -- branch and commit chain ---------------------------------------------------------------
 
@@ -634,76 +581,6 @@ class _Verifier:
                 where=where,
             )
 
-    # -- keyring ------------------------------------------------------------------------------------
-
-    def refresh_keyring(self) -> bool:
-        try:
-            self.store.keyring.refresh()
-        except IntegrityError as err:
-            reason = str(err) if str(err) != IntegrityError().message else "The store's keyring is damaged."
-            self.add(
-                "error",
-                "bad-keyring",
-                f"{reason} Its high-water records after the damage cannot be trusted, so freshness "
-                "(rollback) was not checked.",
-            )
-            return False
-        except (OSError, StorageError):
-            self.add("error", "bad-keyring", "The store's keyring cannot be read; freshness was not checked.")
-            return False
-        return True
-
-    def scan_keyring(self, keyring_ok: bool) -> KeyringScan:
-        """List the keyring's data key and commit records. When the keyring did not parse, the
-        data key records after the damage are handed to the store's keyring (each is
-        authenticated when used, as always) so that the versions they protect are still checked."""
-        keyring = self.store.keyring
-        scan = keyring.scan(parsed_only=keyring_ok)
-        if scan.torn_bytes:
-            self.add(
-                "warning",
-                "torn-keyring",
-                f"The keyring ends in {scan.torn_bytes} bytes of a partial record (a crash during an append); "
-                "the next write cuts them off.",
-            )
-        if not keyring_ok:
-            keyring.adopt(scan.deks)
-        return scan
-
-    def check_keys(self, scan: KeyringScan) -> int:
-        """Every data key record authenticates; unreferenced ones are reported as orphans, and
-        ones wrapped under an epoch a rotation retired (every key is re-wrapped at a rotation,
-        so such a record was written after it, by a process that did not know of it)."""
-        newest = max((epoch for epoch, _sealed in scan.deks.values()), default=0)
-        for dek_id, (epoch, _sealed) in scan.deks.items():
-            if epoch < newest:
-                self.add(
-                    "error",
-                    "stale-epoch-key",
-                    f"Data key {dek_id.hex()} is wrapped under key epoch {epoch}, which the rotation to epoch "
-                    f"{newest} retired: a process opened before the rotation wrote it, and the retired master key "
-                    "still reads it. Rotate again to re-wrap it.",
-                )
-        for dek_id in scan.deks:
-            try:
-                self.store.keyring.dek(dek_id)
-            except IntegrityError:
-                self.bad_key(dek_id, None, _NOWHERE)
-                continue
-            if dek_id not in self.referenced and self.complete:
-                self.add(
-                    "warning",
-                    "orphan-key",
-                    f"Data key {dek_id.hex()} is used by no version on the branch (left by an aborted or "
-                    "rolled-back commit).",
-                )
-        return len(scan.deks)
-
 
 def _seq_text(seq: int | None) -> str:
     return f"#{seq} " if seq is not None else ""
-
-
-def _printable(name: str) -> str:
-    """A file name from the store directory, safe to print (no control characters)."""
-    return "".join(ch if ch.isprintable() else "?" for ch in name)

@@ -125,6 +125,8 @@ def rotate(
     drop_other_slots: bool = False,
     kdf: KdfParams | None = None,
     progress: Callable[[int, int], None] | None = None,
+    actor: str = "operator",
+    session: str = "",
 ) -> RotationResult:
     """Rotate the master key for future writes, and re-wrap every existing data key under it.
 
@@ -158,5 +160,6 @@ def rotate(
         store.adopt_master_key(epoch, master[epoch])
         store.unlocked_slot = slot.slot_id
         rewrapped = store.keyring.rewrap(epoch, progress)
+        store.record_rotation(actor=actor, session=session)
     info = SlotInfo(slot.slot_id.hex(), slot.kind, None if slot.kdf is None else slot.kdf.model_dump(), True)
     return RotationResult(epoch, rewrapped, info, removed)

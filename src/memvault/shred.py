@@ -25,7 +25,7 @@ from .errors import InvalidInputError, PathNotFoundError
 from .format.records import Node
 from .history import resolve, shard_diff, walk
 from .paths import parse_path
-from .store import MemoryStore, Transaction
+from .store import MemoryStore
 
 __all__ = [
     "REMAINING_COPIES",
@@ -134,20 +134,9 @@ def _shred(
         if not targets:
             return ShredResult((), (), None)
         dek_ids = {bytes.fromhex(v.dek_id) for v in targets}
-        live = sorted(p for p, n in store.state_at(store.head[0]).nodes.items() if n.dek_id in dek_ids)
-
-        def remove(txn: Transaction) -> None:
-            for p in live:
-                if txn.get(p) is not None:
-                    txn.delete(parse_path(p))
-
-        commit_id: str | None = None
-        if live:
-            # The commit names no path: the name may be the very text being erased.
-            done = store.transact(remove, command="redact", paths=(), actor=actor, session=session)
-            commit_id = done.commit_id.decode()
-        store.destroy_keys(dek_ids, {"time": time.time(), "actor": actor, "reason": reason})
-    return ShredResult(tuple(targets), tuple(live), commit_id)
+        info: dict[str, object] = {"time": time.time(), "actor": actor, "reason": reason}
+        _count, live, commit_id = store.destroy_keys(dek_ids, info, actor=actor, session=session, remove_from_head=True)
+    return ShredResult(tuple(targets), live, None if commit_id is None else commit_id.decode())
 
 
 def shred_version(

@@ -100,5 +100,6 @@ def test_log_line_marks_redacted_versions(
     monkeypatch.setenv("MEMVAULT_STORE", str(store_path))
     assert main(["log"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[1].endswith("[1 redacted by alice]")  # commit #1 created the redacted version
-    assert "redacted" not in lines[0]
+    assert "  #3  " in lines[0] and " alice " in lines[0] and " redact" in lines[0]  # the redaction's commit
+    assert lines[2].endswith("[1 redacted by alice]")  # commit #1 created the redacted version
+    assert "redacted" not in lines[1]

@@ -31,7 +31,10 @@ def test_rotate_rewraps_every_data_key_and_keeps_history(store_path: Path) -> No
     result = keymgmt.rotate(store, passphrase=PASSPHRASE)
     assert result.epoch == 2
     assert result.rewrapped == 3  # directory /memories/d, a.md v1, a.md v2
-    assert sorted(p.name for p in (store_path / "repo" / "objects").rglob("*") if p.is_file()) == objects_before
+    # One commit records the rotation (the new epoch, in the keyring's MAC chain); nothing else moves.
+    assert history.log(store, limit=1)[0].command == "key-rotate" and store.head[1] == 3
+    after = sorted(p.name for p in (store_path / "repo" / "objects").rglob("*") if p.is_file())
+    assert set(objects_before) <= set(after) and len(after) == len(objects_before) + 2  # one pack, its index
     tool.call({"command": "create", "path": "/memories/b.md", "file_text": "after\n"})
     reopened = memvault.MemoryStore.open(store_path, passphrase=PASSPHRASE)
     assert history.read_at(reopened, "/memories/d/a.md", "#1") == b"before\n"

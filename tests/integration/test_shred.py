@@ -118,7 +118,8 @@ def test_redact_one_version(session_store: memvault.MemoryStore, store_path: Pat
     assert [(v.path, v.version, v.seq, v.commit_id, v.dek_id) for v in result.versions] == [
         (NOTES, 1, 1, ids_before[-2], dek_id.hex())
     ]
-    assert result.removed_from_head == () and result.commit_id is None  # v1 is not at the head
+    # v1 is not at the head: the one redaction commit changes no file, it records the destruction
+    assert result.removed_from_head == () and result.commit_id is not None
     assert any("backup" in item for item in result.remaining_copies)
     assert any("export" in item for item in result.remaining_copies)
     assert result.remaining_copies == REMAINING_COPIES
@@ -139,13 +140,15 @@ def test_redact_one_version(session_store: memvault.MemoryStore, store_path: Pat
     assert _found(store_path, sealed) == []
     assert any(b"memvault" in data for _n, data in _all_bytes(store_path))  # the scan does read
 
-    # Same history, same objects; verify passes.
-    assert _commit_ids(store) == ids_before
+    # The history grows by that one commit (same tree), every old object as it was; verify passes.
+    assert _commit_ids(store) == [result.commit_id, *ids_before]
+    last = history.log(store, limit=1)[0]
+    assert (last.command, last.actor, last.paths, last.changes) == ("redact", "alice-admin", (), ())
     objects_after = {p: p.read_bytes() for p in (store_path / "repo" / "objects").rglob("*") if p.is_file()}
-    assert objects_after == objects_before
+    assert all(objects_after.get(p) == data for p, data in objects_before.items() if p.suffix != ".pack")
     report = _verify(store_path)
     assert report.ok, report.errors
-    assert report.head == ids_before[0] and report.commits == 5
+    assert report.head == result.commit_id and report.commits == 6
 
     # log shows the redacted version with who and when.
     entries = history.log(store)
@@ -162,7 +165,7 @@ def test_redact_one_version(session_store: memvault.MemoryStore, store_path: Pat
 
     # A fresh open works and agrees; the key holder can no longer unwrap the key.
     fresh = _fresh(store_path)
-    assert fresh.head[0].decode() == ids_before[0]
+    assert fresh.head[0].decode() == result.commit_id
     assert not _readable(fresh, "#1") and _readable(fresh, "#2")
     assert fresh.keyring.is_destroyed(dek_id) and not fresh.keyring.has(dek_id)
     with pytest.raises(memvault.errors.IntegrityError):
@@ -218,7 +221,7 @@ def test_redact_matching_erases_every_copy(session_store: memvault.MemoryStore, 
 
     result = redact_matching(store, SECRET, actor="bob", reason="secret")
     assert [(v.path, v.version, v.seq) for v in result.versions] == [(NOTES, 1, 1), (NOTES, 2, 2), (NOTES, 3, 3)]
-    assert result.removed_from_head == () and result.commit_id is None
+    assert result.removed_from_head == () and result.commit_id is not None  # records the destruction
     assert [_readable(store, rev) for rev in ("#1", "#2", "#3", "#4")] == [False, False, False, True]
     assert history.read_at(store, NOTES, "#4") == b"third\nsecond\nrotated\n"
     for variant in _variants(SECRET) + _variants(V1_ONLY):
@@ -227,7 +230,7 @@ def test_redact_matching_erases_every_copy(session_store: memvault.MemoryStore, 
         assert _found(store_path, deks[rev]) == []
         assert _found(store_path, sealed[rev]) == []
     assert _found(store_path, sealed["#4"]) == [str(store_path / "keyring")]  # v4's key stays
-    assert _commit_ids(store) == ids_before
+    assert _commit_ids(store) == [result.commit_id, *ids_before]
     assert _verify(store_path).ok
     redacted = sorted(e.seq for e in history.log(store) for c in e.changes if c.redacted)
     assert redacted == [1, 2, 3]  # where each redacted version was written
@@ -404,15 +407,19 @@ def _crash_redaction(store_path: Path, when: str, rev: str = "#1") -> None:
 
 @pytest.mark.parametrize("when", ["before", "after"])
 def test_crash_around_the_keyring_swap(session_store: memvault.MemoryStore, store_path: Path, when: str) -> None:
+    """The destruction is recorded (in the keyring's MAC chain, with its commit) before the keyring
+    is rewritten without the destroyed key's record: a crash around that rewrite leaves v1 erased
+    either way; before it, the record is still in the file, never used, and verify says so."""
     ids = _commit_ids(session_store)
     session_store.close()
     _crash_redaction(store_path, when)
     store = _fresh(store_path)
-    assert _commit_ids(store) == ids
+    assert _commit_ids(store)[1:] == ids
     report = _verify(store_path)
     assert report.ok, report.errors
-    # Either the old keyring (nothing destroyed) or the new one (v1 destroyed), never a mix.
-    assert _readable(store, "#1") is (when == "before")
+    left = [p.code for p in report.warnings]
+    assert left == (["destroyed-key-present"] if when == "before" else [])
+    assert not _readable(store, "#1")
     assert all(_readable(store, f"#{n}") for n in (2, 3, 4))
     # The store keeps working: a redaction after the crash completes.
     redact_version(store, NOTES, "#2")
@@ -476,14 +483,17 @@ def test_cli_versions_and_version(
     assert main(["redact", "versions", NOTES]) == 0
     assert capsys.readouterr().out.splitlines() == expected[1:]
 
-    assert main(["redact", "version", NOTES, "--rev", "HEAD~2", "--json"]) == 0
+    # The first redaction made commit #5 (it records the destruction): #2 is HEAD~3 now.
+    assert main(["redact", "version", NOTES, "--rev", "HEAD~3", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
+    head = _fresh(cli).head
+    assert head[1] == 6
     assert out == {
         "versions": [
             {"path": NOTES, "version": 2, "commit": ids[2], "seq": 2, "dek_id": listed[1]["dek_id"], "redacted": False}
         ],
         "removed_from_head": [],
-        "commit": None,
+        "commit": head[0].decode(),
         "remaining_copies": list(REMAINING_COPIES),
     }
     assert not _readable(_fresh(cli), "#2") and _readable(_fresh(cli), "#3")
@@ -543,7 +553,7 @@ def test_cli_matching_reads_the_text_from_stdin(
     assert main(["redact", "matching", "--json", "--actor", "gina"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert [(v["path"], v["version"]) for v in out["versions"]] == [(NOTES, 1), (NOTES, 2), (NOTES, 3)]
-    assert out["removed_from_head"] == [] and out["commit"] is None
+    assert out["removed_from_head"] == [] and out["commit"] is not None
     assert out["remaining_copies"] == list(REMAINING_COPIES)
     fresh = _fresh(cli)
     assert [_readable(fresh, f"#{n}") for n in (1, 2, 3, 4)] == [False, False, False, True]
@@ -568,8 +578,8 @@ def test_cli_redact_errors_have_no_tool_prefix(cli: Path, capsys: pytest.Capture
 
 
 def test_an_edit_racing_a_redaction_cannot_keep_the_text(store_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Another writer edits the file between redact matching's scan of the history and the commit
-    that removes the file from the head (forced: the edit runs when the redaction gets there). The scan and
+    """Another writer edits the file while redact matching scans the history (forced: the edit
+    runs when the scan reads the first version). The scan and
     the destruction are one critical section, so the edit waits and then finds the file gone; no
     version readable afterwards holds the text."""
     import threading
@@ -593,15 +603,15 @@ def test_an_edit_racing_a_redaction_cannot_keep_the_text(store_path: Path, monke
             outcome.append(err)
 
     racer = threading.Thread(target=edit)
-    real_transact = store.transact
+    real_read = store.read_node
 
-    def transact_after_the_race(*args: Any, **kwargs: Any) -> Any:
+    def read_then_race(node: Any) -> bytes:
         if not racer.is_alive() and not outcome:
             racer.start()
-            racer.join(timeout=2.0)  # the edit gets every chance to commit after the scan
-        return real_transact(*args, **kwargs)
+            racer.join(timeout=2.0)  # the edit gets every chance to commit while the scan reads
+        return real_read(node)
 
-    monkeypatch.setattr(store, "transact", transact_after_the_race)
+    monkeypatch.setattr(store, "read_node", read_then_race)
     redact_matching(store, secret, actor="operator")
     racer.join(timeout=30)
     assert not racer.is_alive() and len(outcome) == 1

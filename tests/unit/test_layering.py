@@ -57,7 +57,7 @@ ORDER = {
     "format": ["records", "layout"],
     "git": ["objects", "pack", "packread", "packdir", "refs", "repo"],
     "keys": ["slots", "keyring"],
-    "store": ["config", "atimes", "state", "transaction", "commit", "memorystore"],
+    "store": ["config", "atimes", "state", "head", "transaction", "commit", "memorystore"],
     "scrub": ["prefilter", "validators", "detectors", "rules", "engine", "guard"],
     "verify": ["report", "keys", "checker"],
     "transfer": ["importer", "exporter"],

@@ -21,12 +21,20 @@ a torn tail (a crash mid-append) is ignored by readers and cut off by the next w
   ``mac = HMAC(K_keyring, "memvault/v1/abort" || store_id || seq || commit_id || prev_mac)``:
   the writer recorded that commit but could not publish it; the mark goes back to the previous
   one.
-- ``TOMBSTONE`` (type 4): ``dek_id(16) || seal(K_meta, json{time, actor, reason},
-  "memvault/v1/tombstone" || store_id || dek_id)``: that data key was destroyed (redaction).
+- ``TOMBSTONE`` (type 4, format versions 1 and 2): ``dek_id(16) || seal(K_meta, json{time, actor,
+  reason}, "memvault/v1/tombstone" || store_id || dek_id)``: that data key was destroyed
+  (redaction). Outside the MAC chain.
+- ``DESTROY`` (type 6, format version 3): the same body as a tombstone, then ``mac = HMAC(K_keyring,
+  "memvault/v1/destroy" || store_id || dek_id || SHA256(sealed) || prev_mac)``: in the chain, so it
+  can be neither removed nor moved; a DEK record for a destroyed id is ignored wherever it stands.
+- ``EPOCH`` (type 7, format version 3): ``u32 epoch || mac`` with ``mac = HMAC(K_keyring,
+  "memvault/v1/epoch" || store_id || epoch || prev_mac)``: a master-key rotation to that epoch.
 
-Appends are the only change in normal operation. Redaction is the exception: it writes a new
-keyring without the destroyed DEK records (plus their tombstones) and renames it over the old
-one; readers notice the new file (another inode) and read it from the start.
+Appends are the only change in normal operation. Redaction and rotation are the exceptions:
+they write a new keyring without the destroyed DEK records (versions 1, 2: plus their tombstones)
+or with every DEK re-wrapped, and rename it over the old one; readers notice the new file
+(another inode) and read it from the start. In version 3 each also appends its chained records
+with the COMMIT record of a commit, so that a keyring from before it is older than the history.
 """
 
 from __future__ import annotations
@@ -56,6 +64,8 @@ _COMMIT = 2
 _ABORT = 3
 _TOMBSTONE = 4
 _COMMIT_RAW = 5
+_DESTROY = 6
+_EPOCH = 7
 _DEK_HEAD = struct.Struct(">16sI")
 _DEK_SIZE = _DEK_HEAD.size + crypto.KEY_SIZE + crypto.SEAL_OVERHEAD
 _COMMIT_BODY = struct.Struct(">Q40s40s32s")
@@ -65,6 +75,9 @@ _DEK_AAD = b"memvault/v1/dek"
 _HW_MAC = b"memvault/v1/hw"
 _ABORT_MAC = b"memvault/v1/abort"
 _TOMBSTONE_AAD = b"memvault/v1/tombstone"
+_DESTROY_MAC = b"memvault/v1/destroy"
+_EPOCH_MAC = b"memvault/v1/epoch"
+_EPOCH_BODY = struct.Struct(">I32s")
 _NO_MAC = bytes(32)
 #: Parent id of the first commit.
 ZERO_ID = b"0" * 40
@@ -173,6 +186,14 @@ class Keyring:
         #: re-wraps every data key under the new epoch, so a record of an older epoch was written
         #: after it by a process that did not know of it.
         self.newest_epoch = 0
+        #: The newest epoch an EPOCH record announces (0: none).
+        self.announced_epoch = 0
+        #: Data keys a DESTROY record destroyed: ``dek_id -> sealed info``.
+        self._destroyed: dict[bytes, bytes] = {}
+        #: DESTROY records since the last COMMIT or ABORT, and those of the last COMMIT (an ABORT
+        #: of that commit takes them back): ``(dek_id, the DEK record they removed or None)``.
+        self._destroying: list[tuple[bytes, tuple[int, bytes] | None]] = []
+        self._destroyed_by_last: list[tuple[bytes, tuple[int, bytes] | None]] = []
 
     @staticmethod
     def create(path: Path, store_id: bytes, *, durable: bool) -> None:
@@ -276,6 +297,8 @@ class Keyring:
             if len(body) != _DEK_SIZE:
                 raise IntegrityError("The store's keyring is damaged.")
             dek_id, epoch = _DEK_HEAD.unpack_from(body)
+            if dek_id in self._destroyed:
+                return  # destroyed for good (a copy put back, or not yet purged): never used
             self._sealed[dek_id] = (epoch, body[_DEK_HEAD.size :])
             self.newest_epoch = max(self.newest_epoch, epoch)
         elif rtype == _COMMIT or rtype == _COMMIT_RAW:
@@ -292,6 +315,7 @@ class Keyring:
             # A replacement (same seq) keeps the mark before the replaced one as "previous".
             previous = self._previous if hw is not None and seq == hw.seq else hw
             self._previous, self.high_water, self._chain = previous, HighWater(seq, commit_id, parent_id), tag
+            self._destroyed_by_last, self._destroying = self._destroying, []
         elif rtype == _ABORT:
             if len(body) != _ABORT_BODY.size:
                 raise IntegrityError("The store's keyring is damaged.")
@@ -301,6 +325,11 @@ class Keyring:
             if hw is None or (hw.seq, hw.commit_id) != (seq, commit_id):
                 raise IntegrityError("The store's keyring is damaged.")
             self.high_water, self._previous, self._chain = self._previous, None, tag
+            for dek_id, entry in self._destroyed_by_last:  # the commit they came with was withdrawn
+                del self._destroyed[dek_id]
+                if entry is not None:
+                    self._sealed[dek_id] = entry
+            self._destroyed_by_last = []
         elif rtype == _TOMBSTONE:
             if len(body) < 16 + crypto.SEAL_OVERHEAD:
                 raise IntegrityError("The store's keyring is damaged.")
@@ -313,11 +342,36 @@ class Keyring:
             self._tombstones[body[:16]] = body[16:]
             self._sealed.pop(body[:16], None)
             self._deks.pop(body[:16], None)
+        elif rtype == _DESTROY:
+            if len(body) < 16 + crypto.SEAL_OVERHEAD + 32:
+                raise IntegrityError("The store's keyring is damaged.")
+            dek_id, sealed, tag = body[:16], body[16:-32], body[-32:]
+            crypto.mac_verify(self._mac_key, self._destroy_message(dek_id, sealed, self._chain), tag)
+            if dek_id in self._destroyed:
+                raise IntegrityError("The store's keyring is damaged.")
+            self._chain = tag
+            self._destroyed[dek_id] = sealed
+            self._destroying.append((dek_id, self._sealed.pop(dek_id, None)))
+            self._deks.pop(dek_id, None)
+        elif rtype == _EPOCH:
+            if len(body) != _EPOCH_BODY.size:
+                raise IntegrityError("The store's keyring is damaged.")
+            epoch, tag = _EPOCH_BODY.unpack(body)
+            crypto.mac_verify(self._mac_key, self._epoch_message(epoch, self._chain), tag)
+            self._chain = tag
+            self.announced_epoch = max(self.announced_epoch, epoch)
         else:
             raise IntegrityError("The store's keyring is damaged.")
 
-    def _hw_message(self, seq: int, commit_id: bytes, parent_id: bytes) -> bytes:
-        return _HW_MAC + self._store_id + struct.pack(">Q", seq) + commit_id + parent_id + self._chain
+    def _destroy_message(self, dek_id: bytes, sealed: bytes, prev: bytes) -> bytes:
+        return _DESTROY_MAC + self._store_id + dek_id + crypto.sha256(sealed) + prev
+
+    def _epoch_message(self, epoch: int, prev: bytes) -> bytes:
+        return _EPOCH_MAC + self._store_id + struct.pack(">I", epoch) + prev
+
+    def _hw_message(self, seq: int, commit_id: bytes, parent_id: bytes, prev: bytes | None = None) -> bytes:
+        prev = self._chain if prev is None else prev
+        return _HW_MAC + self._store_id + struct.pack(">Q", seq) + commit_id + parent_id + prev
 
     def _abort_message(self, seq: int, commit_id: bytes) -> bytes:
         return _ABORT_MAC + self._store_id + struct.pack(">Q", seq) + commit_id + self._chain
@@ -360,15 +414,38 @@ class Keyring:
         self._deks[dek_id] = dek
         return _RECORD.pack(_DEK, len(body)) + body
 
-    def commit_record(self, seq: int, commit_id: bytes, parent_id: bytes, *, raw_ids: bool = False) -> bytes:
-        """Encode a high-water record chained to the last record read (refresh first); ids are
-        40 hex ASCII. ``raw_ids`` (format version 2 stores): type 5, the ids stored as 20 bytes."""
-        tag = crypto.mac(self._mac_key, self._hw_message(seq, commit_id, parent_id))
+    def commit_record(
+        self, seq: int, commit_id: bytes, parent_id: bytes, *, raw_ids: bool = False, prev: bytes | None = None
+    ) -> bytes:
+        """Encode a high-water record chained to the last record read (refresh first), or to
+        ``prev`` (records encoded before it for the same append); ids are 40 hex ASCII.
+        ``raw_ids`` (format version 2 stores and later): type 5, the ids stored as 20 bytes."""
+        tag = crypto.mac(self._mac_key, self._hw_message(seq, commit_id, parent_id, prev))
         if raw_ids:
             body = _COMMIT_RAW_BODY.pack(seq, bytes.fromhex(commit_id.decode()), bytes.fromhex(parent_id.decode()), tag)
             return _RECORD.pack(_COMMIT_RAW, len(body)) + body
         body = _COMMIT_BODY.pack(seq, commit_id, parent_id, tag)
         return _RECORD.pack(_COMMIT, len(body)) + body
+
+    def chained_records(self, destroy: dict[bytes, dict[str, object]], epoch: int | None) -> tuple[bytes, bytes]:
+        """Encode DESTROY records (``dek_id -> info``) and an EPOCH record, chained to the last
+        record read (refresh first); return them and the mac of the last, which the commit record
+        that follows them in the same :meth:`append` chains to (``commit_record(prev=...)``)."""
+        if self._tombstone_key is None:
+            raise ValueError("this keyring cannot write destroy records")
+        out: list[bytes] = []
+        prev = self._chain
+        for dek_id in sorted(destroy):
+            payload = json.dumps(destroy[dek_id], sort_keys=True, separators=(",", ":")).encode()
+            sealed = crypto.seal(self._tombstone_key, payload, self._tombstone_aad(dek_id))
+            prev = crypto.mac(self._mac_key, self._destroy_message(dek_id, sealed, prev))
+            body = dek_id + sealed + prev
+            out.append(_RECORD.pack(_DESTROY, len(body)) + body)
+        if epoch is not None:
+            prev = crypto.mac(self._mac_key, self._epoch_message(epoch, prev))
+            body = _EPOCH_BODY.pack(epoch, prev)
+            out.append(_RECORD.pack(_EPOCH, len(body)) + body)
+        return b"".join(out), prev
 
     def abort_record(self, seq: int, commit_id: bytes) -> bytes:
         """Encode an abort of the newest high-water record (refresh first)."""
@@ -440,12 +517,22 @@ class Keyring:
     # -- redaction ------------------------------------------------------------------------------
 
     def is_destroyed(self, dek_id: bytes) -> bool:
-        """True if a tombstone says the data key ``dek_id`` was destroyed."""
-        return dek_id in self._tombstones
+        """True if a tombstone or a DESTROY record says the data key ``dek_id`` was destroyed."""
+        return dek_id in self._tombstones or dek_id in self._destroyed
+
+    def purge(self) -> int:
+        """Rewrite the keyring without the DEK records of keys a DESTROY record destroyed (left by
+        an interrupted redaction, or copied back), zeroing them in the old file; return how many.
+        Caller holds the store lock."""
+        self.refresh()
+        present = {dek_id for dek_id in self.scan(parsed_only=True).deks if dek_id in self._destroyed}
+        if present:
+            self._rewrite(lambda rtype, record: None if rtype == _DEK and record[3:19] in present else record, b"")
+        return len(present)
 
     def tombstone(self, dek_id: bytes) -> dict[str, object] | None:
         """``{"time", "actor", "reason"}`` if the data key ``dek_id`` was destroyed, else None."""
-        sealed = self._tombstones.get(dek_id)
+        sealed = self._tombstones.get(dek_id) or self._destroyed.get(dek_id)
         if sealed is None:
             return None
         if self._tombstone_key is None:

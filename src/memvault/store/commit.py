@@ -16,6 +16,7 @@ from ..git.objects import MODE_BLOB, MODE_TREE, GitObject
 from ..git.repo import GitStore
 from ..keys.keyring import ZERO_ID, Keyring
 from ..keys.slots import Subkeys
+from .config import record_encoding
 from .state import StateReader, StoreState, shard_of
 from .transaction import Transaction
 
@@ -64,7 +65,16 @@ class CommitWriter:
         self._on_stale = on_stale
 
     def write(
-        self, state: StoreState, txn: Transaction, meta: CommitMeta, *, epoch: int, version: int, relayout: bool = False
+        self,
+        state: StoreState,
+        txn: Transaction,
+        meta: CommitMeta,
+        *,
+        epoch: int,
+        version: int,
+        relayout: bool = False,
+        destroy: dict[bytes, dict[str, object]] | None = None,
+        announce_epoch: bool = False,
     ) -> bytes:
         """Write ``txn`` on top of ``state`` as one commit and fold it into ``state``.
 
@@ -72,6 +82,10 @@ class CommitWriter:
             epoch: the key epoch whose wrap key wraps the new data keys.
             version: the store's format version (record encodings).
             relayout: file every live blob and shard of ``state`` anew in tree layout 2.
+            destroy: data keys to destroy with this commit (``dek_id -> info``): DESTROY records
+                in the same keyring append, before its commit record (format version 3).
+            announce_epoch: record that ``epoch`` is the store's key epoch (an EPOCH record,
+                format version 3), after a rotation.
 
         Returns:
             The new commit's id. If the commit stands but ``state`` could not be updated to it,
@@ -84,7 +98,7 @@ class CommitWriter:
             KeyRotatedError: another process rotated the master key past ``epoch`` (nothing was
                 written).
         """
-        if self.keyring.newest_epoch > epoch:
+        if max(self.keyring.newest_epoch, self.keyring.announced_epoch) > epoch:
             raise KeyRotatedError(
                 "Error: The store's master key was rotated since this store was opened; open the store again "
                 "to write. Nothing was written."
@@ -140,7 +154,7 @@ class CommitWriter:
                 tree_changes[content_path(node.token, layout)] = (MODE_BLOB, blob.id)
             elif old is not None and not old.is_dir:
                 tree_changes[content_path(old.token, layout)] = None
-            node = records.seal_node(dek, self.store_id, node, encoding=version)
+            node = records.seal_node(dek, self.store_id, node, encoding=record_encoding(version))
             shard = shard_of(node.token)
             touched_shards.add(shard)
             shard_view(shard)[node.token] = node
@@ -151,7 +165,7 @@ class CommitWriter:
             path_key = shard_path(shard, layout)
             if nodes:
                 shard_bytes = records.encode_shard(
-                    self._keys.index, self.store_id, shard, list(nodes.values()), version=version
+                    self._keys.index, self.store_id, shard, list(nodes.values()), version=record_encoding(version)
                 )
                 blob = GitStore.blob(shard_bytes)
                 objects.append(blob)
@@ -173,7 +187,13 @@ class CommitWriter:
             raise _storage_error(err) from None
         # Step 2: the keyring records the commit (the point of no return once it is durable).
         # The keyring was read by _sync under this same lock: the chain is current.
-        dek_records.append(self.keyring.commit_record(meta.seq, commit.id, state.commit_id, raw_ids=version >= 2))
+        prev: bytes | None = None
+        if destroy or announce_epoch:
+            chained, prev = self.keyring.chained_records(destroy or {}, epoch if announce_epoch else None)
+            dek_records.append(chained)
+        dek_records.append(
+            self.keyring.commit_record(meta.seq, commit.id, state.commit_id, raw_ids=version >= 2, prev=prev)
+        )
         try:
             self.keyring.append(b"".join(dek_records), durable=self._durable)
         except OSError as err:

@@ -13,15 +13,25 @@ from ..errors import IntegrityError, MemvaultError, StoreNotFoundError, read_fai
 from ..fsutil import atomic_write, read_bounded
 from ..settings import StoreSettings
 
-__all__ = ["STORE_FILE", "FORMAT_VERSION", "READABLE_VERSIONS", "StoreConfig", "read_config", "write_config"]
+__all__ = [
+    "STORE_FILE",
+    "FORMAT_VERSION",
+    "READABLE_VERSIONS",
+    "StoreConfig",
+    "read_config",
+    "write_config",
+    "record_encoding",
+    "chains_key_changes",
+]
 
 #: Marker and public configuration of a store directory.
 STORE_FILE = "memvault.json"
-#: Format version of new stores (docs/format.md): 2 writes compact binary node records.
-FORMAT_VERSION = 2
-#: Format versions this code opens: 1 (JSON node records, still written to a version 1 store
-#: so that older memvault releases keep reading it) and 2.
-READABLE_VERSIONS = (1, 2)
+#: Format version of new stores (docs/format.md): 2 writes compact binary node records, 3 also
+#: records redactions and rotations in the keyring's MAC chain, each with a commit.
+FORMAT_VERSION = 3
+#: Format versions this code opens: 1 (JSON node records), 2 and 3; a store keeps being written
+#: in its own version (so that older memvault releases keep reading it) until it is upgraded.
+READABLE_VERSIONS = (1, 2, 3)
 #: Largest ``memvault.json`` read (settings with a full allowlist and custom rules stay far below).
 MAX_CONFIG_BYTES = 16 * 1024 * 1024
 _STORE_FORMAT = "memvault-store"
@@ -45,6 +55,17 @@ class StoreConfig:
             IntegrityError: the MAC does not match (the file was changed or belongs elsewhere).
         """
         crypto.mac_verify(config_key, _config_message(self.store_id, self.raw), self.settings_mac)
+
+
+def record_encoding(version: int) -> int:
+    """The node record and index shard encoding a store of format ``version`` writes (1 or 2)."""
+    return 1 if version == 1 else 2
+
+
+def chains_key_changes(version: int) -> bool:
+    """Whether a store of format ``version`` records key destruction and rotation in the keyring's
+    MAC chain, each with a commit (version 3)."""
+    return version >= 3
 
 
 def _config_message(store_id: bytes, config: dict[str, Any]) -> bytes:

@@ -23,7 +23,6 @@ from ..errors import (
     IntegrityError,
     MemvaultError,
     PathExistsError,
-    RollbackDetectedError,
     StorageError,
     StoreExistsError,
 )
@@ -38,13 +37,15 @@ from ..fsutil import (
     wipe_leftovers,
 )
 from ..git.repo import GitStore
-from ..keys.keyring import Keyring, freshness_problem
+from ..keys.keyring import Keyring
 from ..keys.slots import Subkeys, Unlock, load_slots, new_slot, read_key_file, unlock_master_keys, write_slot
+from ..paths import parse_path
 from ..settings import KdfParams, StoreSettings
 from .atimes import FILE_NAME as ATIMES_FILE
 from .atimes import AccessTimes
 from .commit import CommitWriter
-from .config import FORMAT_VERSION, STORE_FILE, read_config, write_config
+from .config import FORMAT_VERSION, STORE_FILE, chains_key_changes, read_config, write_config
+from .head import Head
 from .state import PLAINTEXT_CACHE_BYTES, OpenedCommit, StateReader, StoreState
 from .transaction import Committed, Transaction
 
@@ -117,10 +118,8 @@ class MemoryStore:
         #: Objects written by this store object since it last packed (see :meth:`close`).
         self._objects_written = 0
         self._state_lock = threading.RLock()
-        self._state: StoreState | None = None
-        #: The branch value that maps to ``_state`` (differs while a recorded commit is unpublished).
-        self._served_ref: bytes | None = None
         self._reader = StateReader(git, self.keyring, self._keys, store_id, self._token_mac)
+        self._head = Head(self._reader, self.keyring, durable=self._durable)
         self._writer_of_commits = CommitWriter(
             self._reader,
             self.keyring,
@@ -135,7 +134,7 @@ class MemoryStore:
         self._objects_written += n
 
     def _drop_state(self) -> None:
-        self._state = None  # the branch moved but the cached state could not follow: reload lazily
+        self._head.state = None  # the branch moved but the cached state could not follow: reload lazily
 
     # -- construction ---------------------------------------------------------------------------
 
@@ -197,7 +196,7 @@ class MemoryStore:
         git = GitStore.init(root / "repo", durable=durable)
         store = cls(root, store_id, settings, master_keys, git, _token=_PRIVATE)
         store.unlocked_slot = first_slot.slot_id
-        store._state = store._writer_of_commits.write_initial(store.format_version, _now())
+        store._head.state = store._writer_of_commits.write_initial(store.format_version, _now())
         store.access_times.create(durable=durable)
         # dulwich honours the umask; memory stores hold regulated data (and umask 0 is common in
         # containers): nothing in the store may be readable by group or others.
@@ -372,6 +371,8 @@ class MemoryStore:
         with self._lock.hold(timeout=wait):
             try:
                 self.git.sweep_pack_leftovers()
+                with self._state_lock:  # records of destroyed keys an interrupted redaction left
+                    self.keyring.purge()
                 packed = self.git.pack_loose(deadline=deadline, keep_dirs=keep_dirs)
                 merged = self.git.consolidate_packs(max_bytes=merge_bytes)
             except OSError as err:
@@ -456,67 +457,7 @@ class MemoryStore:
             return state.commit_id, state.seq
 
     def _sync(self, *, writer: bool) -> StoreState:
-        """Bring the cached state to the branch head, checking authenticity and freshness.
-
-        A commit recorded in the keyring on top of the branch (its writer died before moving the
-        branch, or someone moved the branch back by one) is authentic and durable, so it *is*
-        the head: readers serve it, writers also publish it. Only if its objects are gone is the
-        branch's own commit served, and only in ``durability="none"`` (where a power loss may
-        drop unsynced objects); with ``full`` durability that is a rollback.
-        """
-        attempts = 8
-        for attempt in range(attempts):
-            ref = self.git.head()
-            state = self._state
-            if state is not None and ref in (state.commit_id, self._served_ref) and not writer:
-                return state
-            self.keyring.refresh()
-            hw = self.keyring.high_water
-            if ref is None:
-                raise IntegrityError("The store's branch refs/heads/main is missing: its history cannot be found.")
-            if hw is None:
-                raise IntegrityError("The store's keyring records no commit (truncated, or replaced by another file).")
-            head = ref
-            if ref != hw.commit_id and ref == hw.parent_id:
-                if self.git.contains(hw.commit_id):
-                    self._reader.open_commit(hw.commit_id)  # authenticate before serving or publishing
-                    head = hw.commit_id
-                    if writer and self.git.compare_and_swap(ref, head):
-                        ref = head
-                elif self._durable:
-                    raise RollbackDetectedError(
-                        f"Rollback detected: the store recorded commit #{hw.seq}, but it is missing and the "
-                        "branch points at its parent."
-                    )
-            if state is not None and head == state.commit_id:
-                self._served_ref = ref
-                return state
-            try:
-                opened = self._reader.open_commit(head)
-                seq, tree_id = opened.seq, opened.tree_id
-            except IntegrityError:
-                # The branch moves in place (one pwrite), so a reader without the lock can read
-                # a value half old, half new: no such commit. A branch that moved meanwhile is
-                # read again; one that stays put is the error.
-                if not writer and attempt < attempts - 1 and self.git.head() != ref:
-                    continue
-                raise
-            problem = freshness_problem(head, seq, hw)
-            if problem is not None:
-                # A reader without the lock may see the keyring of commits published after it
-                # read the branch; only a branch that stays put is a real rollback.
-                if not writer and attempt < attempts - 1 and self.git.head() != ref:
-                    continue
-                raise problem
-            self._state = None  # an incremental load consumes the old state
-            loaded = self._reader.load_state(head, seq, tree_id, state)
-            if any(n.redacted for n in loaded.nodes.values()):
-                # Redaction removes a version from the head before destroying its key.
-                raise IntegrityError("The current state refers to a destroyed data key.")
-            self._state = loaded
-            self._served_ref = ref
-            return self._state
-        raise AssertionError("unreachable")
+        return self._head.sync(writer=writer)
 
     def opened_commit(self, commit_id: bytes) -> OpenedCommit:
         """An authentic commit: its metadata, tree and parent (each commit is opened once).
@@ -533,22 +474,75 @@ class MemoryStore:
         """The decrypted metadata of an authentic commit."""
         return self.opened_commit(commit_id).meta
 
-    def destroy_keys(self, dek_ids: set[bytes], info: dict[str, object]) -> int:
-        """Destroy data keys (crypto-shredding, see :mod:`memvault.shred`); return how many.
+    def destroy_keys(
+        self,
+        dek_ids: set[bytes],
+        info: dict[str, object],
+        *,
+        actor: str = "operator",
+        session: str = "",
+        remove_from_head: bool = False,
+    ) -> tuple[int, tuple[str, ...], bytes | None]:
+        """Destroy data keys (crypto-shredding, see :mod:`memvault.shred`).
 
-        Refuses (ConflictError) if the head still uses one of them: remove those files first.
+        Format version 3 records the destruction in the keyring's MAC chain with one commit
+        (command ``redact``, no path named: a name may be the very text being erased), which also
+        deletes from the head the files whose current version uses one of the keys
+        (``remove_from_head``); an older keyring put back is then older than the history, and a
+        data key record copied back is never used. Versions 1 and 2 delete those files in a
+        commit first (if any) and write tombstones (docs/format.md §3.2).
+
+        Returns:
+            ``(keys that were present, paths removed from the head, the commit made or None)``.
+
+        Raises:
+            ConflictError: the head uses one of the keys and ``remove_from_head`` is false.
         """
         with self._writer(), self._state_lock:
             state = self._sync(writer=True)
-            live = [n.path for n in state.nodes.values() if n.dek_id in dek_ids]
-            if live:
+            live = tuple(sorted(n.path for n in state.nodes.values() if n.dek_id in dek_ids))
+            if live and not remove_from_head:
                 raise ConflictError(f"Error: {len(live)} version(s) to redact are still in the current state.")
+            txn = Transaction(self, state)
+            for path in live:
+                if txn.get(path) is not None:
+                    txn.delete(parse_path(path))
+            meta = CommitMeta(seq=state.seq + 1, time=_now(), actor=actor, session=session, command="redact",
+                              paths=(), findings={})  # fmt: skip
+            commit_id: bytes | None = None
             try:
-                count = self.keyring.destroy(dek_ids, info, durable=True)
+                if chains_key_changes(self.format_version):
+                    count = sum(1 for dek_id in dek_ids if self.keyring.has(dek_id))
+                    fresh = {d: info for d in dek_ids if not self.keyring.is_destroyed(d)}
+                    if fresh or live:
+                        commit_id = self._writer_of_commits.write(
+                            state, txn, meta, epoch=self._epoch, version=self.format_version, destroy=fresh
+                        )
+                    self.keyring.purge()
+                else:
+                    if live:
+                        commit_id = self._commit(state, txn, meta)
+                    count = self.keyring.destroy(dek_ids, info, durable=True)
             except OSError as err:
                 raise StorageError.from_os_error(err, what="The keyring") from None
             self.forget_cached_plaintext()
-            return count
+            return count, live, commit_id
+
+    def record_rotation(self, *, actor: str = "operator", session: str = "") -> None:
+        """After a master-key rotation (see keymgmt.rotate), record its epoch in the keyring's MAC
+        chain with a commit (command ``key-rotate``), so that no process writes under an older
+        epoch again and an older keyring put back is older than the history (format version 3;
+        nothing in versions 1 and 2)."""
+        if not chains_key_changes(self.format_version):
+            return
+        with self._writer(), self._state_lock:
+            state = self._sync(writer=True)
+            meta = CommitMeta(seq=state.seq + 1, time=_now(), actor=actor, session=session, command="key-rotate",
+                              paths=(), findings={})  # fmt: skip
+            self._writer_of_commits.write(
+                state, Transaction(self, state), meta, epoch=self._epoch, version=self.format_version,
+                announce_epoch=True,
+            )  # fmt: skip
 
     def adopt_master_key(self, epoch: int, key: bytes) -> None:
         """Start wrapping new data keys under a new epoch's master key (see keymgmt.rotate)."""
@@ -675,8 +669,6 @@ class MemoryStore:
         self, path: str, data: bytes | str, *, actor: str = "library", session: str = "", overwrite: bool = True
     ) -> None:
         """Write a file through the library API (bytes are kept as binary, e.g. images)."""
-        from ..paths import parse_path
-
         vpath = parse_path(path, self.settings)
         binary = isinstance(data, bytes)
         raw = data if isinstance(data, bytes) else data.encode("utf-8")

@@ -138,6 +138,15 @@ def check_keys(
             "finish re-wrapping them. Run `memvault key rotate` again.",
         )
     for dek_id in scan.deks:
+        if store.keyring.is_destroyed(dek_id):
+            add(
+                "warning",
+                "destroyed-key-present",
+                f"The record of destroyed data key {dek_id.hex()} is still in the keyring (a redaction stopped "
+                "before removing it, or it was copied back from an older keyring); memvault never uses it, and "
+                "the next redaction or `memvault gc` removes it.",
+            )
+            continue
         try:
             store.keyring.dek(dek_id)
         except IntegrityError:

@@ -181,7 +181,7 @@ def test_upgrade_refiles_a_layout_1_tree_in_one_commit_and_history_reads_across(
         assert (d.path, d.old, d.new) == (NOTE, b"version one\n", b"version after\n")
         assert [(c.op, c.path) for c in history.changes(store, "HEAD")] == [("modified", NOTE)]
         assert verify(store).ok  # every commit, in either layout
-        assert store.upgrade_format() == (2, 2) and store.head[1] == seq + 2  # nothing more to do
+        assert store.upgrade_format() == (3, 3) and store.head[1] == seq + 2  # nothing more to do
     with _open(root) as store:
         assert _text(store, NOTE) == "version after\n" and _text(store, "/memories/b.md") == "two\n"
 

@@ -124,3 +124,20 @@ def test_a_handle_opened_before_a_rotation_cannot_write_under_the_retired_key(st
         again.keyring.append(again.keyring.dek_record(os.urandom(16), os.urandom(32), 1), durable=False)
         report = verify(again)
     assert "stale-epoch-key" in {p.code for p in report.problems} and not report.ok
+
+
+def test_a_keyring_from_before_a_rotation_cannot_be_put_back(store_path: Path) -> None:
+    """The rotation is recorded in the keyring's MAC chain with a commit: a keyless writer who puts
+    back the keyring from before it (every data key wrapped under the retired master key) is
+    detected, on open and by verify, instead of making the retired key read the store again."""
+    store = make_store(store_path)
+    store.put_file("/memories/a.md", "a\n")
+    saved = (store_path / "keyring").read_bytes()
+    keymgmt.rotate(store, passphrase=PASSPHRASE, kdf=FAST_KDF)
+    assert store.keyring.announced_epoch == 2
+    store.close()
+    (store_path / "keyring").write_bytes(saved)
+    with pytest.raises(IntegrityError, match="older than its history"):
+        memvault.MemoryStore.open(store_path, passphrase=PASSPHRASE)
+    with memvault.MemoryStore.open(store_path, passphrase=PASSPHRASE, check_head=False) as checker:
+        assert "rollback" in {p.code for p in verify(checker).errors}

@@ -624,3 +624,55 @@ def test_an_edit_racing_a_redaction_cannot_keep_the_text(store_path: Path, monke
             assert secret.encode() not in history.read_at(fresh, change.path, info.commit_id)
     other.close()
     fresh.close()
+
+
+def test_a_keyless_writer_cannot_bring_a_redacted_version_back(store_path: Path) -> None:
+    """The keyring is outside history, and a writer without the key can copy files around. Putting
+    back a keyring saved before the redaction, splicing the destroyed key's record into the current
+    one, or dropping the record of the destruction: none makes the version readable again, and
+    each is detected (on open, or by verify)."""
+    from conftest import keyring_records
+
+    store = make_store(store_path)
+    store.put_file("/memories/a.md", f"{SECRET}\n")
+    store.put_file("/memories/a.md", "clean now\n")
+    dek_id = _dek_id(store, "#1", "/memories/a.md")
+    keyring = store_path / "keyring"
+    saved = keyring.read_bytes()
+    old_record = _sealed_record(store, dek_id)
+    redact_version(store, "/memories/a.md", "#1", actor="ops")
+    store.close()
+    after = keyring.read_bytes()
+
+    # 1. The whole keyring from before the redaction: older than the history.
+    keyring.write_bytes(saved)
+    with pytest.raises(memvault.errors.IntegrityError, match="older than its history"):
+        memvault.MemoryStore.open(store_path, passphrase=PASSPHRASE)
+    with memvault.MemoryStore.open(store_path, passphrase=PASSPHRASE, check_head=False) as damaged:
+        assert "rollback" in {p.code for p in verify(damaged).errors}
+
+    # 2. The destroyed key's record spliced into the current keyring: never used, and reported.
+    start = saved.index(old_record) - 3 - 20  # the DEK record: type, length, dek_id, epoch, sealed key
+    record = saved[start : start + 3 + 16 + 4 + len(old_record)]
+    assert record[3:19] == dek_id
+    keyring.write_bytes(after + record)
+    with memvault.MemoryStore.open(store_path, passphrase=PASSPHRASE) as spliced:
+        assert not _readable(spliced, "#1", "/memories/a.md")
+        report = verify(spliced)
+        assert report.ok and "destroyed-key-present" in {p.code for p in report.warnings}
+    keyring.write_bytes(after[:21] + record + after[21:])  # or before every other record
+    with memvault.MemoryStore.open(store_path, passphrase=PASSPHRASE) as spliced:
+        assert not _readable(spliced, "#1", "/memories/a.md")
+
+    # 3. The record of the destruction cut out (it is in the keyring's MAC chain).
+    records = keyring_records(after)
+    (kind, start, end) = next(r for r in records if r[0] == 6)
+    keyring.write_bytes(after[:start] + after[end:])
+    with pytest.raises(memvault.errors.IntegrityError):
+        memvault.MemoryStore.open(store_path, passphrase=PASSPHRASE)
+    keyring.write_bytes(after[:start])  # ... with everything after it: older than the history
+    with pytest.raises(memvault.errors.IntegrityError):
+        memvault.MemoryStore.open(store_path, passphrase=PASSPHRASE)
+    keyring.write_bytes(after)
+    with memvault.MemoryStore.open(store_path, passphrase=PASSPHRASE) as healthy:
+        assert not _readable(healthy, "#1", "/memories/a.md") and verify(healthy).ok

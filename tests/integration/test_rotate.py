@@ -141,3 +141,18 @@ def test_a_keyring_from_before_a_rotation_cannot_be_put_back(store_path: Path) -
         memvault.MemoryStore.open(store_path, passphrase=PASSPHRASE)
     with memvault.MemoryStore.open(store_path, passphrase=PASSPHRASE, check_head=False) as checker:
         assert "rollback" in {p.code for p in verify(checker).errors}
+
+
+def test_a_rotation_reaches_older_handles_even_before_any_file_exists(store_path: Path) -> None:
+    """With no data key in the keyring yet, only the rotation's own record tells an older handle
+    that its master key was retired."""
+    from memvault.errors import KeyRotatedError
+
+    store = make_store(store_path)
+    agent = memvault.MemoryStore.open(store_path, passphrase=PASSPHRASE)
+    keymgmt.rotate(store, passphrase=PASSPHRASE, kdf=FAST_KDF)
+    with pytest.raises(KeyRotatedError):
+        agent.put_file("/memories/first.md", "written under which key?\n")
+    agent.close()
+    store.put_file("/memories/first.md", "under the new key\n")
+    assert store.keyring.newest_epoch == 2

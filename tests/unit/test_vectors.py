@@ -739,3 +739,51 @@ def test_vectors_are_self_consistent() -> None:
     assert REC["keyring"][0]["mac_key"] == sub["keyring"]
     assert REC["config"][0]["config_key"] == sub["config"]
     assert SLOTS[0]["master_keys"]["1"] == SLOTS_FILE["subkeys"]["master_key"]
+
+
+def test_destroy_and_epoch_records_chain_as_format_md_says(tmp_path: Path) -> None:
+    """Version 3 keyring records, recomputed here with hmac/hashlib from docs/format.md §3.1: the
+    DESTROY and EPOCH macs, and the COMMIT after them chaining to the last of them."""
+    import hashlib
+    import hmac
+    import struct
+
+    from conftest import FAST_KDF, PASSPHRASE, keyring_records
+    from memvault import MemoryStore, keymgmt
+    from memvault.shred import shred_file
+
+    store = MemoryStore.create(tmp_path / "s", passphrase=PASSPHRASE, kdf=FAST_KDF)
+    store.put_file("/memories/a.md", "a\n")
+    store.put_file("/memories/b.md", "b\n")
+    store.put_file("/memories/a.md", "a2\n")
+    shred_file(store, "/memories/b.md")
+    keymgmt.rotate(store, passphrase=PASSPHRASE, kdf=FAST_KDF)
+    key, store_id = store._keys.keyring, store.store_id  # K_keyring: first epoch, HKDF "keyring"
+    data = (tmp_path / "s" / "keyring").read_bytes()
+    store.close()
+    prev = bytes(32)
+    seen: dict[int, int] = {}
+    for rtype, start, end in keyring_records(data):
+        body = data[start + 3 : end]
+        if rtype == 5:
+            seq, commit_id, parent_id, mac = struct.unpack(">Q20s20s32s", body)
+            msg = (
+                b"memvault/v1/hw"
+                + store_id
+                + struct.pack(">Q", seq)
+                + commit_id.hex().encode()
+                + parent_id.hex().encode()
+            )
+        elif rtype == 6:
+            dek_id, sealed, mac = body[:16], body[16:-32], body[-32:]
+            msg = b"memvault/v1/destroy" + store_id + dek_id + hashlib.sha256(sealed).digest()
+        elif rtype == 7:
+            (epoch,), mac = struct.unpack(">I", body[:4]), body[4:]
+            assert epoch == 2 and len(body) == 36
+            msg = b"memvault/v1/epoch" + store_id + struct.pack(">I", epoch)
+        else:
+            continue
+        assert hmac.new(key, msg + prev, hashlib.sha256).digest() == mac, rtype
+        prev = mac
+        seen[rtype] = seen.get(rtype, 0) + 1
+    assert seen == {5: 6, 6: 1, 7: 1}  # init, three puts, the redaction, the rotation

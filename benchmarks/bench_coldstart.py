@@ -133,6 +133,7 @@ def setup(base: Path, files: int, layout: str) -> dict[str, float]:
 
     key = base / KEY_FILE
     key.write_bytes(new_key())
+    key.chmod(0o600)
     os.chmod(key, 0o600)
     t0 = time.perf_counter()
     settings = memvault.StoreSettings(max_files=files + 100)

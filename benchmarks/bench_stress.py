@@ -287,6 +287,7 @@ def check(cfg: Config, records: list[dict[str, Any]], report: Report, work: Path
     replay_dir = work / "replay"
     key = work / "replay.key"
     key.write_bytes(os.urandom(32))
+    key.chmod(0o600)
     replay = memvault.MemoryStore.create(replay_dir, key_file=key, settings=StoreSettings(durability="none"))
     for i, command in enumerate(SETUP):
         memvault.MemoryTool(replay, session=f"setup-{i}").call(command)
@@ -337,6 +338,7 @@ def run(
     try:
         key = work / "store.key"
         key.write_bytes(os.urandom(32))
+        key.chmod(0o600)
         store_path = work / "store"
         store = memvault.MemoryStore.create(store_path, key_file=key, settings=StoreSettings(durability=durability))
         for i, command in enumerate(SETUP):

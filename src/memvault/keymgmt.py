@@ -18,7 +18,15 @@ from typing import Any
 from . import crypto
 from .errors import InvalidInputError, PathNotFoundError, WrongKeyError
 from .fsutil import wipe_file
-from .keys.slots import Unlock, load_slots, new_slot, read_key_file, unlock_master_keys, write_slot
+from .keys.slots import (
+    Unlock,
+    check_new_passphrase,
+    load_slots,
+    new_slot,
+    read_key_file,
+    unlock_master_keys,
+    write_slot,
+)
 from .settings import KdfParams
 from .store import MemoryStore
 
@@ -61,11 +69,15 @@ def add_slot(
     passphrase: str | None = None,
     key_file: str | os.PathLike[str] | None = None,
     kdf: KdfParams | None = None,
+    allow_weak_passphrase: bool = False,
 ) -> SlotInfo:
-    """Add a slot for a new passphrase (Argon2id, default parameters) or key file."""
+    """Add a slot for a new passphrase (Argon2id, default parameters; at least 12 characters
+    unless ``allow_weak_passphrase``) or key file."""
     unlock = Unlock(passphrase=passphrase) if key_file is None else Unlock(raw_key=read_key_file(key_file))
     if passphrase is not None and key_file is not None:
         raise InvalidInputError("Error: Give a passphrase or a key file, not both.")
+    if passphrase is not None:
+        check_new_passphrase(passphrase, allow_weak=allow_weak_passphrase)
     slot = new_slot(store.store_id, unlock, store.master_keys(), kdf)
     with store.writing():
         write_slot(_keys_dir(store), slot, durable=True)
@@ -88,12 +100,15 @@ def _wipe_slot(store: MemoryStore, slot_id: str) -> None:
     wipe_file(_keys_dir(store) / f"{slot_id}.json")
 
 
-def change_passphrase(store: MemoryStore, new_passphrase: str, *, kdf: KdfParams | None = None) -> SlotInfo:
-    """Replace the passphrase slot this store was opened with by one for ``new_passphrase``."""
+def change_passphrase(
+    store: MemoryStore, new_passphrase: str, *, kdf: KdfParams | None = None, allow_weak_passphrase: bool = False
+) -> SlotInfo:
+    """Replace the passphrase slot this store was opened with by one for ``new_passphrase``
+    (Argon2id with the current default parameters unless ``kdf``; see :func:`add_slot`)."""
     old = store.unlocked_slot
     if not any(s.slot_id == old.hex() and s.kind == "passphrase" for s in list_slots(store)):
         raise InvalidInputError("Error: The store was not opened with a passphrase; use `key add` instead.")
-    added = add_slot(store, passphrase=new_passphrase, kdf=kdf)
+    added = add_slot(store, passphrase=new_passphrase, kdf=kdf, allow_weak_passphrase=allow_weak_passphrase)
     remove_slot(store, old.hex())
     store.unlocked_slot = bytes.fromhex(added.slot_id)
     return SlotInfo(added.slot_id, added.kind, added.kdf, True)
@@ -152,7 +167,7 @@ def rotate(
         master = store.master_keys()
         epoch = max(master) + 1
         master[epoch] = crypto.new_key()
-        slot = new_slot(store.store_id, unlock, master, kdf or opened.kdf)
+        slot = new_slot(store.store_id, unlock, master, kdf)  # today's default KDF, not the old slot's
         write_slot(_keys_dir(store), slot, durable=True)
         removed = tuple([opened.slot_id.hex(), *others])
         for slot_id in removed:

@@ -459,6 +459,7 @@ def key_sweep(tmp_path: Path, prepare: Any, action: Any, check: Any) -> int:
 def test_faults_while_adding_and_removing_key_slots(tmp_path: Path) -> None:
     key = tmp_path / "extra.key"
     key.write_bytes(os.urandom(32))
+    key.chmod(0o600)
 
     def none(store: memvault.MemoryStore) -> None:
         run(store, {"command": "create", "path": "/memories/a.txt", "file_text": "a"})
@@ -599,7 +600,7 @@ def test_read_only_store_refuses_writes_and_serves_views(
                 assert tool.call({"command": "view", "path": "/memories/proj/sub/b.txt"}).endswith(f"b {SECRET}")
                 assert read_state(store) == before
             with pytest.raises(StorageError):
-                keymgmt.add_slot(opened_after, passphrase="another one", kdf=FAST_KDF)
+                keymgmt.add_slot(opened_after, passphrase="another passphrase", kdf=FAST_KDF)
     finally:
         if how == "chmod":
             _chmod_tree(path, writable=True)

@@ -282,3 +282,53 @@ def test_a_hard_linked_snapshot_survives_passwd_and_a_redaction(
         assert memvault.history.read_at(old, "/memories/a.md") == b"beta\n"
     with pytest.raises(WrongKeyError):
         memvault.MemoryStore.open(store_path, passphrase=PASSPHRASE)
+
+
+def test_a_key_file_others_can_read_is_refused(tmp_path: Path, store_path: Path) -> None:
+    """As ssh refuses a private key others can read: the message says which permissions and what to do."""
+    import os
+
+    key = tmp_path / "shared.key"
+    key.write_bytes(os.urandom(32))
+    key.chmod(0o644)
+    with pytest.raises(KeyUnavailableError, match="0644.*chmod 600"):
+        memvault.MemoryStore.create(store_path, key_file=key)
+    assert not store_path.exists()
+    key.chmod(0o600)
+    memvault.MemoryStore.create(store_path, key_file=key).close()
+    key.chmod(0o640)
+    with pytest.raises(KeyUnavailableError, match="chmod 600"):
+        memvault.MemoryStore.open(store_path, key_file=key)
+
+
+def test_a_short_new_passphrase_is_refused_unless_the_operator_insists(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(InvalidInputError, match="at least 12 characters"):
+        memvault.MemoryStore.create(tmp_path / "a", passphrase="hunter2", kdf=FAST_KDF)
+    assert not (tmp_path / "a").exists()
+    weak = memvault.MemoryStore.create(tmp_path / "a", passphrase="hunter2", kdf=FAST_KDF, allow_weak_passphrase=True)
+    store = make_store(tmp_path / "b")
+    with pytest.raises(InvalidInputError, match="at least 12 characters"):
+        add_slot(store, passphrase="short", kdf=FAST_KDF)
+    with pytest.raises(InvalidInputError, match="at least 12 characters"):
+        change_passphrase(store, "short", kdf=FAST_KDF)
+    assert len(list_slots(store)) == 1  # nothing was added or replaced
+    weak.close()
+    store.close()
+    monkeypatch.setenv("MEMVAULT_PASSPHRASE", "hunter2")
+    assert main(["--store", str(tmp_path / "c"), "init"]) == 2
+    err = capsys.readouterr().err
+    assert "12 characters" in err and "hunter2" not in err
+    assert main(["--store", str(tmp_path / "c"), "init", "--allow-weak-passphrase"]) == 0
+
+
+def test_rotate_uses_the_default_kdf_not_the_old_slots(store_path: Path) -> None:
+    """A store whose slot was made with cheap Argon2id parameters gets today's defaults at rotate."""
+    from memvault import keymgmt
+    from memvault.settings import DEFAULT_KDF
+
+    store = make_store(store_path)  # FAST_KDF
+    assert list_slots(store)[0].kdf == FAST_KDF.model_dump()
+    result = keymgmt.rotate(store, passphrase=PASSPHRASE)
+    assert result.slot.kdf == DEFAULT_KDF.model_dump() != FAST_KDF.model_dump()

@@ -58,7 +58,7 @@ def test_rotate_needs_the_opening_secret_and_explicit_drop_of_other_slots(store_
     store = make_store(store_path)
     with pytest.raises(WrongKeyError):
         keymgmt.rotate(store, passphrase="not the passphrase")
-    keymgmt.add_slot(store, passphrase="second", kdf=FAST_KDF)
+    keymgmt.add_slot(store, passphrase="second passphrase", kdf=FAST_KDF)
     with pytest.raises(InvalidInputError) as info:
         keymgmt.rotate(store, passphrase=PASSPHRASE)
     assert "1 other key slot(s)" in str(info.value)
@@ -67,7 +67,7 @@ def test_rotate_needs_the_opening_secret_and_explicit_drop_of_other_slots(store_
     assert len(result.removed_slots) == 2
     assert [s.slot_id for s in keymgmt.list_slots(store)] == [result.slot.slot_id]
     with pytest.raises(WrongKeyError):
-        memvault.MemoryStore.open(store_path, passphrase="second")
+        memvault.MemoryStore.open(store_path, passphrase="second passphrase")
 
 
 def test_a_store_opened_before_the_rotation_must_reopen(store_path: Path) -> None:

@@ -316,7 +316,7 @@ def vault(tmp_path: Path) -> Iterator[MemoryStore]:
     """A fresh store with a deliberately cheap KDF (tests only)."""
     store = MemoryStore.create(
         tmp_path / "store",
-        passphrase="pw",
+        passphrase="pw long enough",
         kdf=memvault.settings.KdfParams(memory_kib=8, iterations=1, lanes=1),
     )
     yield store

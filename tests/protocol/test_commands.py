@@ -160,7 +160,7 @@ def test_oversized_text_fields_are_refused_early(store: memvault.MemoryStore, to
 
 def test_view_line_limit(store: memvault.MemoryStore) -> None:
     big = memvault.MemoryStore.create(
-        store.root.parent / "big", passphrase="pw", kdf=memvault.KdfParams(memory_kib=8, iterations=1, lanes=1),
+        store.root.parent / "big", passphrase="pw long enough", kdf=memvault.KdfParams(memory_kib=8, iterations=1, lanes=1),
         settings=StoreSettings(max_file_bytes=4 * 1024 * 1024),
     )  # fmt: skip
     tool = memvault.MemoryTool(big)
@@ -209,7 +209,7 @@ def test_create_overwrite_setting(tmp_path: object) -> None:
     from pathlib import Path
 
     s = memvault.MemoryStore.create(
-        Path(str(tmp_path)) / "s", passphrase="pw", kdf=memvault.KdfParams(memory_kib=8, iterations=1, lanes=1),
+        Path(str(tmp_path)) / "s", passphrase="pw long enough", kdf=memvault.KdfParams(memory_kib=8, iterations=1, lanes=1),
         settings=StoreSettings(overwrite_on_create=True),
     )  # fmt: skip
     tool = memvault.MemoryTool(s)
@@ -235,7 +235,7 @@ def test_create_size_limit_and_file_count(tmp_path: object) -> None:
     from pathlib import Path
 
     s = memvault.MemoryStore.create(
-        Path(str(tmp_path)) / "s", passphrase="pw", kdf=memvault.KdfParams(memory_kib=8, iterations=1, lanes=1),
+        Path(str(tmp_path)) / "s", passphrase="pw long enough", kdf=memvault.KdfParams(memory_kib=8, iterations=1, lanes=1),
         settings=StoreSettings(max_file_bytes=100, max_files=2),
     )  # fmt: skip
     tool = memvault.MemoryTool(s)

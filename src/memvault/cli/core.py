@@ -32,7 +32,12 @@ def _cmd_init(args: argparse.Namespace) -> int:
     from ..store import MemoryStore
 
     settings = StoreSettings(overwrite_on_create=args.overwrite_on_create, durability=args.durability)
-    store = MemoryStore.create(_store_path(args), settings=settings, **_credentials(confirm=True))
+    store = MemoryStore.create(
+        _store_path(args),
+        settings=settings,
+        allow_weak_passphrase=args.allow_weak_passphrase,
+        **_credentials(confirm=True),
+    )
     print(f"Created an empty memory store in {store.root}")
     store.close()
     return ExitStatus.SUCCESS
@@ -100,6 +105,11 @@ def register(sub: Any) -> None:
     s = sub.add_parser("init", help="create an empty store (key from the environment or a prompt)")
     s.add_argument("--overwrite-on-create", action="store_true", help="let `create` overwrite existing files")
     s.add_argument("--durability", choices=["full", "none"], default="full", help="fsync policy (default: full)")
+    s.add_argument(
+        "--allow-weak-passphrase",
+        action="store_true",
+        help="accept a passphrase shorter than 12 characters (weak against offline guessing)",
+    )
     s.set_defaults(func=_cmd_init)
 
     s = sub.add_parser("keygen", help="write a new random 32-byte key file (for MEMVAULT_KEY_FILE)")

@@ -31,13 +31,17 @@ def _new_passphrase() -> str:
     return first
 
 
+#: Help of the flag that accepts a passphrase under 12 characters.
+WEAK_HELP = "accept a new passphrase shorter than 12 characters (weak against offline guessing)"
+
+
 def _cmd_passwd(args: argparse.Namespace) -> int:
     from ..keymgmt import change_passphrase, list_slots
 
     with open_store(args) as store:
         if not any(s.in_use and s.kind == "passphrase" for s in list_slots(store)):
             raise InvalidInputError("The store was not opened with a passphrase; use `memvault key add` instead.")
-        slot = change_passphrase(store, _new_passphrase())
+        slot = change_passphrase(store, _new_passphrase(), allow_weak_passphrase=args.allow_weak_passphrase)
     if args.json:
         print_json({"slot": slot.to_json()})
     else:
@@ -64,7 +68,9 @@ def _cmd_add(args: argparse.Namespace) -> int:
 
     with open_store(args) as store:
         slot = (
-            add_slot(store, key_file=args.key_file) if args.key_file else add_slot(store, passphrase=_new_passphrase())
+            add_slot(store, key_file=args.key_file)
+            if args.key_file
+            else add_slot(store, passphrase=_new_passphrase(), allow_weak_passphrase=args.allow_weak_passphrase)
         )
     if args.json:
         print_json(slot.to_json())
@@ -108,6 +114,7 @@ def _cmd_rotate(args: argparse.Namespace) -> int:
 def register(sub: Any) -> None:
     s = sub.add_parser("passwd", help=f"change the passphrase (new one from ${ENV_NEW_PASSPHRASE} or a prompt)")
     s.add_argument("--json", action="store_true", help="machine-readable output")
+    s.add_argument("--allow-weak-passphrase", action="store_true", help=WEAK_HELP)
     s.set_defaults(func=_cmd_passwd)
 
     key = sub.add_parser("key", help="list, add or remove key slots (no data is re-encrypted)")
@@ -121,6 +128,7 @@ def register(sub: Any) -> None:
         s = ksub.add_parser(name, help=helptext)
         if name == "add":
             s.add_argument("--key-file", help="a file with a raw 32-byte key (see `memvault keygen`)")
+            s.add_argument("--allow-weak-passphrase", action="store_true", help=WEAK_HELP)
         if name == "remove":
             s.add_argument("slot_id", help="the slot id shown by `memvault key list`")
         if name == "rotate":

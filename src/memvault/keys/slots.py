@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import struct
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +24,7 @@ from typing import Any, Literal
 
 from .. import crypto
 from ..crypto import b64decode, b64encode
-from ..errors import IntegrityError, KeyUnavailableError, WrongKeyError, read_failure
+from ..errors import IntegrityError, InvalidInputError, KeyUnavailableError, WrongKeyError, read_failure
 from ..fsutil import read_bounded
 from ..settings import DEFAULT_KDF, KdfParams
 
@@ -39,6 +40,8 @@ __all__ = [
     "read_slot_file",
     "slot_file_names",
     "MAX_SLOT_FILE_BYTES",
+    "MIN_PASSPHRASE_CHARS",
+    "check_new_passphrase",
     "PURPOSES",
 ]
 
@@ -81,10 +84,40 @@ class Unlock:
         return f"Unlock(kind={self.kind!r})"
 
 
+#: Fewest characters a new passphrase may have unless the operator insists (docs/format.md §2.1):
+#: Argon2id slows each guess, it cannot make a short passphrase long.
+MIN_PASSPHRASE_CHARS = 12
+
+
+def check_new_passphrase(passphrase: str, *, allow_weak: bool = False) -> None:
+    """Refuse a new passphrase shorter than :data:`MIN_PASSPHRASE_CHARS` characters.
+
+    Raises:
+        InvalidInputError: it is shorter and ``allow_weak`` is false (the message never shows it).
+    """
+    if len(passphrase) < MIN_PASSPHRASE_CHARS and not allow_weak:
+        raise InvalidInputError(
+            f"Error: A new passphrase needs at least {MIN_PASSPHRASE_CHARS} characters: a shorter one falls to "
+            "an offline guessing attack on a stolen copy of the store. Choose a longer one (or insist with "
+            "allow_weak_passphrase / --allow-weak-passphrase)."
+        )
+
+
 def read_key_file(path: str | os.PathLike[str]) -> bytes:
-    """Read a key file: 32 raw bytes, or 64 hex digits with an optional trailing newline."""
+    """Read a key file: 32 raw bytes, or 64 hex digits with an optional trailing newline.
+
+    Raises:
+        KeyUnavailableError: it cannot be read, holds something else, or is a regular file that
+            group or others may access (as ssh refuses such a private key: ``chmod 600`` it).
+    """
     try:
-        with open(path, "rb") as f:  # may be a pipe (process substitution): read, never stat
+        with open(path, "rb") as f:  # may be a pipe (process substitution): no mode to check then
+            st = os.fstat(f.fileno())
+            if stat.S_ISREG(st.st_mode) and st.st_mode & 0o077:
+                raise KeyUnavailableError(
+                    f"The key file's permissions {stat.S_IMODE(st.st_mode):04o} let group or others access it; "
+                    "make it private to its owner (chmod 600) and try again."
+                )
             data = f.read(_MAX_KEY_FILE_BYTES + 1)
     except OSError:
         raise KeyUnavailableError("The key file cannot be read.") from None

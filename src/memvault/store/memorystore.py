@@ -38,7 +38,16 @@ from ..fsutil import (
 )
 from ..git.repo import GitStore
 from ..keys.keyring import Keyring
-from ..keys.slots import Subkeys, Unlock, load_slots, new_slot, read_key_file, unlock_master_keys, write_slot
+from ..keys.slots import (
+    Subkeys,
+    Unlock,
+    check_new_passphrase,
+    load_slots,
+    new_slot,
+    read_key_file,
+    unlock_master_keys,
+    write_slot,
+)
 from ..paths import parse_path
 from ..settings import KdfParams, StoreSettings
 from .atimes import FILE_NAME as ATIMES_FILE
@@ -157,12 +166,16 @@ class MemoryStore:
         kdf: KdfParams | None = None,
         lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
         plaintext_cache_bytes: int = PLAINTEXT_CACHE_BYTES,
+        allow_weak_passphrase: bool = False,
     ) -> MemoryStore:
         """Create a new store in directory ``path`` (created if missing; must be empty).
 
-        ``lock_timeout``, ``plaintext_cache_bytes``: see :meth:`open`.
+        ``lock_timeout``, ``plaintext_cache_bytes``: see :meth:`open`. A passphrase shorter than
+        12 characters is refused unless ``allow_weak_passphrase``.
         """
         unlock = cls._unlock(passphrase, key_file)
+        if unlock.passphrase is not None:
+            check_new_passphrase(unlock.passphrase, allow_weak=allow_weak_passphrase)
         try:
             store = cls._create(Path(path), unlock, settings, kdf)
         except OSError as err:

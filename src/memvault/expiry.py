@@ -122,11 +122,11 @@ def expire(
     """
     if unused_for <= 0:
         raise InvalidInputError("The unused-for duration must be positive.")
-    if not assume_unread and not store.access_times.recorded():
+    if not assume_unread and not store.access_times_current():
         raise IntegrityError(
-            "The store's access-time file 'access' is missing, so expire cannot tell which files were read; "
-            "nothing was deleted. If no file was ever read, or the loss of the read times is accepted, run "
-            "expire again with --assume-unread."
+            "The store's access-time file 'access' is missing, or is not the one the keyring recorded last (an "
+            "older copy put back?), so expire cannot tell which files were read; nothing was deleted. If the "
+            "loss of the read times is accepted, run expire again with --assume-unread."
         )
     cutoff = (time.time() if now is None else now) - unused_for
     for _attempt in range(_ATTEMPTS):

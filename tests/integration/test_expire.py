@@ -249,3 +249,20 @@ def test_a_transient_fault_reading_the_access_file_loses_no_read_times(
         _token(again, p) for p in ("/memories/read.md", "/memories/fresh.md")
     }
     again.close()
+
+
+def test_an_older_access_file_put_back_stops_expire(tmp_path: Path) -> None:
+    """The keyring names each access-time file (format version 3): putting back an older copy,
+    which drops the reads recorded since, is refused like a missing file; verify warns."""
+    store = _store(tmp_path)
+    path = tmp_path / "s" / "access"
+    older = path.read_bytes()
+    store.access_times.touch(_token(store, "/memories/read.md"))
+    assert store.flush_access_times()
+    later = time.time() + 400 * DAY
+    assert expiry.expire(store, 1.0, actor="ops", now=later, dry_run=True).files  # the current file is accepted
+    path.write_bytes(older)
+    with pytest.raises(IntegrityError, match="not the one the keyring recorded last"):
+        expiry.expire(store, 1.0, actor="ops", now=later, dry_run=True)
+    assert [(p.code, p.severity) for p in verify(store).problems] == [("bad-access-times", "warning")]
+    assert expiry.expire(store, 1.0, actor="ops", now=later, dry_run=True, assume_unread=True).files

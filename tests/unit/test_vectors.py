@@ -743,7 +743,7 @@ def test_vectors_are_self_consistent() -> None:
 
 def test_destroy_and_epoch_records_chain_as_format_md_says(tmp_path: Path) -> None:
     """Version 3 keyring records, recomputed here with hmac/hashlib from docs/format.md §3.1: the
-    DESTROY and EPOCH macs, and the COMMIT after them chaining to the last of them."""
+    DESTROY, EPOCH and ATIMES macs, each chaining to the record before it."""
     import hashlib
     import hmac
     import struct
@@ -781,9 +781,12 @@ def test_destroy_and_epoch_records_chain_as_format_md_says(tmp_path: Path) -> No
             (epoch,), mac = struct.unpack(">I", body[:4]), body[4:]
             assert epoch == 2 and len(body) == 36
             msg = b"memvault/v1/epoch" + store_id + struct.pack(">I", epoch)
+        elif rtype == 8:
+            digest, mac = body[:32], body[32:]
+            msg = b"memvault/v1/atimes" + store_id + digest
         else:
             continue
         assert hmac.new(key, msg + prev, hashlib.sha256).digest() == mac, rtype
         prev = mac
         seen[rtype] = seen.get(rtype, 0) + 1
-    assert seen == {5: 6, 6: 1, 7: 1}  # init, three puts, the redaction, the rotation
+    assert seen == {5: 6, 6: 1, 7: 1, 8: 1}  # init, three puts, the redaction, the rotation; the empty access file

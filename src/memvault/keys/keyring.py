@@ -29,6 +29,9 @@ a torn tail (a crash mid-append) is ignored by readers and cut off by the next w
   can be neither removed nor moved; a DEK record for a destroyed id is ignored wherever it stands.
 - ``EPOCH`` (type 7, format version 3): ``u32 epoch || mac`` with ``mac = HMAC(K_keyring,
   "memvault/v1/epoch" || store_id || epoch || prev_mac)``: a master-key rotation to that epoch.
+- ``ATIMES`` (type 8, format version 3): ``SHA256(access file) || mac`` with ``mac = HMAC(K_keyring,
+  "memvault/v1/atimes" || store_id || digest || prev_mac)``: the access-time file about to be
+  written, so an older copy put back is told from the current one.
 
 Appends are the only change in normal operation. Redaction and rotation are the exceptions:
 they write a new keyring without the destroyed DEK records (versions 1, 2: plus their tombstones)
@@ -66,6 +69,7 @@ _TOMBSTONE = 4
 _COMMIT_RAW = 5
 _DESTROY = 6
 _EPOCH = 7
+_ATIMES = 8
 _DEK_HEAD = struct.Struct(">16sI")
 _DEK_SIZE = _DEK_HEAD.size + crypto.KEY_SIZE + crypto.SEAL_OVERHEAD
 _COMMIT_BODY = struct.Struct(">Q40s40s32s")
@@ -78,6 +82,8 @@ _TOMBSTONE_AAD = b"memvault/v1/tombstone"
 _DESTROY_MAC = b"memvault/v1/destroy"
 _EPOCH_MAC = b"memvault/v1/epoch"
 _EPOCH_BODY = struct.Struct(">I32s")
+_ATIMES_MAC = b"memvault/v1/atimes"
+_ATIMES_BODY = struct.Struct(">32s32s")
 _NO_MAC = bytes(32)
 #: Parent id of the first commit.
 ZERO_ID = b"0" * 40
@@ -188,6 +194,8 @@ class Keyring:
         self.newest_epoch = 0
         #: The newest epoch an EPOCH record announces (0: none).
         self.announced_epoch = 0
+        #: SHA-256 of the access-time file as the last ATIMES record names it (None: no record).
+        self.atimes_digest: bytes | None = None
         #: Data keys a DESTROY record destroyed: ``dek_id -> sealed info``.
         self._destroyed: dict[bytes, bytes] = {}
         #: DESTROY records since the last COMMIT or ABORT, and those of the last COMMIT (an ABORT
@@ -360,8 +368,22 @@ class Keyring:
             crypto.mac_verify(self._mac_key, self._epoch_message(epoch, self._chain), tag)
             self._chain = tag
             self.announced_epoch = max(self.announced_epoch, epoch)
+        elif rtype == _ATIMES:
+            if len(body) != _ATIMES_BODY.size:
+                raise IntegrityError("The store's keyring is damaged.")
+            digest, tag = _ATIMES_BODY.unpack(body)
+            crypto.mac_verify(self._mac_key, _ATIMES_MAC + self._store_id + digest + self._chain, tag)
+            self._chain = tag
+            self.atimes_digest = digest
         else:
             raise IntegrityError("The store's keyring is damaged.")
+
+    def atimes_record(self, digest: bytes) -> bytes:
+        """Encode an ATIMES record naming the SHA-256 of the access-time file about to be written,
+        chained to the last record read (refresh first, under the store lock)."""
+        tag = crypto.mac(self._mac_key, _ATIMES_MAC + self._store_id + digest + self._chain)
+        body = _ATIMES_BODY.pack(digest, tag)
+        return _RECORD.pack(_ATIMES, len(body)) + body
 
     def _destroy_message(self, dek_id: bytes, sealed: bytes, prev: bytes) -> bytes:
         return _DESTROY_MAC + self._store_id + dek_id + crypto.sha256(sealed) + prev

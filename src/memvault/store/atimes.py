@@ -22,7 +22,7 @@ import os
 import struct
 import threading
 import time
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 from typing import Final
 
@@ -78,7 +78,7 @@ def decode(key: bytes, store_id: bytes, sealed: bytes) -> dict[bytes, int]:
 class AccessTimes:
     """The last-read hour of each file of one store: in memory, merged into ``access``."""
 
-    __slots__ = ("_path", "_key", "_store_id", "_pending", "_lock", "_flushed_at")
+    __slots__ = ("_path", "_key", "_store_id", "_pending", "_lock", "_flushed_at", "record")
 
     def __init__(self, path: Path, key: bytes, store_id: bytes) -> None:
         self._path = path
@@ -87,6 +87,8 @@ class AccessTimes:
         self._pending: dict[bytes, int] = {}
         self._lock = threading.Lock()
         self._flushed_at = time.monotonic()
+        #: Called with the SHA-256 of each new file before it is written (the store records it).
+        self.record: Callable[[bytes], None] | None = None
 
     def touch(self, token: bytes, when: float | None = None) -> None:
         """Record a read of the file with path token ``token`` (memory only)."""
@@ -106,7 +108,27 @@ class AccessTimes:
     def create(self, *, durable: bool) -> None:
         """Write an empty file (at store creation: from then on a missing file means it was
         removed, which :func:`~memvault.expiry.expire` refuses to take for "never read")."""
-        atomic_write(self._path, encode(self._key, self._store_id, {}), durable=durable)
+        self._write(encode(self._key, self._store_id, {}), durable=durable)
+
+    def _write(self, data: bytes, *, durable: bool) -> None:
+        if self.record is not None:
+            self.record(crypto.sha256(data))
+        atomic_write(self._path, data, durable=durable)
+
+    def digest(self) -> bytes | None:
+        """SHA-256 of the file as it is on disk, or None if it is missing.
+
+        Raises:
+            IntegrityError, StorageError: as :meth:`last_read`.
+        """
+        try:
+            return crypto.sha256(read_bounded(self._path, _MAX_FILE_BYTES))
+        except FileNotFoundError:
+            return None
+        except OSError as err:
+            raise read_failure(
+                err, what="The store's access-time file", damaged="The store's access-time file cannot be read."
+            ) from None
 
     def recorded(self) -> bool:
         """Whether the file exists (it may still be damaged: :meth:`last_read` says)."""
@@ -155,7 +177,7 @@ class AccessTimes:
                 hours[token] = hour
         if live is not None:
             hours = {t: h for t, h in hours.items() if t in live}
-        atomic_write(self._path, encode(self._key, self._store_id, hours), durable=durable)
+        self._write(encode(self._key, self._store_id, hours), durable=durable)
         with self._lock:
             for token, hour in pending.items():
                 if self._pending.get(token) == hour:

@@ -82,7 +82,7 @@ class MemoryStore:
     ``key_file`` (a file holding a raw 32-byte key).
     """
 
-    def __init__(
+    def __init__(  # fmt: skip
         self,
         root: Path,
         store_id: bytes,
@@ -105,24 +105,19 @@ class MemoryStore:
         #: Id of the key slot that unlocked this store object.
         self.unlocked_slot = b""
         self._subkeys = {e: Subkeys(k, store_id, e) for e, k in master_keys.items()}
-        #: Index, metadata, chain, name, keyring and config keys come from the first epoch for
-        #: the store's whole life (tokens and history stay verifiable); a rotation changes the
-        #: key that wraps data keys (``_epoch``, the newest).
+        #: Every subkey but the wrap key comes from the first epoch for the store's whole life
+        #: (tokens and history stay verifiable); a rotation changes only ``_epoch``'s wrap key.
         self._keys = self._subkeys[min(master_keys)]
         self._token_mac = crypto.mac_function(self._keys.name)
         self._durable = settings.durability == "full"
-        self.keyring = Keyring(
-            root / "keyring",
-            store_id,
-            {e: s.wrap for e, s in self._subkeys.items()},
-            self._keys.keyring,
-            tombstone_key=self._keys.meta,
-        )
+        wrap_keys = {e: s.wrap for e, s in self._subkeys.items()}
+        self.keyring = Keyring(root / "keyring", store_id, wrap_keys, self._keys.keyring, tombstone_key=self._keys.meta)
         self._lock = StoreLock(root / "lock")
         #: The thread holding the writer lock through this store object, if any.
         self._writer_thread: int | None = None
         #: Last-read times of files (for expiry), merged into ``access`` now and then.
         self.access_times = AccessTimes(root / ATIMES_FILE, self._keys.access, store_id)
+        self.access_times.record = self._record_access_file
         self._swept = False
         #: Objects written by this store object since it last packed (see :meth:`close`).
         self._objects_written = 0
@@ -130,14 +125,28 @@ class MemoryStore:
         self._reader = StateReader(git, self.keyring, self._keys, store_id, self._token_mac)
         self._head = Head(self._reader, self.keyring, durable=self._durable)
         self._writer_of_commits = CommitWriter(
-            self._reader,
-            self.keyring,
-            self._keys,
-            store_id,
-            durable=self._durable,
-            on_objects=self._wrote_objects,
+            self._reader, self.keyring, self._keys, store_id, durable=self._durable, on_objects=self._wrote_objects,
             on_stale=self._drop_state,
-        )
+        )  # fmt: skip
+
+    def _record_access_file(self, digest: bytes) -> None:
+        """Name a new access-time file in the keyring's MAC chain before it is written (format
+        version 3; the caller holds the writer lock)."""
+        if chains_key_changes(self.format_version):
+            with self._state_lock:
+                self.keyring.refresh()
+                self.keyring.append(self.keyring.atimes_record(digest), durable=self._durable)
+
+    def access_times_current(self) -> bool:
+        """Whether the access-time file is the one the keyring names last (a writer stopped
+        between naming and writing it leaves this false until the next merge of reads). For
+        stores of format versions 1 and 2, which do not name it: whether it exists."""
+        with self._state_lock:
+            digest = self.access_times.digest()
+            if not chains_key_changes(self.format_version):
+                return digest is not None
+            self.keyring.refresh()
+            return digest is not None and digest == self.keyring.atimes_digest
 
     def _wrote_objects(self, n: int) -> None:
         self._objects_written += n
@@ -229,20 +238,19 @@ class MemoryStore:
         lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
         plaintext_cache_bytes: int = PLAINTEXT_CACHE_BYTES,
     ) -> MemoryStore:
-        """Open an existing store; a wrong key raises :class:`~memvault.errors.WrongKeyError`.
+        """Open an existing store with exactly one of ``passphrase`` or ``key_file``.
 
-        ``check_head=False`` only unlocks the keys and skips loading (and checking) the head, for
-        tools that must inspect a damaged store, such as ``verify``; every later state access
-        still checks.
+        Args:
+            check_head: False only unlocks the keys and skips loading (and checking) the head, for
+                tools that inspect a damaged store (``verify``); later state accesses still check.
+            lock_timeout: seconds a write waits for the writer lock before
+                :class:`~memvault.errors.LockedError` (readers never wait); also :attr:`lock_timeout`.
+            plaintext_cache_bytes: decrypted contents kept for repeated views (least recently used
+                out first; 0 keeps none); also :attr:`plaintext_cache_bytes`.
 
-        ``lock_timeout``: how many seconds a write (a mutating command, a key or redaction change)
-        waits for the store's writer lock while another thread or process holds it, before it
-        fails with :class:`~memvault.errors.LockedError` (whose message says how long it waited).
-        Readers never wait. Also settable later as :attr:`lock_timeout`.
-
-        ``plaintext_cache_bytes``: how many bytes of decrypted file contents this store object
-        keeps in memory for repeated views (least recently used first out; default 8 MiB; 0 keeps
-        none, so every view decrypts again). Also settable later as :attr:`plaintext_cache_bytes`.
+        Raises:
+            WrongKeyError: the secret opens no key slot. StoreNotFoundError, IntegrityError,
+            StorageError: no store there, a damaged one, or one the filesystem refuses.
         """
         unlock = cls._unlock(passphrase, key_file)
         root = Path(path)
@@ -306,13 +314,8 @@ class MemoryStore:
                 self._writer_thread = None
 
     def _sweep_leftovers(self) -> None:
-        """Wipe temporary files of atomic writes, key-slot removals and keyring rewrites that a
-        crashed or failed writer left behind (they may hold wrapped key material). Caller holds
-        the writer lock. Unfinished packs are removed too (:meth:`GitStore.sweep_pack_leftovers`:
-        memvault's ``objects/pack/tmp_*`` files, and a ``.pack`` without its ``.idx`` once it is 10
-        minutes old). Torn loose objects (``objects/xx/*.lock``, from writers before
-        commits were packs) are never read and are left: finding them would cost a scan of every
-        object directory."""
+        """Wipe what crashed writers left: temporary files of atomic writes, key-slot removals and
+        keyring rewrites (they may hold wrapped keys), unfinished packs. Caller holds the writer lock."""
         wipe_leftovers(self.root / "keys", (".json.tmp-",))
         wipe_leftovers(self.root, (f"{STORE_FILE}.tmp-", ".keyring.rewrite-"))
         self.git.sweep_pack_leftovers()
@@ -370,16 +373,19 @@ class MemoryStore:
         keep_dirs: bool = False,
         merge_bytes: int | None = None,
     ) -> tuple[int, int]:
-        """Pack loose objects (in batches of :data:`~memvault.git.repo.PACK_BATCH`; stores
-        written before commits were packs hold them) and merge the smallest packs where they break
-        the geometric progression (:meth:`GitStore.consolidate_packs`, only packs holding at most
-        ``merge_bytes`` together if given); return ``(objects packed, packs merged)``. Runs under
-        the writer lock (waiting at most ``wait`` seconds, default :attr:`lock_timeout`); packing
-        stops after about ``seconds`` (default: when done). Emptied fan-out directories are removed
-        unless ``keep_dirs``, and so is what a crashed pack writer left
-        (:meth:`GitStore.sweep_pack_leftovers`). Never part of a memory-tool command:
-        :meth:`close` and ``memvault gc`` call it. Every object stays readable throughout, and a
-        crash at any point loses nothing."""
+        """Store upkeep (``memvault gc``, and :meth:`close` after many writes): pack loose objects,
+        merge the smallest packs (holding at most ``merge_bytes`` together, if given), purge records
+        of destroyed keys; every object stays readable throughout (docs/format.md §7).
+
+        Args:
+            seconds: stop packing after about this long (default: when done).
+            wait: seconds to wait for the writer lock (default :attr:`lock_timeout`).
+            keep_dirs: keep emptied fan-out directories.
+            merge_bytes: merge only packs holding at most this many bytes together.
+
+        Returns:
+            ``(objects packed, packs merged)``.
+        """
         deadline = None if seconds is None else time.monotonic() + seconds
         with self._lock.hold(timeout=wait):
             try:

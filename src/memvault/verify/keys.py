@@ -28,6 +28,18 @@ def check_access_times(store: MemoryStore, add: Add) -> None:
         )
         return
     try:
+        current = store.access_times_current()
+    except (IntegrityError, StorageError):
+        current = True  # reported below
+    if not current:
+        add(
+            "warning",
+            "bad-access-times",
+            "The access-time file 'access' is not the one the keyring recorded last (an older copy put back?); "
+            "expire refuses to run without --assume-unread until a read replaces it.",
+        )
+        return
+    try:
         store.access_times.last_read()
     except StorageError as err:
         add("warning", "bad-access-times", f"{err} expire cannot run until it can.")

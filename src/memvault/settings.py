@@ -189,6 +189,8 @@ _DEFAULT_SCRUB = ScrubSettings()
 
 #: Default of :attr:`StoreSettings.max_total_bytes`: 1 GiB of content.
 DEFAULT_MAX_TOTAL_BYTES = 1024 * 1024 * 1024
+#: Default of :attr:`StoreSettings.max_stored_bytes`: 16 GiB of packed history.
+DEFAULT_MAX_STORED_BYTES = 16 * 1024 * 1024 * 1024
 
 
 class StoreSettings(BaseModel):
@@ -210,6 +212,9 @@ class StoreSettings(BaseModel):
     max_files: int = Field(default=100_000, ge=1)
     #: Most bytes of content (plaintext, all files of the head together) a store holds.
     max_total_bytes: int = Field(default=DEFAULT_MAX_TOTAL_BYTES, ge=1)
+    #: Most bytes the store's history may take on disk (its packs): a commit that writes content
+    #: past it is refused. History only grows (every version stays); see SECURITY.md "Limits".
+    max_stored_bytes: int = Field(default=DEFAULT_MAX_STORED_BYTES, ge=1)
     #: A file view without ``view_range`` shows at most this many characters of content.
     view_max_chars: int = Field(default=16_000, ge=100)
     #: ``full``: objects and the keyring record are durable (fsync or syncfs) before a command
@@ -230,4 +235,6 @@ class StoreSettings(BaseModel):
                 data.pop("scrub", None)
             if self.max_total_bytes == DEFAULT_MAX_TOTAL_BYTES:
                 data.pop("max_total_bytes", None)
+            if self.max_stored_bytes == DEFAULT_MAX_STORED_BYTES:
+                data.pop("max_stored_bytes", None)
         return data

@@ -111,3 +111,34 @@ def test_over_limit_text_is_refused_before_any_work(tmp_path: Path) -> None:
     peak = _peak(lambda: err(tool, command="create", path="/memories/huge.md", file_text=huge))
     assert peak < 4 * MiB  # refused on its length: no encoding, scrubbing or copying of the 64 MiB
     assert store.head[1] == before
+
+
+def test_history_churn_is_bounded_by_max_stored_bytes(tmp_path: Path) -> None:
+    """Limits on the head alone let create/delete cycles grow the history without bound: a commit
+    that writes content past ``max_stored_bytes`` is refused with a clear error, nothing written;
+    a delete (as operator erasure) still goes through, and the setting persists."""
+    kdf = memvault.KdfParams(memory_kib=8, iterations=1, lanes=1)
+    settings = StoreSettings(durability="none", max_stored_bytes=400_000)
+    store = memvault.MemoryStore.create(
+        tmp_path / "s", passphrase="correct horse battery staple", kdf=kdf, settings=settings
+    )
+    tool = memvault.MemoryTool(store)
+    tool.call({"command": "create", "path": "/memories/keep.md", "file_text": "keep\n"})
+    refused = None
+    for i in range(20):
+        try:
+            tool.call({"command": "create", "path": "/memories/big.md", "file_text": f"{i}" + "x" * 90_000})
+        except ToolError as err:
+            refused = str(err)
+            break
+        tool.call({"command": "delete", "path": "/memories/big.md"})
+    assert refused is not None and "history takes" in refused and "at most 400000" in refused
+    head = store.head
+    assert store.git.packs.total_bytes() <= 400_000
+    with pytest.raises(memvault.errors.LimitExceededError):
+        store.put_file("/memories/other.md", "z" * 90_000)
+    assert store.head == head  # nothing written
+    assert tool.call({"command": "delete", "path": "/memories/keep.md"}) == "Successfully deleted /memories/keep.md"
+    store.close()
+    reopened = memvault.MemoryStore.open(tmp_path / "s", passphrase="correct horse battery staple")
+    assert reopened.settings.max_stored_bytes == 400_000

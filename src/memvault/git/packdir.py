@@ -384,6 +384,10 @@ class PackDirectory:
         """How many packs (with their index) the repository holds."""
         return len(self._packs())
 
+    def total_bytes(self) -> int:
+        """Bytes of every pack (with its index) the repository holds (pack files only)."""
+        return sum(size for size, _base in self._packs())
+
     def consolidate(self, *, max_bytes: int | None = None) -> int:
         """Merge the smallest packs into one where they break the geometric progression
         (:func:`geometric_merge`; only packs holding at most ``max_bytes`` together, if given);

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from .. import crypto
-from ..errors import ConflictError, InternalError, KeyRotatedError, MemvaultError, StorageError
+from ..errors import ConflictError, InternalError, KeyRotatedError, LimitExceededError, MemvaultError, StorageError
 from ..format import records
 from ..format.layout import content_path, shard_path
 from ..format.records import CommitMeta, Node
@@ -75,6 +75,7 @@ class CommitWriter:
         relayout: bool = False,
         destroy: dict[bytes, dict[str, object]] | None = None,
         announce_epoch: bool = False,
+        stored_limit: int | None = None,
     ) -> bytes:
         """Write ``txn`` on top of ``state`` as one commit and fold it into ``state``.
 
@@ -86,6 +87,8 @@ class CommitWriter:
                 in the same keyring append, before its commit record (format version 3).
             announce_epoch: record that ``epoch`` is the store's key epoch (an EPOCH record,
                 format version 3), after a rotation.
+            stored_limit: refuse a commit that writes content when the packs would then hold more
+                bytes than this.
 
         Returns:
             The new commit's id. If the commit stands but ``state`` could not be updated to it,
@@ -97,6 +100,7 @@ class CommitWriter:
             ConflictError: the branch moved under the lock (nothing was committed).
             KeyRotatedError: another process rotated the master key past ``epoch`` (nothing was
                 written).
+            LimitExceededError: ``stored_limit`` would be passed (nothing was written).
         """
         if max(self.keyring.newest_epoch, self.keyring.announced_epoch) > epoch:
             raise KeyRotatedError(
@@ -174,6 +178,14 @@ class CommitWriter:
             else:
                 tree_changes[path_key] = None
                 new_shard_blobs[shard] = None
+        if stored_limit is not None and txn.contents:
+            stored = self.git.packs.total_bytes()
+            if stored + sum(len(o.as_raw_string()) for o in objects) > stored_limit:
+                raise LimitExceededError(
+                    f"Error: The memory store is full: its history takes {stored} bytes on disk, at most "
+                    f"{stored_limit} (every version is kept). Nothing was written; an operator can raise the limit "
+                    "or move the memory to a new store."
+                )
         tree_id = self._apply_tree(base_tree, tree_changes, objects)
         sealed = records.seal_meta(self._keys.meta, self.store_id, meta)
         tag = records.commit_tag(self._keys.chain, self.store_id, meta.seq, state.commit_id, tree_id, sealed)

@@ -548,10 +548,9 @@ class MemoryStore:
             return count, live, commit_id
 
     def record_rotation(self, *, actor: str = "operator", session: str = "") -> None:
-        """After a master-key rotation (see keymgmt.rotate), record its epoch in the keyring's MAC
-        chain with a commit (command ``key-rotate``), so that no process writes under an older
-        epoch again and an older keyring put back is older than the history (format version 3;
-        nothing in versions 1 and 2)."""
+        """After a master-key rotation (keymgmt.rotate), record its epoch in the keyring's MAC chain
+        with a ``key-rotate`` commit, so no process writes under an older epoch again and an older
+        keyring put back is older than the history (format version 3; nothing in 1 and 2)."""
         if not chains_key_changes(self.format_version):
             return
         with self._writer(), self._state_lock:
@@ -679,8 +678,9 @@ class MemoryStore:
 
     def _commit(self, state: StoreState, txn: Transaction, meta: CommitMeta, *, relayout: bool = False) -> bytes:
         return self._writer_of_commits.write(
-            state, txn, meta, epoch=self._epoch, version=self.format_version, relayout=relayout
-        )
+            state, txn, meta, epoch=self._epoch, version=self.format_version, relayout=relayout,
+            stored_limit=self.settings.max_stored_bytes,
+        )  # fmt: skip
 
     # -- library conveniences -----------------------------------------------------------------
 

@@ -10,8 +10,9 @@ before keeps access to what existed then — see SECURITY.md.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from . import crypto
 from .errors import InvalidInputError, PathNotFoundError, WrongKeyError
 from .fsutil import wipe_file
 from .keys.slots import (
+    KeySlot,
     Unlock,
     check_new_passphrase,
     load_slots,
@@ -29,6 +31,7 @@ from .keys.slots import (
 )
 from .settings import KdfParams
 from .store import MemoryStore
+from .store.config import chains_key_changes
 
 __all__ = ["SlotInfo", "RotationResult", "list_slots", "add_slot", "remove_slot", "change_passphrase", "rotate"]
 
@@ -41,9 +44,30 @@ class SlotInfo:
     kind: str
     kdf: dict[str, int] | None
     in_use: bool  #: the slot this store object was opened with
+    label: str = ""  #: a name for people ("" for slots written before labels)
+    created: int | None = None  #: creation time, seconds since the epoch (None: not recorded)
 
     def to_json(self) -> dict[str, Any]:
-        return {"slot_id": self.slot_id, "kind": self.kind, "kdf": self.kdf, "in_use": self.in_use}
+        return {
+            "slot_id": self.slot_id,
+            "kind": self.kind,
+            "kdf": self.kdf,
+            "in_use": self.in_use,
+            "label": self.label,
+            "created": self.created,
+        }
+
+
+def _info(slot: KeySlot, in_use: bool) -> SlotInfo:
+    kdf = None if slot.kdf is None else slot.kdf.model_dump()
+    return SlotInfo(slot.slot_id.hex(), slot.kind, kdf, in_use, slot.label, slot.created)
+
+
+def _slot_meta(store: MemoryStore, label: str) -> dict[str, Any]:
+    """``label``/``created`` for a new slot: format 2 slots in format version 3 stores."""
+    if not chains_key_changes(store.format_version):
+        return {}
+    return {"label": label, "created": int(time.time())}
 
 
 def _keys_dir(store: MemoryStore) -> Path:
@@ -52,15 +76,7 @@ def _keys_dir(store: MemoryStore) -> Path:
 
 def list_slots(store: MemoryStore) -> list[SlotInfo]:
     """Every key slot of the store."""
-    return [
-        SlotInfo(
-            s.slot_id.hex(),
-            s.kind,
-            None if s.kdf is None else s.kdf.model_dump(),
-            s.slot_id == store.unlocked_slot,
-        )
-        for s in load_slots(_keys_dir(store))
-    ]
+    return [_info(s, s.slot_id == store.unlocked_slot) for s in load_slots(_keys_dir(store))]
 
 
 def add_slot(
@@ -70,6 +86,7 @@ def add_slot(
     key_file: str | os.PathLike[str] | None = None,
     kdf: KdfParams | None = None,
     allow_weak_passphrase: bool = False,
+    label: str = "",
 ) -> SlotInfo:
     """Add a slot for a new passphrase (Argon2id, default parameters; at least 12 characters
     unless ``allow_weak_passphrase``) or key file."""
@@ -78,10 +95,10 @@ def add_slot(
         raise InvalidInputError("Error: Give a passphrase or a key file, not both.")
     if passphrase is not None:
         check_new_passphrase(passphrase, allow_weak=allow_weak_passphrase)
-    slot = new_slot(store.store_id, unlock, store.master_keys(), kdf)
+    slot = new_slot(store.store_id, unlock, store.master_keys(), kdf, **_slot_meta(store, label))
     with store.writing():
         write_slot(_keys_dir(store), slot, durable=True)
-    return SlotInfo(slot.slot_id.hex(), slot.kind, None if slot.kdf is None else slot.kdf.model_dump(), False)
+    return _info(slot, False)
 
 
 def remove_slot(store: MemoryStore, slot_id: str) -> None:
@@ -108,10 +125,13 @@ def change_passphrase(
     old = store.unlocked_slot
     if not any(s.slot_id == old.hex() and s.kind == "passphrase" for s in list_slots(store)):
         raise InvalidInputError("Error: The store was not opened with a passphrase; use `key add` instead.")
-    added = add_slot(store, passphrase=new_passphrase, kdf=kdf, allow_weak_passphrase=allow_weak_passphrase)
+    label = next((s.label for s in list_slots(store) if s.slot_id == old.hex()), "")
+    added = add_slot(
+        store, passphrase=new_passphrase, kdf=kdf, allow_weak_passphrase=allow_weak_passphrase, label=label
+    )
     remove_slot(store, old.hex())
     store.unlocked_slot = bytes.fromhex(added.slot_id)
-    return SlotInfo(added.slot_id, added.kind, added.kdf, True)
+    return replace(added, in_use=True)
 
 
 @dataclass(frozen=True)
@@ -167,7 +187,8 @@ def rotate(
         master = store.master_keys()
         epoch = max(master) + 1
         master[epoch] = crypto.new_key()
-        slot = new_slot(store.store_id, unlock, master, kdf)  # today's default KDF, not the old slot's
+        # today's default KDF, not the old slot's; the old slot's label
+        slot = new_slot(store.store_id, unlock, master, kdf, **_slot_meta(store, opened.label))
         write_slot(_keys_dir(store), slot, durable=True)
         removed = tuple([opened.slot_id.hex(), *others])
         for slot_id in removed:
@@ -176,5 +197,4 @@ def rotate(
         store.unlocked_slot = slot.slot_id
         rewrapped = store.keyring.rewrap(epoch, progress)
         store.record_rotation(actor=actor, session=session)
-    info = SlotInfo(slot.slot_id.hex(), slot.kind, None if slot.kdf is None else slot.kdf.model_dump(), True)
-    return RotationResult(epoch, rewrapped, info, removed)
+    return RotationResult(epoch, rewrapped, _info(slot, True), removed)

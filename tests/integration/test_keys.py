@@ -4,6 +4,7 @@ record; the CLI `memvault passwd` and `memvault key list|add|remove`."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -183,7 +184,10 @@ def test_cli_passwd(cli: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.C
     assert main(["passwd", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     (third_id,) = _slots(cli, passphrase="third passphrase")
-    assert out == {"slot": {"slot_id": third_id, "kind": "passphrase", "kdf": FAST_KDF.model_dump(), "in_use": True}}
+    assert out["slot"].pop("created") > 0
+    assert out == {
+        "slot": {"slot_id": third_id, "kind": "passphrase", "kdf": FAST_KDF.model_dump(), "in_use": True, "label": "initial"}
+    }
     assert _files(cli) == before
 
 
@@ -193,7 +197,10 @@ def test_cli_key_list_add_remove(
     before = _files(cli)
     (pw_id,) = _slots(cli, passphrase=PASSPHRASE)
     assert main(["key", "list"]) == 0
-    assert capsys.readouterr().out == f"{pw_id}  passphrase argon2id m=8KiB t=1 p=1  (in use)\n"
+    when = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d"  # each slot's creation time
+    assert re.fullmatch(
+        rf"{pw_id}  passphrase {when}  initial +argon2id m=8KiB t=1 p=1  \(in use\)\n", capsys.readouterr().out
+    )
 
     assert main(["key", "add", "--key-file", str(key_file)]) == 0
     slots = _slots(cli, passphrase=PASSPHRASE)
@@ -210,11 +217,12 @@ def test_cli_key_list_add_remove(
 
     assert main(["key", "list"]) == 0
     lines = {
-        pw_id: f"{pw_id}  passphrase argon2id m=8KiB t=1 p=1  (in use)",
-        kf_id: f"{kf_id}  keyfile",
-        add_id: f"{add_id}  passphrase argon2id m=8KiB t=1 p=1",
+        pw_id: rf"{pw_id}  passphrase {when}  initial +argon2id m=8KiB t=1 p=1  \(in use\)",
+        kf_id: rf"{kf_id}  keyfile    {when}  -",
+        add_id: rf"{add_id}  passphrase {when}  - +argon2id m=8KiB t=1 p=1",
     }
-    assert capsys.readouterr().out.splitlines() == [lines[k] for k in sorted(lines)]
+    out = capsys.readouterr().out.splitlines()
+    assert len(out) == 3 and all(re.fullmatch(lines[k], line) for k, line in zip(sorted(lines), out, strict=True))
     # Opened with the key file, that slot is the one in use.
     monkeypatch.delenv("MEMVAULT_PASSPHRASE")
     monkeypatch.setenv("MEMVAULT_KEY_FILE", str(key_file))
@@ -332,3 +340,44 @@ def test_rotate_uses_the_default_kdf_not_the_old_slots(store_path: Path) -> None
     assert list_slots(store)[0].kdf == FAST_KDF.model_dump()
     result = keymgmt.rotate(store, passphrase=PASSPHRASE)
     assert result.slot.kdf == DEFAULT_KDF.model_dump() != FAST_KDF.model_dump()
+
+
+def test_key_slots_have_labels_and_creation_times(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Slots of a format version 3 store carry a label and a creation time, in the wrap's
+    associated data (edited, the slot no longer opens); key list shows them; passwd and rotate keep
+    the label."""
+    import json
+    import time
+
+    from memvault import keymgmt
+
+    before = int(time.time())
+    store = make_store(tmp_path / "s")
+    added = add_slot(store, passphrase="second passphrase here", kdf=FAST_KDF, label="ops team")
+    slots = {s.slot_id: s for s in list_slots(store)}
+    assert [s.label for s in slots.values() if s.in_use] == ["initial"]
+    assert slots[added.slot_id].label == "ops team" and before <= (slots[added.slot_id].created or 0) <= time.time()
+    with pytest.raises(InvalidInputError, match="label"):
+        add_slot(store, passphrase="third passphrase here", kdf=FAST_KDF, label="bad\x1b[2Jlabel")
+    changed = change_passphrase(store, "a new passphrase for initial", kdf=FAST_KDF)
+    assert changed.label == "initial" and changed.in_use
+    store.close()
+    monkeypatch.setenv("MEMVAULT_PASSPHRASE", "second passphrase here")
+    assert main(["--store", str(tmp_path / "s"), "key", "list"]) == 0
+    out = capsys.readouterr().out
+    assert "ops team" in out and "initial" in out and "(in use)" in out
+    assert main(["--store", str(tmp_path / "s"), "key", "list", "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert sorted(s["label"] for s in listed) == ["initial", "ops team"] and all(s["created"] for s in listed)
+    # The label is authenticated: renamed in the file, the slot no longer opens.
+    path = tmp_path / "s" / "keys" / f"{added.slot_id}.json"
+    data = json.loads(path.read_text())
+    data["label"] = "someone else"
+    path.write_text(json.dumps(data))
+    with pytest.raises(WrongKeyError):
+        memvault.MemoryStore.open(tmp_path / "s", passphrase="second passphrase here")
+    with memvault.MemoryStore.open(tmp_path / "s", passphrase="a new passphrase for initial") as again:
+        rotated = keymgmt.rotate(again, passphrase="a new passphrase for initial", kdf=FAST_KDF, drop_other_slots=True)
+        assert rotated.slot.label == "initial"

@@ -12,7 +12,7 @@ import sys
 from typing import Any
 
 from ..errors import ExitStatus, InvalidInputError, KeyUnavailableError
-from ._common import open_store, print_json, progress_bar
+from ._common import fmt_time, open_store, print_json, progress_bar, terminal_safe
 
 __all__ = ["register"]
 
@@ -59,7 +59,9 @@ def _cmd_list(args: argparse.Namespace) -> int:
         return ExitStatus.SUCCESS
     for s in slots:
         kdf = "" if s.kdf is None else f"argon2id m={s.kdf['memory_kib']}KiB t={s.kdf['iterations']} p={s.kdf['lanes']}"
-        print(f"{s.slot_id}  {s.kind:<10} {kdf}{'  (in use)' if s.in_use else ''}".rstrip())
+        created = fmt_time(s.created) if s.created is not None else "-"
+        label = terminal_safe(s.label) if s.label else "-"
+        print(f"{s.slot_id}  {s.kind:<10} {created:<19}  {label:<16} {kdf}{'  (in use)' if s.in_use else ''}".rstrip())
     return ExitStatus.SUCCESS
 
 
@@ -68,9 +70,14 @@ def _cmd_add(args: argparse.Namespace) -> int:
 
     with open_store(args) as store:
         slot = (
-            add_slot(store, key_file=args.key_file)
+            add_slot(store, key_file=args.key_file, label=args.label)
             if args.key_file
-            else add_slot(store, passphrase=_new_passphrase(), allow_weak_passphrase=args.allow_weak_passphrase)
+            else add_slot(
+                store,
+                passphrase=_new_passphrase(),
+                allow_weak_passphrase=args.allow_weak_passphrase,
+                label=args.label,
+            )
         )
     if args.json:
         print_json(slot.to_json())
@@ -129,6 +136,7 @@ def register(sub: Any) -> None:
         if name == "add":
             s.add_argument("--key-file", help="a file with a raw 32-byte key (see `memvault keygen`)")
             s.add_argument("--allow-weak-passphrase", action="store_true", help=WEAK_HELP)
+            s.add_argument("--label", default="", help="a name for the slot, shown by `key list` (e.g. who holds it)")
         if name == "remove":
             s.add_argument("slot_id", help="the slot id shown by `memvault key list`")
         if name == "rotate":

@@ -53,6 +53,11 @@ PURPOSES = ("wrap", "index", "meta", "chain", "name", "keyring", "config", "acce
 _EPOCH_ENTRY = struct.Struct(">I32s")
 _SALT_SIZE = 16
 _SLOT_KEYS = frozenset({"format", "slot_id", "kind", "kdf", "salt", "wrapped"})
+#: Slot format 2 (written for format version 3 stores) adds a label and a creation time, both in
+#: the wrap's associated data.
+_SLOT_KEYS_2 = _SLOT_KEYS | {"label", "created"}
+#: Longest slot label, in characters.
+MAX_LABEL_CHARS = 100
 #: Largest key slot file read (a slot holds 36 bytes per master-key epoch, base64: about 48;
 #: 64 KiB is over a thousand rotations). A bigger file, or anything but a regular file (a FIFO,
 #: /dev/zero through a symlink), is refused before it is read.
@@ -141,29 +146,44 @@ class KeySlot:
     salt: bytes
     kdf: KdfParams | None
     wrapped: bytes
+    #: A name for people (slot format 2; "" in format 1).
+    label: str = ""
+    #: Creation time, whole seconds since the epoch (slot format 2; None: a format 1 slot).
+    created: int | None = None
 
     def aad(self, store_id: bytes) -> bytes:
         params = _kdf_json(self.kdf)
-        return b"|".join([_SLOT_AAD_PREFIX, store_id, self.slot_id, self.kind.encode(), self.salt, params.encode()])
+        parts = [_SLOT_AAD_PREFIX, store_id, self.slot_id, self.kind.encode(), self.salt, params.encode()]
+        if self.created is not None:
+            parts += [self.label.encode("utf-8"), str(self.created).encode()]
+        return b"|".join(parts)
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "format": _SLOT_FORMAT,
+        out: dict[str, Any] = {
+            "format": _SLOT_FORMAT if self.created is None else 2,
             "slot_id": self.slot_id.hex(),
             "kind": self.kind,
             "kdf": None if self.kdf is None else {"alg": "argon2id", **self.kdf.model_dump()},
             "salt": b64encode(self.salt),
             "wrapped": b64encode(self.wrapped),
         }
+        if self.created is not None:
+            out["label"], out["created"] = self.label, self.created
+        return out
 
     @classmethod
     def from_json(cls, obj: object) -> KeySlot:
         """Parse a slot strictly: exact keys, exact types, bounded KDF parameters."""
         try:
-            if not isinstance(obj, dict) or set(obj) != _SLOT_KEYS or type(obj["format"]) is not int:
+            if not isinstance(obj, dict) or type(obj.get("format")) is not int:
                 raise ValueError
-            if obj["format"] != _SLOT_FORMAT:
+            if frozenset(obj) != {_SLOT_FORMAT: _SLOT_KEYS, 2: _SLOT_KEYS_2}.get(obj["format"]):
                 raise ValueError
+            label, created = "", None
+            if obj["format"] == 2:
+                label, created = obj["label"], obj["created"]
+                if not isinstance(label, str) or not valid_label(label) or type(created) is not int or created < 0:
+                    raise ValueError
             kind = obj["kind"]
             kdf_obj = obj["kdf"]
             kdf: KdfParams | None = None
@@ -181,7 +201,7 @@ class KeySlot:
             salt, wrapped = b64decode(obj["salt"]), b64decode(obj["wrapped"])
             if len(salt) != _SALT_SIZE or (len(wrapped) - crypto.SEAL_OVERHEAD) % _EPOCH_ENTRY.size:
                 raise ValueError
-            return cls(slot_id, kind, salt, kdf, wrapped)
+            return cls(slot_id, kind, salt, kdf, wrapped, label, created)
         except Exception:
             raise IntegrityError("A key slot is malformed.") from None
 
@@ -220,13 +240,37 @@ def _decode_master_keys(data: bytes) -> dict[int, bytes]:
     return keys
 
 
-def new_slot(store_id: bytes, unlock: Unlock, master_keys: dict[int, bytes], kdf: KdfParams | None = None) -> KeySlot:
-    """A new key slot wrapping ``master_keys`` (epoch -> key) for ``unlock``."""
+def valid_label(label: str) -> bool:
+    """Whether ``label`` may name a key slot: at most :data:`MAX_LABEL_CHARS` printable characters."""
+    return len(label) <= MAX_LABEL_CHARS and label.isprintable()
+
+
+def new_slot(
+    store_id: bytes,
+    unlock: Unlock,
+    master_keys: dict[int, bytes],
+    kdf: KdfParams | None = None,
+    *,
+    label: str | None = None,
+    created: int | None = None,
+) -> KeySlot:
+    """A new key slot wrapping ``master_keys`` (epoch -> key) for ``unlock``.
+
+    Args:
+        label, created: a slot of format 2 (stores of format version 3) with this label and
+            creation time; None for both writes a format 1 slot.
+
+    Raises:
+        InvalidInputError: the label is too long or not printable.
+    """
+    if label is not None and not valid_label(label):
+        raise InvalidInputError(f"Error: A key slot label is at most {MAX_LABEL_CHARS} printable characters.")
     slot_kdf = (kdf or DEFAULT_KDF) if unlock.kind == "passphrase" else None
-    slot = KeySlot(crypto.random_bytes(16), unlock.kind, crypto.random_bytes(_SALT_SIZE), slot_kdf, b"")
+    slot = KeySlot(crypto.random_bytes(16), unlock.kind, crypto.random_bytes(_SALT_SIZE), slot_kdf, b"",
+                   label or "", created)  # fmt: skip
     kek = _derive_kek(slot.kind, slot.salt, slot.kdf, unlock)
     wrapped = crypto.seal(kek, _encode_master_keys(master_keys), slot.aad(store_id))
-    return KeySlot(slot.slot_id, slot.kind, slot.salt, slot.kdf, wrapped)
+    return KeySlot(slot.slot_id, slot.kind, slot.salt, slot.kdf, wrapped, slot.label, slot.created)
 
 
 def write_slot(keys_dir: Path, slot: KeySlot, *, durable: bool = True) -> None:

@@ -4,13 +4,14 @@
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from .. import crypto
-from ..errors import IntegrityError, MemvaultError, StoreNotFoundError, read_failure
-from ..fsutil import atomic_write, read_bounded
+from ..errors import IntegrityError, MemvaultError, StoreExistsError, StoreNotFoundError, read_failure
+from ..fsutil import DIR_MODE, atomic_write, make_private_dir, read_bounded
 from ..settings import StoreSettings
 
 __all__ = [
@@ -22,6 +23,7 @@ __all__ = [
     "write_config",
     "record_encoding",
     "chains_key_changes",
+    "prepare_store_dir",
 ]
 
 #: Marker and public configuration of a store directory.
@@ -55,6 +57,27 @@ class StoreConfig:
             IntegrityError: the MAC does not match (the file was changed or belongs elsewhere).
         """
         crypto.mac_verify(config_key, _config_message(self.store_id, self.raw), self.settings_mac)
+
+
+def prepare_store_dir(root: Path) -> None:
+    """Make ``root`` an empty directory private to its owner for a new store (missing parents
+    are made 0700 too).
+
+    Raises:
+        StoreExistsError: ``root`` is a symbolic link, not a directory, a store, or not empty.
+    """
+    if root.is_symlink():
+        raise StoreExistsError("Refusing to create a memory store at a symbolic link.")
+    if root.exists():
+        if not root.is_dir():
+            raise StoreExistsError("The store location exists and is not a directory.")
+        if (root / STORE_FILE).exists():
+            raise StoreExistsError("A memory store already exists at this location.")
+        if any(root.iterdir()):
+            raise StoreExistsError("The store directory is not empty.")
+        os.chmod(root, DIR_MODE)
+    else:
+        make_private_dir(root, parents=True)
 
 
 def record_encoding(version: int) -> int:

@@ -24,13 +24,11 @@ from ..errors import (
     MemvaultError,
     PathExistsError,
     StorageError,
-    StoreExistsError,
 )
 from ..format import records
 from ..format.records import CommitMeta, Node
 from ..fsutil import (
     DEFAULT_LOCK_TIMEOUT,
-    DIR_MODE,
     StoreLock,
     make_private_dir,
     restrict_modes,
@@ -53,7 +51,7 @@ from ..settings import KdfParams, StoreSettings
 from .atimes import FILE_NAME as ATIMES_FILE
 from .atimes import AccessTimes
 from .commit import CommitWriter
-from .config import FORMAT_VERSION, STORE_FILE, chains_key_changes, read_config, write_config
+from .config import FORMAT_VERSION, STORE_FILE, chains_key_changes, prepare_store_dir, read_config, write_config
 from .head import Head
 from .state import PLAINTEXT_CACHE_BYTES, OpenedCommit, StateReader, StoreState
 from .transaction import Committed, Transaction
@@ -158,10 +156,12 @@ class MemoryStore:
 
     @staticmethod
     def _unlock(passphrase: str | None, key_file: str | os.PathLike[str] | None) -> Unlock:
-        if key_file is not None:
-            if passphrase is not None:
-                return Unlock(passphrase=passphrase, raw_key=b"")  # raises: exactly one
-            return Unlock(raw_key=read_key_file(key_file))
+        if key_file is not None:  # both given: Unlock raises (exactly one)
+            return (
+                Unlock(passphrase=passphrase, raw_key=b"")
+                if passphrase is not None
+                else Unlock(raw_key=read_key_file(key_file))
+            )
         return Unlock(passphrase=passphrase)
 
     @classmethod
@@ -196,23 +196,14 @@ class MemoryStore:
     @classmethod
     def _create(cls, root: Path, unlock: Unlock, settings: StoreSettings | None, kdf: KdfParams | None) -> MemoryStore:
         settings = settings or StoreSettings()
-        if root.is_symlink():
-            raise StoreExistsError("Refusing to create a memory store at a symbolic link.")
-        if root.exists():
-            if not root.is_dir():
-                raise StoreExistsError("The store location exists and is not a directory.")
-            if (root / STORE_FILE).exists():
-                raise StoreExistsError("A memory store already exists at this location.")
-            if any(root.iterdir()):
-                raise StoreExistsError("The store directory is not empty.")
-            os.chmod(root, DIR_MODE)
-        else:
-            make_private_dir(root, parents=True)
+        prepare_store_dir(root)
         durable = settings.durability == "full"
         store_id = crypto.random_bytes(16)
         master_keys = {1: crypto.new_key()}
         make_private_dir(root / "keys")
-        first_slot = new_slot(store_id, unlock, master_keys, kdf)
+        fmt2 = chains_key_changes(FORMAT_VERSION)  # slot format 2: a label and a creation time
+        first_slot = new_slot(store_id, unlock, master_keys, kdf, label="initial" if fmt2 else None,
+                              created=int(time.time()) if fmt2 else None)  # fmt: skip
         write_slot(root / "keys", first_slot, durable=durable)
         Keyring.create(root / "keyring", store_id, durable=durable)
         git = GitStore.init(root / "repo", durable=durable)
@@ -452,10 +443,8 @@ class MemoryStore:
     # -- state ------------------------------------------------------------------------------------
 
     def snapshot(self) -> Transaction:
-        """An isolated read-only view of the current head: later commits do not change it.
-
-        Costs a copy of the path index (O(files)); the memory tool uses :meth:`reading`.
-        """
+        """An isolated read-only view of the head, which later commits do not change (a copy of
+        the path index, O(files); the memory tool uses :meth:`reading`)."""
         with self._state_lock:
             return Transaction(self, self.state_at(self._sync(writer=False).commit_id))
 

@@ -44,6 +44,15 @@ def test_cat_and_diff_on_a_terminal_show_escapes(
     tty.seek(0)
     assert main(["log", "-p", "-n", "1"]) == 0
     assert "+a\\x1b[2Kb" in tty.getvalue() and "\x1b" not in tty.getvalue()
+    for command in (["show", "HEAD"], ["diff", "HEAD~1", "HEAD"], ["blame", "/memories/x.md"]):
+        tty.truncate(0)
+        tty.seek(0)
+        assert main(command) == 0, command
+        assert "a\\x1b[2Kb" in tty.getvalue() and "\x1b" not in tty.getvalue(), command
+    pipe = io.StringIO()  # not a terminal: the exact bytes
+    monkeypatch.setattr("sys.stdout", pipe)
+    assert main(["cat", "/memories/x.md"]) == 0
+    assert pipe.getvalue() == "a\x1b[2Kb\n"
 
 
 def test_since_survives_a_clock_set_back(store_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -186,7 +186,13 @@ def test_cli_passwd(cli: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.C
     (third_id,) = _slots(cli, passphrase="third passphrase")
     assert out["slot"].pop("created") > 0
     assert out == {
-        "slot": {"slot_id": third_id, "kind": "passphrase", "kdf": FAST_KDF.model_dump(), "in_use": True, "label": "initial"}
+        "slot": {
+            "slot_id": third_id,
+            "kind": "passphrase",
+            "kdf": FAST_KDF.model_dump(),
+            "in_use": True,
+            "label": "initial",
+        }
     }
     assert _files(cli) == before
 

@@ -676,3 +676,29 @@ def test_a_keyless_writer_cannot_bring_a_redacted_version_back(store_path: Path)
     keyring.write_bytes(after)
     with memvault.MemoryStore.open(store_path, passphrase=PASSPHRASE) as healthy:
         assert not _readable(healthy, "#1", "/memories/a.md") and verify(healthy).ok
+
+
+def test_a_torn_redaction_append_destroys_nothing(store_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A crash inside the redaction's keyring append (its DESTROY records whole, its COMMIT record
+    cut short): the DESTROY records take effect only with their commit, so the store opens at the
+    parent, still reads the version, and the next write cuts the torn tail off."""
+    from conftest import keyring_records
+    from memvault.keys.keyring import Keyring
+
+    store = make_store(store_path)
+    store.put_file("/memories/a.md", f"{SECRET}\n")
+    parent = (store_path / "repo" / "refs" / "heads" / "main").read_bytes()
+    monkeypatch.setattr(Keyring, "purge", lambda self: 0)  # the state right after the append
+    redact_version(store, "/memories/a.md", "#1", actor="ops")
+    store.close()
+    monkeypatch.undo()
+    data = (store_path / "keyring").read_bytes()
+    records = keyring_records(data)
+    assert [kind for kind, _s, _e in records][-2:] == [6, 5]  # DESTROY, then its COMMIT
+    _kind, commit_start, _end = records[-1]
+    (store_path / "keyring").write_bytes(data[: commit_start + 10])
+    (store_path / "repo" / "refs" / "heads" / "main").write_bytes(parent)
+    with memvault.MemoryStore.open(store_path, passphrase=PASSPHRASE) as reopened:
+        assert reopened.head[1] == 1 and history.read_at(reopened, "/memories/a.md") == f"{SECRET}\n".encode()
+        reopened.put_file("/memories/b.md", "after\n")
+        assert verify(reopened).ok

@@ -247,11 +247,27 @@ class Keyring:
         self._consume(data)
 
     def _consume(self, data: bytes) -> None:
-        """Parse the complete records at the start of ``data``, the bytes at :attr:`_offset`."""
+        """Parse the complete records at the start of ``data``, the bytes at :attr:`_offset`.
+
+        DESTROY and EPOCH records take effect only with the COMMIT record that follows them (they
+        are appended together): without it they are a torn tail, left unread and cut off by the
+        next append, so a torn redaction never destroys a key its commit did not publish."""
         records, pos = frame_records(data)
-        for _end, rtype, body in records:
-            self._parse(rtype, body)
-        self._offset += pos
+        pending: list[tuple[int, bytes]] = []
+        start = pending_from = 0
+        for end, rtype, body in records:
+            if rtype in (_DESTROY, _EPOCH):
+                pending_from = pending_from if pending else start
+                pending.append((rtype, body))
+            elif pending and rtype not in (_COMMIT, _COMMIT_RAW):
+                raise IntegrityError("The store's keyring is damaged.")
+            else:
+                for pending_type, pending_body in pending:
+                    self._parse(pending_type, pending_body)
+                pending = []
+                self._parse(rtype, body)
+            start = end
+        self._offset += pending_from if pending else pos
 
     def scan(self, *, parsed_only: bool) -> KeyringScan:
         """Frame the file's records again, tolerating damage (for ``verify``).

@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
-from .errors import ConflictError, IntegrityError, InvalidInputError
+from .errors import ConflictError, InvalidInputError
 from .paths import parse_path
 
 if TYPE_CHECKING:
@@ -122,16 +122,11 @@ def expire(
     """
     if unused_for <= 0:
         raise InvalidInputError("The unused-for duration must be positive.")
-    if not assume_unread and not store.access_times_current():
-        raise IntegrityError(
-            "The store's access-time file 'access' is missing, or is not the one the keyring recorded last (an "
-            "older copy put back?), so expire cannot tell which files were read; nothing was deleted. If the "
-            "loss of the read times is accepted, run expire again with --assume-unread."
-        )
+    only = None if assume_unread else store.is_recorded_access_file
     cutoff = (time.time() if now is None else now) - unused_for
     for _attempt in range(_ATTEMPTS):
         head = store.head[0]  # a view newer than this makes the transaction below retry
-        last_read = store.access_times.last_read()
+        last_read = store.access_times.last_read(only=only)  # the bytes checked are the bytes read
         with store.reading() as view:
             stale = stale_files(view, last_read, cutoff)
         if dry_run or not stale:

@@ -289,7 +289,8 @@ def read_slot_file(path: Path) -> KeySlot:
     try:
         obj = json.loads(read_bounded(path, MAX_SLOT_FILE_BYTES))
     except OSError as err:  # permission, I/O error: not damage
-        raise read_failure(err, what=f"The key slot file keys/{path.name}", damaged=malformed.message) from None
+        name = "".join(ch if ch.isprintable() else "?" for ch in path.name)  # a name planted in keys/
+        raise read_failure(err, what=f"The key slot file keys/{name}", damaged=malformed.message) from None
     except (ValueError, RecursionError):  # RecursionError: JSON nested too deep
         raise malformed from None
     slot = KeySlot.from_json(obj)

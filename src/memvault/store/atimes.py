@@ -46,6 +46,13 @@ MAX_ENTRIES: Final = 2_000_000
 _MAX_FILE_BYTES: Final = crypto.padded_size(len(MAGIC) + _COUNT.size + MAX_ENTRIES * _ENTRY.size) + 64
 
 
+#: How a refused file continues a message: nothing read can be trusted, so ``expire`` stops.
+_UNSURE = (
+    ", so expire cannot tell which files were read; nothing was deleted. If the loss of the read times is "
+    "accepted, run expire again with --assume-unread."
+)
+
+
 def _aad(store_id: bytes) -> bytes:
     return b"memvault/v1/access\0" + store_id
 
@@ -134,10 +141,12 @@ class AccessTimes:
         """Whether the file exists (it may still be damaged: :meth:`last_read` says)."""
         return os.path.lexists(self._path)
 
-    def _read_disk(self) -> dict[bytes, int]:
+    def _read_disk(self, *, only: Callable[[bytes], bool] | None = None) -> dict[bytes, int]:
         try:
             sealed = read_bounded(self._path, _MAX_FILE_BYTES)
         except FileNotFoundError:
+            if only is not None:
+                raise IntegrityError(f"The store's access-time file 'access' is missing{_UNSURE}") from None
             return {}
         except OSError as err:
             # EIO, out of descriptors, permission: the disk's fault, not damage (which flush()
@@ -145,12 +154,25 @@ class AccessTimes:
             raise read_failure(
                 err, what="The store's access-time file", damaged="The store's access-time file cannot be read."
             ) from None
+        if only is not None and not only(crypto.sha256(sealed)):
+            raise IntegrityError(
+                f"The store's access-time file 'access' is not the one the keyring recorded last (an older copy "
+                f"put back?){_UNSURE}"
+            )
         return decode(self._key, self._store_id, sealed)
 
-    def last_read(self) -> dict[bytes, float]:
+    def last_read(self, *, only: Callable[[bytes], bool] | None = None) -> dict[bytes, float]:
         """``token -> time`` (seconds since the epoch, start of the hour) of the latest recorded
-        read of each file, from the file and this session. IntegrityError if the file is damaged."""
-        hours = self._read_disk()
+        read of each file, from the file and this session.
+
+        Args:
+            only: accept the file only if this says yes to its SHA-256 (the bytes decoded are the
+                bytes checked); a missing file is then refused too.
+
+        Raises:
+            IntegrityError: the file is damaged, or refused by ``only``.
+        """
+        hours = self._read_disk(only=only)
         with self._lock:
             for token, hour in self._pending.items():
                 if hours.get(token, -1) < hour:

@@ -102,10 +102,14 @@ class CommitWriter:
                 written).
             LimitExceededError: ``stored_limit`` would be passed (nothing was written).
         """
-        if max(self.keyring.newest_epoch, self.keyring.announced_epoch) > epoch:
+        # Version 3 announces every rotation in the MAC chain; older versions only show it in the
+        # (unauthenticated) epoch of the re-wrapped DEK records.
+        newer = self.keyring.announced_epoch if version >= 3 else self.keyring.newest_epoch
+        if newer > epoch:
             raise KeyRotatedError(
-                "Error: The store's master key was rotated since this store was opened; open the store again "
-                "to write. Nothing was written."
+                "Error: The store's master key was rotated since this store was opened (or the keyring names an "
+                "epoch this store does not know: run memvault verify); open the store again to write. Nothing was "
+                "written."
             )
         objects: list[GitObject] = []
         dek_records: list[bytes] = []

@@ -139,12 +139,17 @@ class MemoryStore:
         """Whether the access-time file is the one the keyring names last (a writer stopped
         between naming and writing it leaves this false until the next merge of reads). For
         stores of format versions 1 and 2, which do not name it: whether it exists."""
+        digest = self.access_times.digest()
+        return digest is not None and self.is_recorded_access_file(digest)
+
+    def is_recorded_access_file(self, digest: bytes) -> bool:
+        """Whether ``digest`` is the SHA-256 of the access-time file the keyring names last (always
+        true in format versions 1 and 2, which do not name it)."""
+        if not chains_key_changes(self.format_version):
+            return True
         with self._state_lock:
-            digest = self.access_times.digest()
-            if not chains_key_changes(self.format_version):
-                return digest is not None
             self.keyring.refresh()
-            return digest is not None and digest == self.keyring.atimes_digest
+            return digest == self.keyring.atimes_digest
 
     def _wrote_objects(self, n: int) -> None:
         self._objects_written += n

@@ -1,43 +1,11 @@
-"""The keyring: wrapped per-version data keys and the freshness high-water mark.
+"""The keyring: wrapped per-version data keys and the MAC-chained record of commits, key
+destructions, rotations and access-time files (the freshness high-water mark).
 
-It lives beside the git repository, outside history, because it must stay mutable: destroying
-one data key (crypto-shredding) makes one version unreadable without rewriting any commit.
-
-File ``keyring``: a header ``b"MVKR" || u8 version || store_id(16)`` followed by records
-``u8 type || u16 length || body``. Records are appended by the writer holding the store lock;
-a torn tail (a crash mid-append) is ignored by readers and cut off by the next writer.
-
-- ``DEK`` (type 1): ``dek_id(16) || u32 epoch || seal(K_wrap, dek, aad)`` where
-  ``aad = "memvault/v1/dek" || store_id || dek_id || epoch``.
-- ``COMMIT`` (type 2): ``u64 seq || commit_id(40 hex) || parent_id(40 hex or 40 "0") || mac``
-  with ``mac = HMAC(K_keyring, "memvault/v1/hw" || store_id || seq || commit_id || parent_id ||
-  prev_mac)``, where ``prev_mac`` is the mac of the previous COMMIT or ABORT record (32 zero
-  bytes for the first). The newest one is the high-water mark. Chaining the macs means an old
-  record cannot be replayed at the end to lower the mark; seq must grow by one per record
-  (or repeat the previous seq from the same parent, replacing a commit that was never published).
-- ``COMMIT`` (type 5, written in format version 2 stores): the same with both ids as 20 raw
-  bytes (80 instead of 120 bytes); the mac is computed over the hex ids exactly as for type 2.
-- ``ABORT`` (type 3): ``u64 seq || commit_id(40 hex) || mac`` with
-  ``mac = HMAC(K_keyring, "memvault/v1/abort" || store_id || seq || commit_id || prev_mac)``:
-  the writer recorded that commit but could not publish it; the mark goes back to the previous
-  one.
-- ``TOMBSTONE`` (type 4, format versions 1 and 2): ``dek_id(16) || seal(K_meta, json{time, actor,
-  reason}, "memvault/v1/tombstone" || store_id || dek_id)``: that data key was destroyed
-  (redaction). Outside the MAC chain.
-- ``DESTROY`` (type 6, format version 3): the same body as a tombstone, then ``mac = HMAC(K_keyring,
-  "memvault/v1/destroy" || store_id || dek_id || SHA256(sealed) || prev_mac)``: in the chain, so it
-  can be neither removed nor moved; a DEK record for a destroyed id is ignored wherever it stands.
-- ``EPOCH`` (type 7, format version 3): ``u32 epoch || mac`` with ``mac = HMAC(K_keyring,
-  "memvault/v1/epoch" || store_id || epoch || prev_mac)``: a master-key rotation to that epoch.
-- ``ATIMES`` (type 8, format version 3): ``SHA256(access file) || mac`` with ``mac = HMAC(K_keyring,
-  "memvault/v1/atimes" || store_id || digest || prev_mac)``: the access-time file about to be
-  written, so an older copy put back is told from the current one.
-
-Appends are the only change in normal operation. Redaction and rotation are the exceptions:
-they write a new keyring without the destroyed DEK records (versions 1, 2: plus their tombstones)
-or with every DEK re-wrapped, and rename it over the old one; readers notice the new file
-(another inode) and read it from the start. In version 3 each also appends its chained records
-with the COMMIT record of a commit, so that a keyring from before it is older than the history.
+It lives beside the git repository, outside history, because it must stay mutable: destroying one
+data key (crypto-shredding) makes one version unreadable without rewriting any commit. The file is
+a header and framed records (DEK, COMMIT, ABORT, TOMBSTONE, DESTROY, EPOCH, ATIMES), appended under
+the store lock, rewritten only by a redaction or a rotation; docs/format.md §3 gives every byte and
+every reading rule.
 """
 
 from __future__ import annotations
@@ -618,11 +586,13 @@ class Keyring:
         count = 0
         total = len(self._sealed)
 
-        def rewrap_record(rtype: int, record: bytes) -> bytes:
+        def rewrap_record(rtype: int, record: bytes) -> bytes | None:
             nonlocal count
             if rtype != _DEK:
                 return record
             dek_id, old_epoch = _DEK_HEAD.unpack_from(record, _RECORD.size)
+            if dek_id in self._destroyed:
+                return None  # destroyed for good: dropped, never re-wrapped
             if old_epoch == epoch:
                 return record
             dek = self.dek(dek_id)

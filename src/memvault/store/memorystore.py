@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from .. import crypto
 from ..errors import (
@@ -32,6 +32,8 @@ from ..fsutil import (
     StoreLock,
     make_private_dir,
     restrict_modes,
+    sync_filesystem,
+    syncfs_available,
     wipe_leftovers,
 )
 from ..git.repo import GitStore
@@ -71,6 +73,13 @@ _PRIVATE = object()
 
 def _now() -> float:
     return time.time()
+
+
+def _meta(
+    state: StoreState, actor: str, session: str, command: str, paths: tuple[str, ...] = (), findings: Any = None
+) -> CommitMeta:
+    """The metadata of the commit after ``state``."""
+    return CommitMeta(state.seq + 1, _now(), actor, session, command, paths, dict(findings or {}))
 
 
 class MemoryStore:
@@ -315,6 +324,8 @@ class MemoryStore:
         wipe_leftovers(self.root / "keys", (".json.tmp-",))
         wipe_leftovers(self.root, (f"{STORE_FILE}.tmp-", ".keyring.rewrite-"))
         self.git.sweep_pack_leftovers()
+        with self._state_lock:  # records of destroyed keys a redaction could not purge
+            self.keyring.purge()
 
     def upgrade_format(self, *, actor: str = "memvault", session: str = "") -> tuple[int, int]:
         """Move the store to format version :data:`~memvault.store.config.FORMAT_VERSION`
@@ -340,8 +351,7 @@ class MemoryStore:
             self.format_version = FORMAT_VERSION
             state = self._sync(writer=True)
             if self._reader.tree_layout(state.tree_id, self.format_version) == 1:
-                meta = CommitMeta(seq=state.seq + 1, time=_now(), actor=actor, session=session, command="upgrade",
-                                  paths=(), findings={})  # fmt: skip
+                meta = _meta(state, actor, session, "upgrade")
                 self._commit(state, Transaction(self, state), meta, relayout=True)
         return old, FORMAT_VERSION
 
@@ -487,7 +497,7 @@ class MemoryStore:
         """The decrypted metadata of an authentic commit."""
         return self.opened_commit(commit_id).meta
 
-    def destroy_keys(
+    def destroy_keys(  # fmt: skip
         self,
         dek_ids: set[bytes],
         info: dict[str, object],
@@ -496,14 +506,10 @@ class MemoryStore:
         session: str = "",
         remove_from_head: bool = False,
     ) -> tuple[int, tuple[str, ...], bytes | None]:
-        """Destroy data keys (crypto-shredding, see :mod:`memvault.shred`).
-
-        Format version 3 records the destruction in the keyring's MAC chain with one commit
-        (command ``redact``, no path named: a name may be the very text being erased), which also
-        deletes from the head the files whose current version uses one of the keys
-        (``remove_from_head``); an older keyring put back is then older than the history, and a
-        data key record copied back is never used. Versions 1 and 2 delete those files in a
-        commit first (if any) and write tombstones (docs/format.md §3.2).
+        """Destroy data keys (crypto-shredding, see :mod:`memvault.shred`; docs/format.md §3.2): in
+        format version 3 one ``redact`` commit (no path named) deletes the head's files that use
+        them (``remove_from_head``) and records the destruction in the keyring's MAC chain; versions
+        1 and 2 delete them in a commit first (if any) and write tombstones.
 
         Returns:
             ``(keys that were present, paths removed from the head, the commit made or None)``.
@@ -520,18 +526,22 @@ class MemoryStore:
             for path in live:
                 if txn.get(path) is not None:
                     txn.delete(parse_path(path))
-            meta = CommitMeta(seq=state.seq + 1, time=_now(), actor=actor, session=session, command="redact",
-                              paths=(), findings={})  # fmt: skip
+            meta = _meta(state, actor, session, "redact")
             commit_id: bytes | None = None
             try:
                 if chains_key_changes(self.format_version):
                     count = sum(1 for dek_id in dek_ids if self.keyring.has(dek_id))
                     fresh = {d: info for d in dek_ids if not self.keyring.is_destroyed(d)}
                     if fresh or live:
-                        commit_id = self._writer_of_commits.write(
-                            state, txn, meta, epoch=self._epoch, version=self.format_version, destroy=fresh
-                        )
-                    self.keyring.purge()
+                        commit_id = self._commit(state, txn, meta, destroy=fresh)
+                    try:
+                        if commit_id is not None and not self._durable:
+                            # The purge makes the keyring durable: the commit's objects must be first,
+                            # or a power loss would leave the destruction without its commit.
+                            sync_filesystem(self.root) if syncfs_available() else os.sync()
+                        self.keyring.purge()
+                    except OSError:
+                        pass  # the destruction stands; the next writer purges (verify: destroyed-key-present)
                 else:
                     if live:
                         commit_id = self._commit(state, txn, meta)
@@ -549,12 +559,8 @@ class MemoryStore:
             return
         with self._writer(), self._state_lock:
             state = self._sync(writer=True)
-            meta = CommitMeta(seq=state.seq + 1, time=_now(), actor=actor, session=session, command="key-rotate",
-                              paths=(), findings={})  # fmt: skip
-            self._writer_of_commits.write(
-                state, Transaction(self, state), meta, epoch=self._epoch, version=self.format_version,
-                announce_epoch=True,
-            )  # fmt: skip
+            meta = _meta(state, actor, session, "key-rotate")
+            self._commit(state, Transaction(self, state), meta, announce_epoch=True)
 
     def adopt_master_key(self, epoch: int, key: bytes) -> None:
         """Start wrapping new data keys under a new epoch's master key (see keymgmt.rotate)."""
@@ -658,10 +664,7 @@ class MemoryStore:
             state = self._sync(writer=True)
             txn = Transaction(self, state)
             result = fn(txn)
-            meta = CommitMeta(
-                seq=state.seq + 1, time=_now(), actor=actor, session=session, command=command,
-                paths=paths, findings=dict(findings or {}),
-            )  # fmt: skip
+            meta = _meta(state, actor, session, command, paths, findings)
             commit_id = self._commit(state, txn, meta)
             if self.access_times.due():
                 try:
@@ -670,11 +673,12 @@ class MemoryStore:
                     pass  # advisory; the reads stay pending for the next try
             return Committed(result, commit_id, meta.seq)
 
-    def _commit(self, state: StoreState, txn: Transaction, meta: CommitMeta, *, relayout: bool = False) -> bytes:
+    def _commit(self, state: StoreState, txn: Transaction, meta: CommitMeta, **options: Any) -> bytes:
+        """Write ``txn`` as one commit (``options``: see :meth:`CommitWriter.write`)."""
+        limit = self.settings.max_stored_bytes
         return self._writer_of_commits.write(
-            state, txn, meta, epoch=self._epoch, version=self.format_version, relayout=relayout,
-            stored_limit=self.settings.max_stored_bytes,
-        )  # fmt: skip
+            state, txn, meta, epoch=self._epoch, version=self.format_version, stored_limit=limit, **options
+        )
 
     # -- library conveniences -----------------------------------------------------------------
 

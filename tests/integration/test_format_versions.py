@@ -303,3 +303,38 @@ def test_a_handle_opened_before_the_upgrade_keeps_writing_readable_commits(
         assert _text(store, "/memories/b.md") == "from the upgraded handle\n"
         assert _text(store, "/memories/c.md") == "from the early handle\n"
         assert verify(store).ok
+
+
+def test_upgrade_chains_earlier_redactions_and_names_the_access_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A version 2 store's redactions are tombstones outside the MAC chain: the upgrade to version 3
+    chains them (DESTROY records with its commit), so removing the tombstone and putting the old key
+    record back no longer makes the version readable; and it names the existing access-time file,
+    so expire keeps working."""
+    from memvault import expiry
+    from memvault.errors import RedactedError
+    from memvault.shred import shred_version
+
+    root = tmp_path / "s"
+    _create(root, monkeypatch, 2)
+    with _open(root) as store:
+        store.put_file(NOTE, "secret words\n")
+        store.put_file(NOTE, "clean\n")
+        dek_id = store.state_at(history.resolve(store, "#2")).nodes[NOTE].dek_id
+        saved = (root / "keyring").read_bytes()
+        shred_version(store, NOTE, "#2")
+        seq = store.head[1]
+        assert store.upgrade_format() == (2, 3)
+        assert store.head[1] == seq + 1 and history.log(store, limit=1)[0].command == "upgrade"
+        assert expiry.expire(store, 1.0, actor="ops", dry_run=True).cutoff > 0  # the access file is named
+        assert verify(store).ok
+    data = (root / "keyring").read_bytes()
+    old_dek = next(saved[s:e] for t, s, e in keyring_records(saved) if t == 1 and saved[s + 3 : s + 19] == dek_id)
+    without_tombstones = b"".join([data[:21], *(data[s:e] for t, s, e in keyring_records(data) if t != 4), old_dek])
+    (root / "keyring").write_bytes(without_tombstones)
+    with _open(root) as store:
+        node = next(n for n in store.state_at(history.resolve(store, "#2")).nodes.values() if n.dek_id == dek_id)
+        assert node.redacted
+        with pytest.raises(RedactedError):
+            store.read_node(node)

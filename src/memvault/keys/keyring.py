@@ -526,6 +526,11 @@ class Keyring:
         """True if a tombstone or a DESTROY record says the data key ``dek_id`` was destroyed."""
         return dek_id in self._tombstones or dek_id in self._destroyed
 
+    def unchained_destructions(self) -> dict[bytes, dict[str, object]]:
+        """``dek_id -> info`` of every key a TOMBSTONE destroyed and no DESTROY record chains yet
+        (a redaction made before format version 3), to chain when the store is upgraded."""
+        return {dek_id: self.tombstone(dek_id) or {} for dek_id in self._tombstones if dek_id not in self._destroyed}
+
     def purge(self) -> int:
         """Rewrite the keyring without the DEK records of keys a DESTROY record destroyed (left by
         an interrupted redaction, or copied back), zeroing them in the old file; return how many.

@@ -144,13 +144,6 @@ class MemoryStore:
                 self.keyring.refresh()
                 self.keyring.append(self.keyring.atimes_record(digest), durable=self._durable)
 
-    def access_times_current(self) -> bool:
-        """Whether the access-time file is the one the keyring names last (a writer stopped
-        between naming and writing it leaves this false until the next merge of reads). For
-        stores of format versions 1 and 2, which do not name it: whether it exists."""
-        digest = self.access_times.digest()
-        return digest is not None and self.is_recorded_access_file(digest)
-
     def is_recorded_access_file(self, digest: bytes) -> bool:
         """Whether ``digest`` is the SHA-256 of the access-time file the keyring names last (always
         true in format versions 1 and 2, which do not name it)."""
@@ -350,9 +343,15 @@ class MemoryStore:
                 write_config(self.root, self.store_id, self.settings, FORMAT_VERSION, self._keys.config, durable=True)
             self.format_version = FORMAT_VERSION
             state = self._sync(writer=True)
-            if self._reader.tree_layout(state.tree_id, self.format_version) == 1:
+            relayout = self._reader.tree_layout(state.tree_id, self.format_version) == 1
+            # Redactions made before version 3 are chained now (DESTROY records), the access file named.
+            tombstoned = self.keyring.unchained_destructions()
+            if relayout or tombstoned:
                 meta = _meta(state, actor, session, "upgrade")
-                self._commit(state, Transaction(self, state), meta, relayout=True)
+                self._commit(state, Transaction(self, state), meta, relayout=relayout, destroy=tombstoned)
+            digest = self.access_times.digest()
+            if digest is not None and digest != self.keyring.atimes_digest:
+                self._record_access_file(digest)
         return old, FORMAT_VERSION
 
     def close(self) -> None:

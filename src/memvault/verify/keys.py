@@ -28,7 +28,8 @@ def check_access_times(store: MemoryStore, add: Add) -> None:
         )
         return
     try:
-        current = store.access_times_current()
+        digest = store.access_times.digest()
+        current = digest is not None and store.is_recorded_access_file(digest)
     except (IntegrityError, StorageError):
         current = True  # reported below
     if not current:

@@ -156,3 +156,18 @@ def test_a_rotation_reaches_older_handles_even_before_any_file_exists(store_path
     agent.close()
     store.put_file("/memories/first.md", "under the new key\n")
     assert store.keyring.newest_epoch == 2
+
+
+def test_a_forged_data_key_record_of_an_unknown_epoch_does_not_block_writes(store_path: Path) -> None:
+    """Version 3 trusts only the authenticated EPOCH records to tell a rotation: one forged DEK
+    record naming a huge epoch (a keyless writer can append it) does not stop every write; verify
+    reports it."""
+    import struct
+
+    store = make_store(store_path)
+    store.put_file("/memories/a.md", "a\n")
+    body = os.urandom(16) + struct.pack(">I", 0xFFFFFFFF) + os.urandom(60)
+    with open(store_path / "keyring", "ab") as f:
+        f.write(bytes([1]) + struct.pack(">H", len(body)) + body)
+    store.put_file("/memories/b.md", "still writes\n")
+    assert "bad-key" in {p.code for p in verify(store).errors}

@@ -702,3 +702,29 @@ def test_a_torn_redaction_append_destroys_nothing(store_path: Path, monkeypatch:
         assert reopened.head[1] == 1 and history.read_at(reopened, "/memories/a.md") == f"{SECRET}\n".encode()
         reopened.put_file("/memories/b.md", "after\n")
         assert verify(reopened).ok
+
+
+def test_an_interrupted_purge_is_finished_by_the_next_writer(store_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The redaction is recorded; only removing the keys' records failed (disk full): the command
+    does not report the recorded redaction as failed, verify names what is left, and the next store
+    object that writes removes it."""
+    from memvault.keys.keyring import Keyring
+
+    store = make_store(store_path)
+    store.put_file("/memories/a.md", f"{SECRET}\n")
+    store.put_file("/memories/a.md", "clean\n")
+    sealed = _sealed_record(store, _dek_id(store, "#1", "/memories/a.md"))
+
+    def disk_full(self: Keyring) -> int:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(Keyring, "purge", disk_full)
+    result = redact_version(store, "/memories/a.md", "#1", actor="ops")
+    assert result.commit_id is not None and not _readable(store, "#1", "/memories/a.md")
+    monkeypatch.undo()
+    assert _found(store_path, sealed) == [str(store_path / "keyring")]
+    assert "destroyed-key-present" in {p.code for p in verify(store).warnings}
+    store.close()
+    with memvault.MemoryStore.open(store_path, passphrase=PASSPHRASE) as writer:
+        writer.put_file("/memories/b.md", "b\n")
+    assert _found(store_path, sealed) == []

@@ -1,4 +1,4 @@
-"""The long versions of the reliability checks that CI runs small (issue 5), in one command.
+"""The long versions of the reliability checks that CI runs small, in one command.
 
     python benchmarks/long_checks.py            # about 10-15 minutes on the project's 2-vCPU machine
     python benchmarks/long_checks.py --quick    # the CI sizes, as a smoke test

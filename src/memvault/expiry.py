@@ -113,12 +113,13 @@ def expire(
     another writer commits in between, the choice is made again.
 
     Args:
-        assume_unread: go on when the access-time file is missing, taking every file as never
-            read (a store made before memvault created the file with the store, and never read).
+        assume_unread: go on when the access-time file is missing or is not the one the keyring
+            recorded last, taking the reads it lacks as never made.
 
     Raises:
-        IntegrityError: the access-time file is damaged, or missing without ``assume_unread``
-            (removing it needs no key: taken for "never read", files read daily would go).
+        IntegrityError: the access-time file is damaged, or (without ``assume_unread``) missing or
+            not the one recorded last: removing it or putting back an older copy needs no key, and
+            taken for "never read", files read daily would go.
     """
     if unused_for <= 0:
         raise InvalidInputError("The unused-for duration must be positive.")

@@ -2,14 +2,13 @@
 
 Operator-only: nothing here is reachable through the memory tool. Every file version has its own
 random data key (DEK), which seals both its content blob and its node record (path, size). To
-redact a version, memvault destroys that key: the keyring is rewritten without it and a
-tombstone (who, when, why; encrypted) takes its place. The commit graph, commit ids and MAC
-chain are untouched and still verify; the ciphertext stays in git objects but can no longer be
+redact a version, memvault destroys that key (:meth:`MemoryStore.destroy_keys
+<memvault.store.MemoryStore.destroy_keys>`, docs/format.md §3.2): one ``redact`` commit removes the
+versions still live at the head and, in format version 3, records the destruction (who, when, why;
+encrypted) in the keyring's MAC chain; the keyring is then rewritten without the key. Earlier
+commits stay as they are and still verify; the ciphertext stays in git objects but can no longer be
 decrypted by anyone, including the key holder. Reading a redacted version gives
 :class:`~memvault.errors.RedactedError`; ``log`` shows it as redacted, with who and when.
-
-A version that is still live at the head is first removed from the head by one ``redact``
-commit (attributed to the operator), so the current state never refers to a destroyed key.
 
 What can still hold copies is listed in :data:`REMAINING_COPIES` and in every result.
 """

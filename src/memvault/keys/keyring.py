@@ -536,9 +536,15 @@ class Keyring:
         an interrupted redaction, or copied back), zeroing them in the old file; return how many.
         Caller holds the store lock."""
         self.refresh()
+        if not self._destroyed:  # no DESTROY record: nothing to purge (and no file to scan)
+            return 0
         present = {dek_id for dek_id in self.scan(parsed_only=True).deks if dek_id in self._destroyed}
+
+        def drop(rtype: int, record: bytes) -> bytes | None:
+            return None if rtype == _DEK and record[_RECORD.size : _RECORD.size + 16] in present else record
+
         if present:
-            self._rewrite(lambda rtype, record: None if rtype == _DEK and record[3:19] in present else record, b"")
+            self._rewrite(drop, b"")
         return len(present)
 
     def tombstone(self, dek_id: bytes) -> dict[str, object] | None:

@@ -128,11 +128,18 @@ class AccessTimes:
         Raises:
             IntegrityError, StorageError: as :meth:`last_read`.
         """
+        sealed = self._read_file()
+        return None if sealed is None else crypto.sha256(sealed)
+
+    def _read_file(self) -> bytes | None:
+        """The file's bytes, or None if it is missing."""
         try:
-            return crypto.sha256(read_bounded(self._path, _MAX_FILE_BYTES))
+            return read_bounded(self._path, _MAX_FILE_BYTES)
         except FileNotFoundError:
             return None
         except OSError as err:
+            # EIO, out of descriptors, permission: the disk's fault, not damage (which flush()
+            # would answer by replacing the file, and every other session's read times).
             raise read_failure(
                 err, what="The store's access-time file", damaged="The store's access-time file cannot be read."
             ) from None
@@ -142,18 +149,11 @@ class AccessTimes:
         return os.path.lexists(self._path)
 
     def _read_disk(self, *, only: Callable[[bytes], bool] | None = None) -> dict[bytes, int]:
-        try:
-            sealed = read_bounded(self._path, _MAX_FILE_BYTES)
-        except FileNotFoundError:
+        sealed = self._read_file()
+        if sealed is None:
             if only is not None:
-                raise IntegrityError(f"The store's access-time file 'access' is missing{_UNSURE}") from None
+                raise IntegrityError(f"The store's access-time file 'access' is missing{_UNSURE}")
             return {}
-        except OSError as err:
-            # EIO, out of descriptors, permission: the disk's fault, not damage (which flush()
-            # would answer by replacing the file, and every other session's read times).
-            raise read_failure(
-                err, what="The store's access-time file", damaged="The store's access-time file cannot be read."
-            ) from None
         if only is not None and not only(crypto.sha256(sealed)):
             raise IntegrityError(
                 f"The store's access-time file 'access' is not the one the keyring recorded last (an older copy "

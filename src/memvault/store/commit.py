@@ -16,7 +16,7 @@ from ..git.objects import MODE_BLOB, MODE_TREE, GitObject
 from ..git.repo import GitStore
 from ..keys.keyring import ZERO_ID, Keyring
 from ..keys.slots import Subkeys
-from .config import record_encoding
+from .config import chains_key_changes, record_encoding
 from .state import StateReader, StoreState, shard_of
 from .transaction import Transaction
 
@@ -104,7 +104,7 @@ class CommitWriter:
         """
         # Version 3 announces every rotation in the MAC chain; older versions only show it in the
         # (unauthenticated) epoch of the re-wrapped DEK records.
-        newer = self.keyring.announced_epoch if version >= 3 else self.keyring.newest_epoch
+        newer = self.keyring.announced_epoch if chains_key_changes(version) else self.keyring.newest_epoch
         if newer > epoch:
             raise KeyRotatedError(
                 "Error: The store's master key was rotated since this store was opened (or the keyring names an "

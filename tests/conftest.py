@@ -193,3 +193,30 @@ def keyring_records(data: bytes) -> list[tuple[int, int, int]]:
         out.append((rtype, pos, pos + 3 + length))
         pos += 3 + length
     return out
+
+
+# --- S3: moto's S3 server on loopback, a fresh bucket per test, a fault-injecting proxy (tests/s3support.py) ---
+
+import s3support  # noqa: E402 - moto and boto3 are imported only when one of these fixtures runs
+
+
+@pytest.fixture(scope="session")
+def s3_endpoint() -> Iterator[str]:
+    """The URL of a moto S3 server on 127.0.0.1 (one per test session)."""
+    with s3support.moto_server() as url:
+        yield url
+
+
+@pytest.fixture
+def s3_env(s3_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> s3support.S3Env:
+    """A fresh bucket on the moto server, with ``os.environ`` (AWS_ENDPOINT_URL, credentials, region)
+    pointing at it for this test: ``S3Objects``, ``open_backend`` and subprocesses find it."""
+    return s3support.make_s3_env(s3_endpoint, monkeypatch)
+
+
+@pytest.fixture
+def s3_faulty(s3_env: s3support.S3Env, monkeypatch: pytest.MonkeyPatch) -> Iterator[s3support.S3Env]:
+    """``s3_env`` with AWS_ENDPOINT_URL pointing at a :class:`s3support.FaultProxy` in front of moto
+    (``.proxy``); ``.client`` still goes straight to moto."""
+    with s3support.FaultProxy(s3_env.endpoint) as proxy:
+        yield s3support.through_proxy(s3_env, proxy, monkeypatch)

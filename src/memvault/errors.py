@@ -35,6 +35,7 @@ __all__ = [
     "KeyUnavailableError",
     "InternalError",
     "StorageError",
+    "ServiceError",
     "read_failure",
 ]
 
@@ -216,6 +217,21 @@ class StorageError(InternalError):
         """A read the filesystem refused for a reason that says nothing about the data (out of
         file descriptors, permission, I/O error): not an integrity failure."""
         return cls(f"{what} could not be read ({err.strerror or 'I/O error'}).")
+
+
+class ServiceError(StorageError):
+    """A storage or key service failed or could not be reached (S3, a KMS, a directory used as an
+    object store), after retries. The message names the service, the operation and its reason (an
+    HTTP status or error code), never credentials or content; it says nothing about the store's
+    integrity. ``outcome_unknown`` as for :class:`StorageError`.
+    """
+
+    def __init__(self, service: str, action: str, reason: str, *, outcome_unknown: bool = False) -> None:
+        tail = " The command may or may not have been saved." if outcome_unknown else ""
+        super().__init__(f"{service} failed to {action}: {reason}.{tail}", outcome_unknown=outcome_unknown)
+        self.service = service
+        self.action = action
+        self.reason = reason
 
 
 #: errno values of a refused read that mean the path is not a file memvault wrote there (``None``:

@@ -22,6 +22,8 @@ OWNERS = {
     "hyperscan": {"scrub/prefilter"},
     "ahocorasick": {"scrub/validators"},
     "pydantic": {"settings"},
+    "boto3": {"storage/s3"},
+    "botocore": {"storage/s3"},
 }
 
 #: Tier of each top-level module or subpackage: a unit may import only units of a lower tier.
@@ -33,8 +35,10 @@ TIERS = {
     "crypto": 2,
     "scrub": 3,
     "git": 3,
+    "storage": 3,
     "format": 4,  # format.layout names git's tree modes
     "keys": 4,
+    "remote": 4.5,
     "store": 5,
     "history": 6,
     "protocol": 6,
@@ -61,6 +65,8 @@ ORDER = {
     "scrub": ["prefilter", "validators", "detectors", "rules", "engine", "guard"],
     "verify": ["report", "keys", "checker"],
     "transfer": ["importer", "exporter"],
+    "storage": ["base", "local", "s3", "url"],
+    "remote": ["layout", "mark", "replica"],
 }
 
 #: Private names of third-party objects memvault uses knowingly (dulwich's object store).

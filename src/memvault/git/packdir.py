@@ -102,8 +102,9 @@ class PackDirectory:
         #: a merge (a process may write only one commit).
         self._packs_written = MERGE_AT
 
-    def write(self, objects: Iterable[GitObject], *, merge: bool = False) -> None:
-        """Write ``objects`` as one pack and its index, durable in durability ``full``.
+    def write(self, objects: Iterable[GitObject], *, merge: bool = False) -> tuple[str, bytes, bytes]:
+        """Write ``objects`` as one pack and its index, durable in durability ``full``; return
+        the pack's name (its checksum in hex), its bytes and its index's bytes.
 
         With ``merge``, first merge the smallest packs when at least :data:`MERGE_AT` of them
         break the geometric progression and hold at most :data:`MERGE_BYTES` together (looked
@@ -134,6 +135,7 @@ class PackDirectory:
         if merged is not None:
             self._packs_written = 0
             self._retire(merged[1])
+        return name, data, idx
 
     def install(self, data: bytes, idx: bytes, name: str) -> str:
         """Write a pack and then its index under their final names (each through a temporary
@@ -176,6 +178,21 @@ class PackDirectory:
     def sync(self) -> None:
         """Make the packs just renamed into place durable (durable mode only)."""
         self._sync_dirs([self._pack_base])
+
+    def pack_files(self) -> list[tuple[str, bytes, bytes]]:
+        """``(name, pack bytes, index bytes)`` of every pack named by its checksum that has an
+        index (to copy a repository's objects elsewhere)."""
+        try:
+            names = sorted(os.listdir(self._pack_base))
+        except FileNotFoundError:
+            return []
+        out = []
+        for name in names:
+            if _PACK_NAME.match(name) and name[:-5] + ".idx" in names:
+                base = f"{self._pack_base}/{name[:-5]}"
+                with open(base + ".pack", "rb") as f, open(base + ".idx", "rb") as g:
+                    out.append((name[5:-5], f.read(), g.read()))
+        return out
 
     def _packs(self) -> list[tuple[int, str]]:
         """``(size, path without extension)`` of every pack with an index (a ``.keep`` file

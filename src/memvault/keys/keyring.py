@@ -20,9 +20,19 @@ from pathlib import Path
 
 from .. import crypto
 from ..errors import IntegrityError, MemvaultError, RollbackDetectedError, read_failure
-from ..fsutil import FILE_MODE, fsync_dir, pwrite_all, wipe_file, write_all
+from ..fsutil import FILE_MODE, fsync_dir, opened, pwrite_all, wipe_file, write_all
 
-__all__ = ["Keyring", "KeyringScan", "HighWater", "ZERO_ID", "commit_fields", "frame_records", "freshness_problem"]
+__all__ = [
+    "Keyring",
+    "KeyringScan",
+    "HighWater",
+    "ZERO_ID",
+    "commit_fields",
+    "frame_records",
+    "freshness_problem",
+    "is_dek_record",
+    "record_seq",
+]
 
 _MAGIC = b"MVKR"
 #: Largest keyring read (about 80 bytes per file version: tens of millions of versions).
@@ -67,6 +77,21 @@ def commit_fields(rtype: int, body: bytes) -> tuple[int, bytes, bytes, bytes] | 
         seq, raw_commit, raw_parent, tag = _COMMIT_RAW_BODY.unpack(body)
         return seq, raw_commit.hex().encode(), raw_parent.hex().encode(), tag
     return None
+
+
+def record_seq(rtype: int, body: bytes) -> int | None:
+    """The sequence number a COMMIT or ABORT record names (its mac unchecked); None otherwise."""
+    fields = commit_fields(rtype, body)
+    if fields is not None:
+        return fields[0]
+    if rtype == _ABORT and len(body) == _ABORT_BODY.size:
+        return int(_ABORT_BODY.unpack(body)[0])
+    return None
+
+
+def is_dek_record(rtype: int, body: bytes) -> bool:
+    """Whether a framed record is a DEK record (its body starts with the 16-byte ``dek_id``)."""
+    return rtype == _DEK and len(body) == _DEK_SIZE
 
 
 def frame_records(data: bytes) -> tuple[list[tuple[int, int, bytes]], int]:
@@ -187,6 +212,13 @@ class Keyring:
     def size(self) -> int:
         """Bytes of complete records read so far (the append position)."""
         return self._offset
+
+    def records(self) -> bytes:
+        """The complete records of the file as read so far (after :meth:`refresh`), without the
+        header: what a copy of the store elsewhere replays."""
+        with open(self._path, "rb") as f:
+            f.seek(_HEADER.size)
+            return f.read(self._offset - _HEADER.size)
 
     def refresh(self) -> None:
         """Read records appended since the last call (complete records only)."""
@@ -484,8 +516,14 @@ class Keyring:
         finally:
             os.close(fd)
         # The file now holds exactly ``records`` from ``start`` (the caller holds the store lock):
-        # take them in without reading them back.
-        self._consume(records)
+        # take them in without reading them back. Records copied from elsewhere (a replica's
+        # object storage) that do not verify are cut off again.
+        try:
+            self._consume(records)
+        except IntegrityError:
+            with opened(os.open(self._path, os.O_WRONLY | os.O_NOFOLLOW)) as fd:
+                self._undo_append(fd, start, durable=durable)
+            raise
         return start
 
     def _unshare(self) -> None:
@@ -521,6 +559,11 @@ class Keyring:
             self._reset()  # read again from the start on next use
 
     # -- redaction ------------------------------------------------------------------------------
+
+    @property
+    def destroyed_count(self) -> int:
+        """How many data keys DESTROY records have destroyed so far."""
+        return len(self._destroyed)
 
     def is_destroyed(self, dek_id: bytes) -> bool:
         """True if a tombstone or a DESTROY record says the data key ``dek_id`` was destroyed."""

@@ -63,6 +63,10 @@ class CommitWriter:
         self._durable = durable
         self._on_objects = on_objects
         self._on_stale = on_stale
+        #: For a replica of a store in object storage: makes the commit there, given its sequence
+        #: number, its pack ``(name, bytes, index bytes)`` and its keyring records, before the
+        #: replica records it (:meth:`memvault.remote.replica.Replica.publish`).
+        self.publish: Callable[[int, tuple[str, bytes, bytes], bytes], None] | None = None
 
     def write(
         self,
@@ -197,7 +201,7 @@ class CommitWriter:
         objects.append(commit)
         # Step 1: objects. A failure here leaves only unreferenced objects: the old state.
         try:
-            self.git.write_pack(objects, merge=True)
+            pack = self.git.write_pack(objects, merge=True)
             self._on_objects(len(objects))
         except Exception as err:
             raise _storage_error(err) from None
@@ -210,6 +214,11 @@ class CommitWriter:
         dek_records.append(
             self.keyring.commit_record(meta.seq, commit.id, state.commit_id, raw_ids=version >= 2, prev=prev)
         )
+        if self.publish is not None:
+            # A replica: the log record in object storage is the commit; the replica follows it.
+            appended = b"".join(dek_records)
+            self.publish(meta.seq, pack, appended)
+            return self._follow(state, txn, new_nodes, new_shard_blobs, appended, (commit.id, meta.seq, tree_id))
         try:
             self.keyring.append(b"".join(dek_records), durable=self._durable)
         except OSError as err:
@@ -241,6 +250,42 @@ class CommitWriter:
                 raise _storage_error(failure) from None
             raise ConflictError("Error: The memory store changed concurrently; retry the command.")
         # Published. Fold the changes into the cached state.
+        self._fold(state, txn, new_nodes, new_shard_blobs, (commit.id, meta.seq, tree_id))
+        if failure is not None and not isinstance(failure, Exception):
+            raise failure  # e.g. KeyboardInterrupt after the branch moved: the commit stands
+        return commit.id
+
+    def _follow(
+        self,
+        state: StoreState,
+        txn: Transaction,
+        new_nodes: dict[str, Node | None],
+        new_shard_blobs: dict[bytes, bytes | None],
+        records: bytes,
+        made: tuple[bytes, int, bytes],
+    ) -> bytes:
+        """Record and publish in a replica a commit already made in object storage. It stands
+        whatever happens here: a replica that cannot follow is brought up to date by its next
+        pull (never an ABORT record, which would contradict the store's log)."""
+        try:
+            self.keyring.append(records, durable=self._durable)
+            if not self.git.compare_and_swap(state.commit_id, made[0]):
+                raise OSError(5, "I/O error")
+        except (OSError, MemvaultError):
+            self._on_stale()
+            return made[0]
+        self._fold(state, txn, new_nodes, new_shard_blobs, made)
+        return made[0]
+
+    def _fold(
+        self,
+        state: StoreState,
+        txn: Transaction,
+        new_nodes: dict[str, Node | None],
+        new_shard_blobs: dict[bytes, bytes | None],
+        made: tuple[bytes, int, bytes],
+    ) -> None:
+        """Fold a published commit ``(id, seq, tree id)`` into the cached ``state`` (or drop it)."""
         try:
             for path in sorted(new_nodes, key=lambda p: -p.count("/")):
                 previous = state.nodes.get(path)
@@ -259,13 +304,10 @@ class CommitWriter:
                 cached = state.nodes.get(path)
                 if cached is not None:
                     self._reader.cache_content(cached.blob_id, data)
-            state.commit_id, state.seq, state.tree_id = commit.id, meta.seq, tree_id
+            state.commit_id, state.seq, state.tree_id = made
         except Exception:
             # The commit stands (the branch moved): report success, rebuild the cache lazily.
             self._on_stale()
-        if failure is not None and not isinstance(failure, Exception):
-            raise failure  # e.g. KeyboardInterrupt after the branch moved: the commit stands
-        return commit.id
 
     def _abort(self, seq: int, commit_id: bytes) -> bool:
         """Withdraw the recorded commit ``commit_id`` with an ``ABORT`` record if the keyring

@@ -16,6 +16,7 @@ from ..settings import StoreSettings
 
 __all__ = [
     "STORE_FILE",
+    "parse_config",
     "FORMAT_VERSION",
     "READABLE_VERSIONS",
     "StoreConfig",
@@ -119,7 +120,28 @@ def read_config(root: Path) -> StoreConfig:
         ) from None
     except (ValueError, RecursionError):  # RecursionError: JSON nested too deep
         raise IntegrityError("The store's configuration file is damaged.") from None
+    return _checked_config(config)
+
+
+def parse_config(data: bytes) -> StoreConfig:
+    """Parse the bytes of a ``memvault.json`` as :func:`read_config` does (the MAC unchecked).
+
+    Raises:
+        IntegrityError: damaged, or of a format version this release cannot read.
+    """
+    if len(data) > MAX_CONFIG_BYTES:
+        raise IntegrityError("The store's configuration file is damaged.")
     try:
+        config = json.loads(data)
+    except (ValueError, RecursionError):
+        raise IntegrityError("The store's configuration file is damaged.") from None
+    return _checked_config(config)
+
+
+def _checked_config(config: Any) -> StoreConfig:
+    try:
+        if not isinstance(config, dict):
+            raise ValueError
         if set(config) != {"format", "version", "store_id", "settings", "settings_mac"}:
             raise ValueError
         version = config["version"]

@@ -9,6 +9,7 @@ write order and crash recovery are in docs/format.md §7, the freshness checks i
 from __future__ import annotations
 
 import os
+import random
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -49,12 +50,15 @@ from ..keys.slots import (
     write_slot,
 )
 from ..paths import parse_path
+from ..remote.replica import RaceLost, Replica
 from ..settings import KdfParams, StoreSettings
+from ..storage.url import is_remote
 from .atimes import FILE_NAME as ATIMES_FILE
 from .atimes import AccessTimes
 from .commit import CommitWriter
 from .config import FORMAT_VERSION, STORE_FILE, chains_key_changes, prepare_store_dir, read_config, write_config
 from .head import Head
+from .replicated import replica_for_create, replica_for_open
 from .state import PLAINTEXT_CACHE_BYTES, OpenedCommit, StateReader, StoreState
 from .transaction import Committed, Transaction
 
@@ -67,6 +71,8 @@ PACK_AFTER_OBJECTS = 1000
 CLOSE_PACK_SECONDS = 3.0
 #: ... and merges packs holding at most this many bytes together (``memvault gc`` merges any).
 CLOSE_MERGE_BYTES = 64 * 1024 * 1024
+#: Times a command runs against a newer head after another host committed first (object storage).
+RACE_ATTEMPTS = 50
 T = TypeVar("T")
 _PRIVATE = object()
 
@@ -135,11 +141,35 @@ class MemoryStore:
             self._reader, self.keyring, self._keys, store_id, durable=self._durable, on_objects=self._wrote_objects,
             on_stale=self._drop_state,
         )  # fmt: skip
+        #: For a store in object storage: the replica (``root`` is the host's cache of it), else None.
+        self.remote: Replica | None = None
+
+    def _attach(self, objects: Any) -> None:
+        """Make this store object a replica of the store in ``objects`` (commits go there first)."""
+        self.remote = Replica(objects, self.root, self.store_id, self.keyring, self.git, self._keys.keyring,
+                              durable=self._durable)  # fmt: skip
+        self._writer_of_commits.publish = self.remote.publish
+
+    def _pull(self) -> None:
+        """A replica: take in the commits other hosts made (under the writer lock, before any state lock)."""
+        if self.remote is not None:
+            with self._writer(), self._state_lock:
+                self.remote.pull()
+
+    def _race(self, body: Callable[[], T]) -> T:
+        """Run ``body`` (a command making one commit, under the writer lock) again on the newer head
+        when another host committed first; ConflictError after :data:`RACE_ATTEMPTS`."""
+        for attempt in range(RACE_ATTEMPTS):
+            try:
+                return body()
+            except RaceLost:
+                time.sleep(random.uniform(0, min(0.2, 0.005 * 2**attempt)))  # noqa: S311 - jitter, not a secret
+        raise ConflictError("Error: The memory store changed concurrently; retry the command.")
 
     def _record_access_file(self, digest: bytes) -> None:
         """Name a new access-time file in the keyring's MAC chain before it is written (format
         version 3; the caller holds the writer lock)."""
-        if chains_key_changes(self.format_version):
+        if chains_key_changes(self.format_version) and self.remote is None:
             with self._state_lock:
                 self.keyring.refresh()
                 self.keyring.append(self.keyring.atimes_record(digest), durable=self._durable)
@@ -147,8 +177,8 @@ class MemoryStore:
     def is_recorded_access_file(self, digest: bytes) -> bool:
         """Whether ``digest`` is the SHA-256 of the access-time file the keyring names last (always
         true in format versions 1 and 2, which do not name it)."""
-        if not chains_key_changes(self.format_version):
-            return True
+        if not chains_key_changes(self.format_version) or self.remote is not None:
+            return True  # a replica's access-time file is the host's own (docs/format.md §12)
         with self._state_lock:
             self.keyring.refresh()
             return digest == self.keyring.atimes_digest
@@ -183,17 +213,25 @@ class MemoryStore:
         lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
         plaintext_cache_bytes: int = PLAINTEXT_CACHE_BYTES,
         allow_weak_passphrase: bool = False,
+        cache_dir: str | os.PathLike[str] | None = None,
     ) -> MemoryStore:
-        """Create a new store in directory ``path`` (created if missing; must be empty).
+        """Create a new store in directory ``path`` (created if missing; must be empty), or at an
+        empty ``s3://bucket/prefix`` or ``file:///path`` URL (object storage).
 
-        ``lock_timeout``, ``plaintext_cache_bytes``: see :meth:`open`. A passphrase shorter than
-        12 characters is refused unless ``allow_weak_passphrase``.
+        ``lock_timeout``, ``plaintext_cache_bytes``, ``cache_dir``: see :meth:`open`. A
+        passphrase shorter than 12 characters is refused unless ``allow_weak_passphrase``.
         """
         unlock = cls._unlock(passphrase, key_file)
         if unlock.passphrase is not None:
             check_new_passphrase(unlock.passphrase, allow_weak=allow_weak_passphrase)
         try:
-            store = cls._create(Path(path), unlock, settings, kdf)
+            if is_remote(path):
+                objects, root = replica_for_create(str(path), cache_dir)
+                store = cls._create(root, unlock, settings, kdf, objects)
+                with store._writer(), store._state_lock:
+                    store.remote.push_all((root / STORE_FILE).read_bytes(), root / "keys")  # type: ignore[union-attr]
+            else:
+                store = cls._create(Path(path), unlock, settings, kdf)
         except OSError as err:
             raise StorageError.from_os_error(err, what="The memory store") from None
         store.lock_timeout = lock_timeout
@@ -201,7 +239,9 @@ class MemoryStore:
         return store
 
     @classmethod
-    def _create(cls, root: Path, unlock: Unlock, settings: StoreSettings | None, kdf: KdfParams | None) -> MemoryStore:
+    def _create(
+        cls, root: Path, unlock: Unlock, settings: StoreSettings | None, kdf: KdfParams | None, objects: Any = None
+    ) -> MemoryStore:
         settings = settings or StoreSettings()
         prepare_store_dir(root)
         durable = settings.durability == "full"
@@ -216,6 +256,8 @@ class MemoryStore:
         git = GitStore.init(root / "repo", durable=durable)
         store = cls(root, store_id, settings, master_keys, git, _token=_PRIVATE)
         store.unlocked_slot = first_slot.slot_id
+        if objects is not None:
+            store._attach(objects)  # before the first commit: a replica chains nothing outside commits
         store._head.state = store._writer_of_commits.write_initial(store.format_version, _now())
         store.access_times.create(durable=durable)
         # dulwich honours the umask; memory stores hold regulated data (and umask 0 is common in
@@ -235,8 +277,10 @@ class MemoryStore:
         check_head: bool = True,
         lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
         plaintext_cache_bytes: int = PLAINTEXT_CACHE_BYTES,
+        cache_dir: str | os.PathLike[str] | None = None,
     ) -> MemoryStore:
-        """Open an existing store with exactly one of ``passphrase`` or ``key_file``.
+        """Open an existing store (a directory, or an ``s3://`` / ``file://`` URL of object
+        storage) with exactly one of ``passphrase`` or ``key_file``.
 
         Args:
             check_head: False only unlocks the keys and skips loading (and checking) the head, for
@@ -245,14 +289,23 @@ class MemoryStore:
                 :class:`~memvault.errors.LockedError` (readers never wait); also :attr:`lock_timeout`.
             plaintext_cache_bytes: decrypted contents kept for repeated views (least recently used
                 out first; 0 keeps none); also :attr:`plaintext_cache_bytes`.
+            cache_dir: for a URL, the host's replica of the store (default: under
+                ``$MEMVAULT_CACHE_DIR``, else ``~/.cache/memvault``).
 
         Raises:
             WrongKeyError: the secret opens no key slot. StoreNotFoundError, IntegrityError,
             StorageError: no store there, a damaged one, or one the filesystem refuses.
         """
         unlock = cls._unlock(passphrase, key_file)
-        root = Path(path)
+        objects = None
+        if is_remote(path):
+            objects, root = replica_for_open(str(path), cache_dir)
+        else:
+            root = Path(path)
         config = read_config(root)
+        if objects is not None:
+            with StoreLock(root / "lock").hold(timeout=lock_timeout):
+                Replica.pull_slots_from(objects, root / "keys", durable=config.settings.durability == "full")
         slot, master_keys = unlock_master_keys(config.store_id, load_slots(root / "keys"), unlock)
         config.verify(Subkeys(master_keys[min(master_keys)], config.store_id, min(master_keys)).config)
         git = GitStore(root / "repo", durable=config.settings.durability == "full")
@@ -261,6 +314,9 @@ class MemoryStore:
         store.unlocked_slot = slot.slot_id
         store.lock_timeout = lock_timeout
         store.plaintext_cache_bytes = plaintext_cache_bytes
+        if objects is not None:
+            store._attach(objects)
+            store._pull()
         if check_head:
             with store._state_lock:
                 store._sync(writer=False)
@@ -459,6 +515,7 @@ class MemoryStore:
     def snapshot(self) -> Transaction:
         """An isolated read-only view of the head, which later commits do not change (a copy of
         the path index, O(files); the memory tool uses :meth:`reading`)."""
+        self._pull()
         with self._state_lock:
             return Transaction(self, self.state_at(self._sync(writer=False).commit_id))
 
@@ -468,17 +525,21 @@ class MemoryStore:
 
         Holds the state lock, so a commit of this process cannot change the state mid-read.
         """
+        self._pull()
         with self._state_lock:
             yield Transaction(self, self._sync(writer=False))
 
     @property
     def head(self) -> tuple[bytes, int]:
-        """``(commit_id, seq)`` of the state this store object last saw."""
+        """``(commit_id, seq)`` of the head (a store in object storage: its newest commit)."""
+        self._pull()
         with self._state_lock:
             state = self._sync(writer=False)
             return state.commit_id, state.seq
 
     def _sync(self, *, writer: bool) -> StoreState:
+        if writer and self.remote is not None:
+            self.remote.pull()
         return self._head.sync(writer=writer)
 
     def opened_commit(self, commit_id: bytes) -> OpenedCommit:
@@ -516,7 +577,8 @@ class MemoryStore:
         Raises:
             ConflictError: the head uses one of the keys and ``remove_from_head`` is false.
         """
-        with self._writer(), self._state_lock:
+
+        def once() -> tuple[int, tuple[str, ...], bytes | None]:
             state = self._sync(writer=True)
             live = tuple(sorted(n.path for n in state.nodes.values() if n.dek_id in dek_ids))
             if live and not remove_from_head:
@@ -547,8 +609,14 @@ class MemoryStore:
                     count = self.keyring.destroy(dek_ids, info, durable=True)
             except OSError as err:
                 raise StorageError.from_os_error(err, what="The keyring") from None
-            self.forget_cached_plaintext()
             return count, live, commit_id
+
+        with self._writer(), self._state_lock:
+            result = self._race(once)
+            if self.remote is not None:
+                self.remote.destroyed(dek_ids)  # the data key objects go from object storage too
+            self.forget_cached_plaintext()
+            return result
 
     def record_rotation(self, *, actor: str = "operator", session: str = "") -> None:
         """After a master-key rotation (keymgmt.rotate), record its epoch in the keyring's MAC chain
@@ -556,10 +624,14 @@ class MemoryStore:
         keyring put back is older than the history (format version 3; nothing in 1 and 2)."""
         if not chains_key_changes(self.format_version):
             return
-        with self._writer(), self._state_lock:
+
+        def once() -> bytes:
             state = self._sync(writer=True)
             meta = _meta(state, actor, session, "key-rotate")
-            self._commit(state, Transaction(self, state), meta, announce_epoch=True)
+            return self._commit(state, Transaction(self, state), meta, announce_epoch=True)
+
+        with self._writer(), self._state_lock:
+            self._race(once)
 
     def adopt_master_key(self, epoch: int, key: bytes) -> None:
         """Start wrapping new data keys under a new epoch's master key (see keymgmt.rotate)."""
@@ -659,12 +731,16 @@ class MemoryStore:
             from the commit (the store is left at the old commit unless the error says the
             outcome is unknown).
         """
-        with self._writer(), self._state_lock:
+
+        def once() -> tuple[T, bytes, CommitMeta]:
             state = self._sync(writer=True)
             txn = Transaction(self, state)
             result = fn(txn)
             meta = _meta(state, actor, session, command, paths, findings)
-            commit_id = self._commit(state, txn, meta)
+            return result, self._commit(state, txn, meta), meta
+
+        with self._writer(), self._state_lock:
+            result, commit_id, meta = self._race(once)
             if self.access_times.due():
                 try:
                     self.access_times.flush(durable=self._durable)

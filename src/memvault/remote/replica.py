@@ -1,0 +1,325 @@
+"""A host's replica of a store kept in object storage: a complete store directory in the host's
+cache, brought up to the log's tip before each command (pull) and extended by this host's commits
+only once their log record is created in the bucket (publish). docs/format.md §12."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import TypeVar
+
+from ..errors import IntegrityError, RollbackDetectedError, StoreExistsError
+from ..fsutil import atomic_write, wipe_file
+from ..git.repo import GitStore
+from ..keys.keyring import Keyring, frame_records, is_dek_record, record_seq
+from ..storage.base import ObjectStore
+from .layout import (
+    CONFIG,
+    KEYS,
+    LOG,
+    LogRecord,
+    decode_log,
+    dek_key,
+    encode_log,
+    log_key,
+    log_seq,
+    pack_keys,
+    slot_id_of,
+    slot_key,
+    split_append,
+)
+from .mark import HighWaterMark
+
+__all__ = ["Replica", "RaceLost", "MARK_FILE", "cache_dir_for"]
+
+#: The mark's file in the replica directory.
+MARK_FILE = "remote-mark"
+#: Requests a replica makes at once (uploads of a commit, downloads of a pull).
+WORKERS = 16
+_PACK_NAME = re.compile(r"\A[0-9a-f]{40}\Z")
+T = TypeVar("T")
+
+
+class RaceLost(Exception):
+    """Another host created the log record of this sequence number first: nothing of this
+    commit counts; bring the replica up to date and run the command again."""
+
+
+class Replica:
+    """Sync between the objects of a store (``objects``) and the host's replica directory
+    ``root``. The caller holds the replica's writer lock around every method but :meth:`close`.
+
+    Args:
+        objects: the store's objects (S3 bucket and prefix, or a directory).
+        root: the replica, a store directory in the host's cache.
+        store_id: the store's id.
+        keyring: the replica's keyring.
+        git: the replica's repository.
+        mark_key: the key of the host's high-water mark.
+        durable: sync the replica's own files (durability ``full``).
+    """
+
+    def __init__(
+        self,
+        objects: ObjectStore,
+        root: Path,
+        store_id: bytes,
+        keyring: Keyring,
+        git: GitStore,
+        mark_key: bytes,
+        *,
+        durable: bool,
+    ) -> None:
+        self.objects = objects
+        self.root = root
+        self.store_id = store_id
+        self.keyring = keyring
+        self.git = git
+        self.mark = HighWaterMark(root / MARK_FILE, mark_key, store_id)
+        self._durable = durable
+        self._pool = ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="memvault-remote")
+
+    def close(self) -> None:
+        """Stop the request threads."""
+        self._pool.shutdown(wait=True)
+
+    def _all(self, fn: Callable[[str], T], keys: Iterable[str]) -> list[T]:
+        """``fn`` of every key, run concurrently; the first error is raised after all finished."""
+        return list(self._pool.map(fn, list(keys)))
+
+    # -- pull -------------------------------------------------------------------------------------
+
+    def pull(self) -> int:
+        """Bring the replica up to the newest commit in object storage: its log records, packs and
+        data keys, checked against the host's high-water mark; return how many commits came in.
+
+        Raises:
+            RollbackDetectedError: the bucket no longer holds a log record this host has seen, holds
+                it replaced, or misses one between two it holds.
+            IntegrityError: a record, pack or data key does not verify (nothing of it is applied).
+            ServiceError: the object store failed.
+        """
+        self.keyring.refresh()
+        hw = self.keyring.high_water
+        local = hw.seq if hw is not None else -1
+        mark = self.mark.read()
+        first = local if mark is None else min(local, mark[0])
+        listed = self.objects.list(LOG, start_after=log_key(first - 1) if first > 0 else "")
+        tags = {seq: info.tag for info in listed if (seq := log_seq(info.key)) is not None}
+        where = self.objects.description
+        if mark is not None:
+            if mark[0] not in tags:
+                raise RollbackDetectedError(
+                    f"Rollback detected: {where} no longer holds commit #{mark[0]}, which this host has seen "
+                    "(the log was rolled back, or a record deleted)."
+                )
+            if tags[mark[0]] != mark[1]:
+                raise RollbackDetectedError(
+                    f"Tampering detected: the log record of commit #{mark[0]} in {where} was replaced."
+                )
+        if local >= 0 and local not in tags:
+            raise RollbackDetectedError(
+                f"Rollback detected: {where} no longer holds commit #{local}, which this host's cache holds."
+            )
+        newer = sorted(seq for seq in tags if seq > local)
+        if newer != list(range(local + 1, local + 1 + len(newer))):
+            raise RollbackDetectedError(f"Tampering detected: a log record is missing from {where}.")
+        if not newer:
+            if mark is None or mark[0] < local:
+                self.mark.write(local, tags[local], durable=self._durable)
+            return 0
+        datas = self._all(self._get_required, [log_key(seq) for seq in newer])
+        logs = [decode_log(data, self.store_id, seq) for seq, data in zip(newer, datas, strict=True)]
+        packs = {name for log in logs if not self.git.contains(log.commit_id) for name in log.packs}
+        if any(not _PACK_NAME.match(name) for name in packs):
+            raise IntegrityError(f"A log record in {where} names a pack that cannot exist.")
+        pack_files = self._all(self._get_required, [key for name in sorted(packs) for key in pack_keys(name)])
+        deks = dict(
+            zip([d for log in logs for d in log.dek_ids], self._all(self.objects.get, _dek_keys(logs)), strict=True)
+        )
+        for i, name in enumerate(sorted(packs)):
+            data, idx = pack_files[2 * i], pack_files[2 * i + 1]
+            if len(data) < 32 or data[-20:].hex() != name:
+                raise IntegrityError(f"The pack {name} in {where} is damaged.")
+            self.git.packs.install(data, idx, name)
+        append = []
+        for log in logs:
+            for dek_id in log.dek_ids:
+                record = deks[dek_id]
+                if record is not None:  # None: destroyed by a later redaction (its DESTROY record says so)
+                    append.append(_checked_dek(record, dek_id, where))
+            append.append(log.chained)
+        destroyed = self.keyring.destroyed_count
+        self.keyring.append(b"".join(append), durable=self._durable)
+        ref = self.git.head()
+        if ref != logs[-1].commit_id:
+            self.git.compare_and_swap(ref, logs[-1].commit_id)
+        if self.keyring.destroyed_count != destroyed:
+            self.keyring.purge()  # keys another host destroyed leave this cache too
+        self.mark.write(newer[-1], tags[newer[-1]], durable=self._durable)
+        return len(newer)
+
+    def _get_required(self, key: str) -> bytes:
+        data = self.objects.get(key)
+        if data is None:
+            raise IntegrityError(f"{self.objects.description} is missing the object {key} of this store.")
+        return data
+
+    # -- publish ----------------------------------------------------------------------------------
+
+    def publish(self, seq: int, pack: tuple[str, bytes, bytes], append: bytes) -> None:
+        """Make a commit: upload its pack and data keys, then create its log record (the commit
+        point). The caller appends ``append`` to the replica's keyring afterwards.
+
+        Args:
+            seq: the commit's sequence number.
+            pack: ``(name, pack bytes, index bytes)`` of the commit's pack.
+            append: the keyring records of the commit (DEK records, then chained records).
+
+        Raises:
+            RaceLost: another host committed ``seq`` first (nothing of this commit counts).
+            ServiceError: the object store failed (before the log record: nothing committed;
+                ``outcome_unknown`` when even reading back could not tell).
+        """
+        name, data, idx = pack
+        deks, chained = split_append(append)
+        pack_key, idx_key = pack_keys(name)
+        uploads: dict[str, bytes] = {pack_key: data, idx_key: idx}
+        uploads.update({dek_key(dek_id): record for dek_id, record in deks.items()})
+        self._all(lambda key: self.objects.create(key, uploads[key]), uploads)
+        record = encode_log(self.store_id, (name,), tuple(deks), chained)
+        if not self.objects.create(log_key(seq), record):
+            # Our data keys are nobody's: remove them (packs are named by content and harmless).
+            self._all(self.objects.delete, [dek_key(dek_id) for dek_id in deks])
+            raise RaceLost()
+
+    def push_all(self, config: bytes, keys_dir: Path) -> int:
+        """Upload the whole store of the replica directory into empty object storage (``create``,
+        ``copy``): packs, data keys, one log record per commit (the first naming every pack), key
+        slots, ``memvault.json`` last (without it the objects are no store). Loose objects must
+        have been packed (``MemoryStore.maintain``). Return the number of commits.
+
+        Args:
+            config: the bytes of the store's ``memvault.json``.
+            keys_dir: the directory of its key slot files.
+
+        Raises:
+            StoreExistsError: object storage already holds a log record or ``memvault.json``.
+            ServiceError: the object store failed.
+        """
+        self.keyring.refresh()
+        segments = _segments(self.keyring.records())
+        packs = self.git.packs.pack_files()
+        slots = {p.name[:-5]: p.read_bytes() for p in sorted(keys_dir.glob("*.json"))}
+        uploads: dict[str, bytes] = {}
+        for name, data, idx in packs:
+            pack_key, idx_key = pack_keys(name)
+            uploads[pack_key], uploads[idx_key] = data, idx
+        logs: list[tuple[int, bytes]] = []
+        for i, (seq, records) in enumerate(segments):
+            deks, chained = split_append(records)
+            uploads.update({dek_key(dek_id): record for dek_id, record in deks.items()})
+            names = tuple(name for name, _, _ in packs) if i == 0 else ()
+            logs.append((seq, encode_log(self.store_id, names, tuple(deks), chained)))
+        self._all(lambda key: self.objects.create(key, uploads[key]), uploads)
+        for seq, record in logs:
+            if not self.objects.create(log_key(seq), record):
+                raise StoreExistsError(f"{self.objects.description} already holds a store's log at this prefix.")
+        for slot_id, data in slots.items():
+            self.push_slot(slot_id, data)
+        if not self.objects.create(CONFIG, config):
+            raise StoreExistsError(f"{self.objects.description} already holds a memory store at this prefix.")
+        return len(logs)
+
+    # -- other objects ------------------------------------------------------------------------------
+
+    def destroyed(self, dek_ids: Iterable[bytes]) -> None:
+        """Delete the objects of destroyed data keys (after the redaction's commit)."""
+        self._all(self.objects.delete, [dek_key(dek_id) for dek_id in dek_ids])
+
+    def rewrapped(self, records: dict[bytes, bytes]) -> None:
+        """Replace the DEK objects of re-wrapped data keys (after a master-key rotation)."""
+
+        def replace(dek_id: bytes) -> None:
+            current = self.objects.get_tagged(dek_key(dek_id))
+            if current is not None:
+                self.objects.swap(dek_key(dek_id), records[dek_id], current[1])
+
+        list(self._pool.map(replace, list(records)))
+
+    def push_slot(self, slot_id: str, data: bytes | None) -> None:
+        """Upload a new key slot (``data``) or delete one (None)."""
+        if data is None:
+            self.objects.delete(slot_key(slot_id))
+        elif not self.objects.create(slot_key(slot_id), data):
+            raise IntegrityError(f"{self.objects.description} already holds a different key slot {slot_id}.")
+
+    def push_config(self, data: bytes) -> None:
+        """Replace the store's ``memvault.json`` (after a format upgrade)."""
+        current = self.objects.get_tagged(CONFIG)
+        self.objects.swap(CONFIG, data, current[1] if current else None)
+
+    @staticmethod
+    def pull_slots_from(objects: ObjectStore, keys_dir: Path, *, durable: bool) -> None:
+        """Make the key slots in ``keys_dir`` those in ``objects`` (added, changed or removed);
+        the caller holds the replica's writer lock."""
+        remote = [sid for info in objects.list(KEYS) if (sid := slot_id_of(info.key))]
+        local = {p.name[:-5] for p in keys_dir.glob("*.json")}
+        with ThreadPoolExecutor(max_workers=WORKERS) as pool:
+            datas = list(pool.map(objects.get, [slot_key(sid) for sid in remote]))
+        for sid, data in zip(remote, datas, strict=True):
+            path = keys_dir / f"{sid}.json"
+            if data is not None and (sid not in local or path.read_bytes() != data):
+                atomic_write(path, data, durable=durable)
+        for sid in local - set(remote):
+            wipe_file(keys_dir / f"{sid}.json")
+
+
+def _segments(data: bytes) -> list[tuple[int, bytes]]:
+    """Cut keyring records into one run per commit: everything up to the last record about
+    sequence number ``n`` (its COMMIT, an ABORT of it, a replacement) before the first COMMIT of
+    ``n + 1``. Records after the last commit's (a torn tail, an access-file record) are left."""
+    out: list[tuple[int, bytes]] = []
+    records, _ = frame_records(data)
+    start = close = 0
+    current: int | None = None
+    for end, rtype, body in records:
+        seq = record_seq(rtype, body)
+        if seq is not None:
+            if current is not None and seq == current + 1:
+                out.append((current, data[start:close]))
+                start = close
+            if current is None or seq >= current:
+                current = seq
+            close = end
+    if current is not None:
+        out.append((current, data[start:close]))
+    return out
+
+
+def _dek_keys(logs: list[LogRecord]) -> list[str]:
+    return [dek_key(dek_id) for log in logs for dek_id in log.dek_ids]
+
+
+def _checked_dek(record: bytes, dek_id: bytes, where: str) -> bytes:
+    """``record`` if it is exactly one DEK record of ``dek_id``."""
+    records, end = frame_records(record)
+    if end != len(record) or len(records) != 1 or not is_dek_record(records[0][1], records[0][2]):
+        raise IntegrityError(f"A data key object in {where} is damaged.")
+    if records[0][2][:16] != dek_id:
+        raise IntegrityError(f"A data key object in {where} is damaged.")
+    return record
+
+
+def cache_dir_for(url: str, base: str | os.PathLike[str] | None = None) -> Path:
+    """The default replica directory of the store at ``url``: ``$MEMVAULT_CACHE_DIR`` or
+    ``$XDG_CACHE_HOME/memvault`` (``~/.cache/memvault``), then a digest of the URL."""
+    root = base or os.environ.get("MEMVAULT_CACHE_DIR")
+    if not root:
+        xdg = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        root = os.path.join(xdg, "memvault")
+    return Path(root) / hashlib.sha256(url.encode()).hexdigest()[:32]

@@ -23,13 +23,13 @@ from __future__ import annotations
 
 import collections
 import http.client
+import logging
 import os
 import re
 import secrets
 import socket
 import struct
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -101,6 +101,9 @@ def moto_server() -> Iterator[str]:
             self._server_ready_event.set()
             self._server.serve_forever()
 
+    requests_log = logging.getLogger("werkzeug")  # one line on stderr per request otherwise
+    level = requests_log.level
+    requests_log.setLevel(logging.WARNING)
     server = Server(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     try:
@@ -108,6 +111,7 @@ def moto_server() -> Iterator[str]:
         yield f"http://{host}:{port}"
     finally:
         server.stop()
+        requests_log.setLevel(level)
 
 
 def s3_client(endpoint: str) -> Any:
@@ -317,7 +321,7 @@ class FaultProxy:
         counts: requests received, by HTTP method (faulted ones included).
         log: ``(method, path, status)`` of every request received, in order: ``status`` is the
             HTTP status answered, or the fault kind (``"reset_before"``, ``"reset_after"``) when
-            the connection was reset instead, or ``"slow"`` when the client was gone by then.
+            the connection was reset instead, or ``"slow"`` when a slow answer could not be sent.
     """
 
     def __init__(self, upstream: str) -> None:
@@ -446,8 +450,11 @@ class FaultProxy:
             self._record(method, path, kind)
             handler.abort()
             return
-        if kind is not None and kind.startswith("slow:"):
-            self._stopping.wait(float(kind.partition(":")[2]))
+        if kind is None:
+            self._record(method, path, status)  # before answering: the client may act on the answer at once
+            handler.answer(status, headers, data, head=method == "HEAD")
+            return
+        self._stopping.wait(float(kind.partition(":")[2]))  # slow:<seconds>
         try:
             handler.answer(status, headers, data, head=method == "HEAD")
         except OSError:  # the client gave up waiting
@@ -470,11 +477,3 @@ class FaultProxy:
             return response.status, response.getheaders(), data
         finally:
             conn.close()
-
-
-def wait_for(condition: Any, timeout: float = 5.0) -> bool:
-    """Poll ``condition()`` until it is true or ``timeout`` seconds pass; its last value."""
-    deadline = time.monotonic() + timeout
-    while not (ok := condition()) and time.monotonic() < deadline:
-        time.sleep(0.01)
-    return bool(ok)

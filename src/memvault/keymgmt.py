@@ -74,6 +74,21 @@ def _keys_dir(store: MemoryStore) -> Path:
     return store.root / "keys"
 
 
+def _publish_slot(store: MemoryStore, slot: KeySlot) -> None:
+    """Write a new slot file (and, for a store in object storage, upload it)."""
+    write_slot(_keys_dir(store), slot, durable=True)
+    if store.remote is not None:
+        path = _keys_dir(store) / f"{slot.slot_id.hex()}.json"
+        store.remote.push_slot(slot.slot_id.hex(), path.read_bytes())
+
+
+def _current_slots(store: MemoryStore) -> list[KeySlot]:
+    """The store's slots as they are now (object storage: fetched again; caller holds the lock)."""
+    if store.remote is not None:
+        store.remote.pull_slots_from(store.remote.objects, _keys_dir(store), durable=True)
+    return load_slots(_keys_dir(store))
+
+
 def list_slots(store: MemoryStore) -> list[SlotInfo]:
     """Every key slot of the store."""
     return [_info(s, s.slot_id == store.unlocked_slot) for s in load_slots(_keys_dir(store))]
@@ -97,14 +112,14 @@ def add_slot(
         check_new_passphrase(passphrase, allow_weak=allow_weak_passphrase)
     slot = new_slot(store.store_id, unlock, store.master_keys(), kdf, **_slot_meta(store, label))
     with store.writing():
-        write_slot(_keys_dir(store), slot, durable=True)
+        _publish_slot(store, slot)
     return _info(slot, False)
 
 
 def remove_slot(store: MemoryStore, slot_id: str) -> None:
     """Remove a slot; the last slot can never be removed (the store would be lost)."""
     with store.writing():
-        slots = load_slots(_keys_dir(store))
+        slots = _current_slots(store)
         match = [s for s in slots if s.slot_id.hex() == slot_id.strip().lower()]
         if not match:
             raise PathNotFoundError(f"Error: There is no key slot {slot_id!r}.")
@@ -114,6 +129,8 @@ def remove_slot(store: MemoryStore, slot_id: str) -> None:
 
 
 def _wipe_slot(store: MemoryStore, slot_id: str) -> None:
+    if store.remote is not None:
+        store.remote.push_slot(slot_id, None)
     wipe_file(_keys_dir(store) / f"{slot_id}.json")
 
 
@@ -174,7 +191,7 @@ def rotate(
     """
     unlock = Unlock(passphrase=passphrase) if key_file is None else Unlock(raw_key=read_key_file(key_file))
     with store.writing():
-        slots = load_slots(_keys_dir(store))
+        slots = _current_slots(store)
         opened, _keys = unlock_master_keys(store.store_id, slots, unlock)  # proves the secret
         if opened.slot_id != store.unlocked_slot:
             raise WrongKeyError("Give the secret this store was opened with.")
@@ -189,12 +206,14 @@ def rotate(
         master[epoch] = crypto.new_key()
         # today's default KDF, not the old slot's; the old slot's label
         slot = new_slot(store.store_id, unlock, master, kdf, **_slot_meta(store, opened.label))
-        write_slot(_keys_dir(store), slot, durable=True)
+        _publish_slot(store, slot)
         removed = tuple([opened.slot_id.hex(), *others])
         for slot_id in removed:
             _wipe_slot(store, slot_id)
         store.adopt_master_key(epoch, master[epoch])
         store.unlocked_slot = slot.slot_id
         rewrapped = store.keyring.rewrap(epoch, progress)
+        if store.remote is not None:
+            store.remote.push_rewrapped()
         store.record_rotation(actor=actor, session=session)
     return RotationResult(epoch, rewrapped, _info(slot, True), removed)

@@ -48,6 +48,12 @@ REMAINING_COPIES = (
     "(memvault overwrites the destroyed records in place, which such storage may not honour)",
 )
 
+#: ... and, for a store in object storage, also these.
+REMOTE_COPIES = (
+    "the caches of hosts that have not opened the store since the redaction (each drops the key at its next command)",
+    "old versions of the bucket's objects, if it keeps them (versioning), and its backups or replicas",
+)
+
 
 @dataclass(frozen=True)
 class FileVersion:
@@ -135,7 +141,12 @@ def _shred(
         dek_ids = {bytes.fromhex(v.dek_id) for v in targets}
         info: dict[str, object] = {"time": time.time(), "actor": actor, "reason": reason}
         _count, live, commit_id = store.destroy_keys(dek_ids, info, actor=actor, session=session, remove_from_head=True)
-    return ShredResult(tuple(targets), live, None if commit_id is None else commit_id.decode())
+    remaining: tuple[str, ...] = REMAINING_COPIES
+    if store.remote is not None:
+        remaining += REMOTE_COPIES
+        warning = store.remote.versioning_warning()
+        remaining += (warning,) if warning else ()
+    return ShredResult(tuple(targets), live, None if commit_id is None else commit_id.decode(), remaining)
 
 
 def shred_version(

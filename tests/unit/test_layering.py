@@ -48,7 +48,7 @@ TIERS = {
     "expiry": 7,
     "keymgmt": 7,
     "verify": 7,
-    "transfer": 7,
+    "transfer": 7.5,
     "tool": 7,
     "demo": 8,
     "cli": 9,
@@ -60,11 +60,11 @@ TIERS = {
 ORDER = {
     "format": ["records", "layout"],
     "git": ["objects", "pack", "packread", "packdir", "refs", "repo"],
-    "keys": ["slots", "keyring"],
-    "store": ["config", "atimes", "state", "head", "transaction", "commit", "memorystore"],
+    "keys": ["framing", "slots", "keyring"],
+    "store": ["config", "atimes", "access", "state", "head", "transaction", "commit", "replicated", "memorystore"],
     "scrub": ["prefilter", "validators", "detectors", "rules", "engine", "guard"],
     "verify": ["report", "keys", "checker"],
-    "transfer": ["importer", "exporter"],
+    "transfer": ["importer", "exporter", "copier"],
     "storage": ["base", "local", "s3", "url"],
     "remote": ["layout", "mark", "replica"],
 }

@@ -32,7 +32,10 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="memvault", description="Encrypted, git-versioned memory for Claude's memory tool.")
-    p.add_argument("--store", help="store directory (default: $MEMVAULT_STORE, else the current directory)")
+    p.add_argument(
+        "--store",
+        help="store directory, or s3://bucket/prefix (default: $MEMVAULT_STORE, else the current directory)",
+    )
     sub = p.add_subparsers(dest="cmd", required=True, parser_class=_Parser)
     for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
         if info.name.startswith("_"):

@@ -41,9 +41,13 @@ ENV_PASSPHRASE = "MEMVAULT_PASSPHRASE"  # noqa: S105 (a variable name, not a sec
 ENV_KEY_FILE = "MEMVAULT_KEY_FILE"
 
 
-def store_path(args: argparse.Namespace) -> Path:
-    """``--store``, else ``$MEMVAULT_STORE``, else the current directory."""
-    return Path(args.store or os.environ.get(ENV_STORE) or ".")
+def store_path(args: argparse.Namespace) -> str | Path:
+    """``--store``, else ``$MEMVAULT_STORE``, else the current directory: a path, or a URL
+    (``s3://bucket/prefix``, ``file:///path``) kept as text."""
+    from ..storage import is_remote
+
+    raw = args.store or os.environ.get(ENV_STORE) or "."
+    return raw if is_remote(raw) else Path(raw)
 
 
 def credentials(*, confirm: bool = False, prompt: str = "memvault passphrase: ") -> dict[str, Any]:

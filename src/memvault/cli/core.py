@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -38,7 +39,14 @@ def _cmd_init(args: argparse.Namespace) -> int:
         allow_weak_passphrase=args.allow_weak_passphrase,
         **_credentials(confirm=True),
     )
-    print(f"Created an empty memory store in {store.root}")
+    where = _store_path(args)
+    if store.remote is not None:
+        print(f"Created an empty memory store at {where} (this host's cache: {store.root})")
+        warning = store.remote.versioning_warning()
+        if warning:
+            print(f"memvault: warning: {warning}", file=sys.stderr)
+    else:
+        print(f"Created an empty memory store in {store.root}")
     store.close()
     return ExitStatus.SUCCESS
 

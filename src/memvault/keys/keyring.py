@@ -21,38 +21,13 @@ from pathlib import Path
 from .. import crypto
 from ..errors import IntegrityError, MemvaultError, RollbackDetectedError, read_failure
 from ..fsutil import FILE_MODE, fsync_dir, opened, pwrite_all, wipe_file, write_all
+from . import framing as fr
+from .framing import commit_fields, frame_records
 
-__all__ = [
-    "Keyring",
-    "KeyringScan",
-    "HighWater",
-    "ZERO_ID",
-    "commit_fields",
-    "frame_records",
-    "freshness_problem",
-    "is_dek_record",
-    "record_seq",
-]
+__all__ = ["Keyring", "KeyringScan", "HighWater", "ZERO_ID", "freshness_problem"]
 
-_MAGIC = b"MVKR"
 #: Largest keyring read (about 80 bytes per file version: tens of millions of versions).
 MAX_KEYRING_BYTES = 4 * 1024 * 1024 * 1024
-_VERSION = 1
-_HEADER = struct.Struct(">4sB16s")
-_RECORD = struct.Struct(">BH")
-_DEK = 1
-_COMMIT = 2
-_ABORT = 3
-_TOMBSTONE = 4
-_COMMIT_RAW = 5
-_DESTROY = 6
-_EPOCH = 7
-_ATIMES = 8
-_DEK_HEAD = struct.Struct(">16sI")
-_DEK_SIZE = _DEK_HEAD.size + crypto.KEY_SIZE + crypto.SEAL_OVERHEAD
-_COMMIT_BODY = struct.Struct(">Q40s40s32s")
-_COMMIT_RAW_BODY = struct.Struct(">Q20s20s32s")
-_ABORT_BODY = struct.Struct(">Q40s32s")
 _DEK_AAD = b"memvault/v1/dek"
 _HW_MAC = b"memvault/v1/hw"
 _ABORT_MAC = b"memvault/v1/abort"
@@ -65,51 +40,6 @@ _ATIMES_BODY = struct.Struct(">32s32s")
 _NO_MAC = bytes(32)
 #: Parent id of the first commit.
 ZERO_ID = b"0" * 40
-
-
-def commit_fields(rtype: int, body: bytes) -> tuple[int, bytes, bytes, bytes] | None:
-    """``(seq, commit_id, parent_id, mac)`` of a COMMIT record body of either type (ids as 40 hex
-    ASCII); None for another record type or a body of the wrong length. The mac is not checked."""
-    if rtype == _COMMIT and len(body) == _COMMIT_BODY.size:
-        seq, commit_id, parent_id, tag = _COMMIT_BODY.unpack(body)
-        return seq, commit_id, parent_id, tag
-    if rtype == _COMMIT_RAW and len(body) == _COMMIT_RAW_BODY.size:
-        seq, raw_commit, raw_parent, tag = _COMMIT_RAW_BODY.unpack(body)
-        return seq, raw_commit.hex().encode(), raw_parent.hex().encode(), tag
-    return None
-
-
-def record_seq(rtype: int, body: bytes) -> int | None:
-    """The sequence number a COMMIT or ABORT record names (its mac unchecked); None otherwise."""
-    fields = commit_fields(rtype, body)
-    if fields is not None:
-        return fields[0]
-    if rtype == _ABORT and len(body) == _ABORT_BODY.size:
-        return int(_ABORT_BODY.unpack(body)[0])
-    return None
-
-
-def is_dek_record(rtype: int, body: bytes) -> bool:
-    """Whether a framed record is a DEK record (its body starts with the 16-byte ``dek_id``)."""
-    return rtype == _DEK and len(body) == _DEK_SIZE
-
-
-def frame_records(data: bytes) -> tuple[list[tuple[int, int, bytes]], int]:
-    """The complete records at the start of ``data`` (bytes after the header) as
-    ``(end offset, type, body)``, and the offset where framing stopped: at a torn tail (a
-    record cut short) or at zeros a power loss left. Nothing is authenticated here."""
-    out: list[tuple[int, int, bytes]] = []
-    pos = 0
-    while pos + _RECORD.size <= len(data):
-        rtype, length = _RECORD.unpack_from(data, pos)
-        if rtype == 0 and not any(data[pos:]):
-            break  # zeros after a power loss (delayed allocation): a torn tail, cut on next append
-        end = pos + _RECORD.size + length
-        if end > len(data):
-            break  # torn or still-being-written tail
-        out.append((end, rtype, data[pos + _RECORD.size : end]))
-        pos = end
-    return out, pos
 
 
 def freshness_problem(head: bytes, seq: int, hw: HighWater) -> IntegrityError | None:
@@ -176,7 +106,7 @@ class Keyring:
         self._sealed: dict[bytes, tuple[int, bytes]] = {}
         self._deks: dict[bytes, bytes] = {}
         self._tombstones: dict[bytes, bytes] = {}
-        self._offset = _HEADER.size
+        self._offset = fr.HEADER.size
         self._chain = _NO_MAC
         self._inode: tuple[int, int] | None = None
         self.high_water: HighWater | None = None
@@ -200,7 +130,7 @@ class Keyring:
     def create(path: Path, store_id: bytes, *, durable: bool) -> None:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, FILE_MODE)
         try:
-            write_all(fd, _HEADER.pack(_MAGIC, _VERSION, store_id))  # a short write is not an error
+            write_all(fd, fr.HEADER.pack(fr.MAGIC, fr.VERSION, store_id))  # a short write is not an error
             if durable:
                 os.fsync(fd)
         finally:
@@ -217,8 +147,8 @@ class Keyring:
         """The complete records of the file as read so far (after :meth:`refresh`), without the
         header: what a copy of the store elsewhere replays."""
         with open(self._path, "rb") as f:
-            f.seek(_HEADER.size)
-            return f.read(self._offset - _HEADER.size)
+            f.seek(fr.HEADER.size)
+            return f.read(self._offset - fr.HEADER.size)
 
     def refresh(self) -> None:
         """Read records appended since the last call (complete records only)."""
@@ -236,9 +166,9 @@ class Keyring:
                 if self._inode is not None and self._inode != (st.st_dev, st.st_ino):
                     self._reset()  # rewritten by a redaction: read the new file from the start
                 self._inode = (st.st_dev, st.st_ino)
-                if self._offset == _HEADER.size:
-                    magic, version, store_id = _HEADER.unpack(f.read(_HEADER.size).ljust(_HEADER.size, b"\0"))
-                    if magic != _MAGIC or version != _VERSION or store_id != self._store_id:
+                if self._offset == fr.HEADER.size:
+                    magic, version, store_id = fr.HEADER.unpack(f.read(fr.HEADER.size).ljust(fr.HEADER.size, b"\0"))
+                    if magic != fr.MAGIC or version != fr.VERSION or store_id != self._store_id:
                         raise IntegrityError("The store's keyring is damaged or belongs to another store.")
                 f.seek(self._offset)
                 data = f.read(max(0, st.st_size - self._offset))  # later appends: next refresh
@@ -256,10 +186,10 @@ class Keyring:
         pending: list[tuple[int, bytes]] = []
         start = pending_from = 0
         for end, rtype, body in records:
-            if rtype in (_DESTROY, _EPOCH):
+            if rtype in (fr.DESTROY, fr.EPOCH):
                 pending_from = pending_from if pending else start
                 pending.append((rtype, body))
-            elif pending and rtype not in (_COMMIT, _COMMIT_RAW):
+            elif pending and rtype not in (fr.COMMIT, fr.COMMIT_RAW):
                 raise IntegrityError("The store's keyring is damaged.")
             else:
                 for pending_type, pending_body in pending:
@@ -291,24 +221,24 @@ class Keyring:
                 data = f.read(st.st_size)
         except OSError:
             return KeyringScan({}, {}, 0)
-        if len(data) < _HEADER.size:
+        if len(data) < fr.HEADER.size:
             return KeyringScan({}, {}, 0)
         limit = self._offset if parsed_only else len(data)
-        records, pos = frame_records(data[_HEADER.size :])
+        records, pos = frame_records(data[fr.HEADER.size :])
         deks: dict[bytes, tuple[int, bytes]] = {}
         commits: dict[bytes, tuple[int, bytes]] = {}
         for end, rtype, body in records:
-            if end + _HEADER.size > limit:
+            if end + fr.HEADER.size > limit:
                 break
-            if rtype == _DEK and len(body) == _DEK_SIZE:
-                dek_id, epoch = _DEK_HEAD.unpack_from(body)
-                deks[dek_id] = (epoch, body[_DEK_HEAD.size :])
+            if rtype == fr.DEK and len(body) == fr.DEK_SIZE:
+                dek_id, epoch = fr.DEK_HEAD.unpack_from(body)
+                deks[dek_id] = (epoch, body[fr.DEK_HEAD.size :])
             elif parsed_only:
                 fields = commit_fields(rtype, body)
                 if fields is not None:
                     seq, commit_id, parent_id, _mac = fields
                     commits[commit_id] = (seq, parent_id)
-        return KeyringScan(deks, commits, len(data) - _HEADER.size - pos)
+        return KeyringScan(deks, commits, len(data) - fr.HEADER.size - pos)
 
     def adopt(self, deks: dict[bytes, tuple[int, bytes]]) -> None:
         """Take data key records :meth:`scan` found after damage, so the versions they protect can
@@ -317,15 +247,15 @@ class Keyring:
             self._sealed.setdefault(dek_id, entry)
 
     def _parse(self, rtype: int, body: bytes) -> None:
-        if rtype == _DEK:
-            if len(body) != _DEK_SIZE:
+        if rtype == fr.DEK:
+            if len(body) != fr.DEK_SIZE:
                 raise IntegrityError("The store's keyring is damaged.")
-            dek_id, epoch = _DEK_HEAD.unpack_from(body)
+            dek_id, epoch = fr.DEK_HEAD.unpack_from(body)
             if dek_id in self._destroyed:
                 return  # destroyed for good (a copy put back, or not yet purged): never used
-            self._sealed[dek_id] = (epoch, body[_DEK_HEAD.size :])
+            self._sealed[dek_id] = (epoch, body[fr.DEK_HEAD.size :])
             self.newest_epoch = max(self.newest_epoch, epoch)
-        elif rtype == _COMMIT or rtype == _COMMIT_RAW:
+        elif rtype == fr.COMMIT or rtype == fr.COMMIT_RAW:
             fields = commit_fields(rtype, body)
             if fields is None:
                 raise IntegrityError("The store's keyring is damaged.")
@@ -340,10 +270,10 @@ class Keyring:
             previous = self._previous if hw is not None and seq == hw.seq else hw
             self._previous, self.high_water, self._chain = previous, HighWater(seq, commit_id, parent_id), tag
             self._destroyed_by_last, self._destroying = self._destroying, []
-        elif rtype == _ABORT:
-            if len(body) != _ABORT_BODY.size:
+        elif rtype == fr.ABORT:
+            if len(body) != fr.ABORT_BODY.size:
                 raise IntegrityError("The store's keyring is damaged.")
-            seq, commit_id, tag = _ABORT_BODY.unpack(body)
+            seq, commit_id, tag = fr.ABORT_BODY.unpack(body)
             crypto.mac_verify(self._mac_key, self._abort_message(seq, commit_id), tag)
             hw = self.high_water
             if hw is None or (hw.seq, hw.commit_id) != (seq, commit_id):
@@ -354,7 +284,7 @@ class Keyring:
                 if entry is not None:
                     self._sealed[dek_id] = entry
             self._destroyed_by_last = []
-        elif rtype == _TOMBSTONE:
+        elif rtype == fr.TOMBSTONE:
             if len(body) < 16 + crypto.SEAL_OVERHEAD:
                 raise IntegrityError("The store's keyring is damaged.")
             if self._tombstone_key is not None:
@@ -366,7 +296,7 @@ class Keyring:
             self._tombstones[body[:16]] = body[16:]
             self._sealed.pop(body[:16], None)
             self._deks.pop(body[:16], None)
-        elif rtype == _DESTROY:
+        elif rtype == fr.DESTROY:
             if len(body) < 16 + crypto.SEAL_OVERHEAD + 32:
                 raise IntegrityError("The store's keyring is damaged.")
             dek_id, sealed, tag = body[:16], body[16:-32], body[-32:]
@@ -377,14 +307,14 @@ class Keyring:
             self._destroyed[dek_id] = sealed
             self._destroying.append((dek_id, self._sealed.pop(dek_id, None)))
             self._deks.pop(dek_id, None)
-        elif rtype == _EPOCH:
+        elif rtype == fr.EPOCH:
             if len(body) != _EPOCH_BODY.size:
                 raise IntegrityError("The store's keyring is damaged.")
             epoch, tag = _EPOCH_BODY.unpack(body)
             crypto.mac_verify(self._mac_key, self._epoch_message(epoch, self._chain), tag)
             self._chain = tag
             self.announced_epoch = max(self.announced_epoch, epoch)
-        elif rtype == _ATIMES:
+        elif rtype == fr.ATIMES:
             if len(body) != _ATIMES_BODY.size:
                 raise IntegrityError("The store's keyring is damaged.")
             digest, tag = _ATIMES_BODY.unpack(body)
@@ -399,7 +329,7 @@ class Keyring:
         chained to the last record read (refresh first, under the store lock)."""
         tag = crypto.mac(self._mac_key, _ATIMES_MAC + self._store_id + digest + self._chain)
         body = _ATIMES_BODY.pack(digest, tag)
-        return _RECORD.pack(_ATIMES, len(body)) + body
+        return fr.RECORD.pack(fr.ATIMES, len(body)) + body
 
     def _destroy_message(self, dek_id: bytes, sealed: bytes, prev: bytes) -> bytes:
         return _DESTROY_MAC + self._store_id + dek_id + crypto.sha256(sealed) + prev
@@ -448,9 +378,9 @@ class Keyring:
 
     def dek_record(self, dek_id: bytes, dek: bytes, epoch: int) -> bytes:
         """Encode a DEK record for :meth:`append` (and remember the key)."""
-        body = _DEK_HEAD.pack(dek_id, epoch) + crypto.seal(self._wrap_keys[epoch], dek, self._dek_aad(dek_id, epoch))
+        body = fr.DEK_HEAD.pack(dek_id, epoch) + crypto.seal(self._wrap_keys[epoch], dek, self._dek_aad(dek_id, epoch))
         self._deks[dek_id] = dek
-        return _RECORD.pack(_DEK, len(body)) + body
+        return fr.RECORD.pack(fr.DEK, len(body)) + body
 
     def commit_record(
         self, seq: int, commit_id: bytes, parent_id: bytes, *, raw_ids: bool = False, prev: bytes | None = None
@@ -460,10 +390,11 @@ class Keyring:
         ``raw_ids`` (format version 2 stores and later): type 5, the ids stored as 20 bytes."""
         tag = crypto.mac(self._mac_key, self._hw_message(seq, commit_id, parent_id, prev))
         if raw_ids:
-            body = _COMMIT_RAW_BODY.pack(seq, bytes.fromhex(commit_id.decode()), bytes.fromhex(parent_id.decode()), tag)
-            return _RECORD.pack(_COMMIT_RAW, len(body)) + body
-        body = _COMMIT_BODY.pack(seq, commit_id, parent_id, tag)
-        return _RECORD.pack(_COMMIT, len(body)) + body
+            ids = bytes.fromhex(commit_id.decode()), bytes.fromhex(parent_id.decode())
+            body = fr.COMMIT_RAW_BODY.pack(seq, *ids, tag)
+            return fr.RECORD.pack(fr.COMMIT_RAW, len(body)) + body
+        body = fr.COMMIT_BODY.pack(seq, commit_id, parent_id, tag)
+        return fr.RECORD.pack(fr.COMMIT, len(body)) + body
 
     def chained_records(self, destroy: dict[bytes, dict[str, object]], epoch: int | None) -> tuple[bytes, bytes]:
         """Encode DESTROY records (``dek_id -> info``) and an EPOCH record, chained to the last
@@ -478,18 +409,18 @@ class Keyring:
             sealed = crypto.seal(self._tombstone_key, payload, self._tombstone_aad(dek_id))
             prev = crypto.mac(self._mac_key, self._destroy_message(dek_id, sealed, prev))
             body = dek_id + sealed + prev
-            out.append(_RECORD.pack(_DESTROY, len(body)) + body)
+            out.append(fr.RECORD.pack(fr.DESTROY, len(body)) + body)
         if epoch is not None:
             prev = crypto.mac(self._mac_key, self._epoch_message(epoch, prev))
             body = _EPOCH_BODY.pack(epoch, prev)
-            out.append(_RECORD.pack(_EPOCH, len(body)) + body)
+            out.append(fr.RECORD.pack(fr.EPOCH, len(body)) + body)
         return b"".join(out), prev
 
     def abort_record(self, seq: int, commit_id: bytes) -> bytes:
         """Encode an abort of the newest high-water record (refresh first)."""
         tag = crypto.mac(self._mac_key, self._abort_message(seq, commit_id))
-        body = _ABORT_BODY.pack(seq, commit_id, tag)
-        return _RECORD.pack(_ABORT, len(body)) + body
+        body = fr.ABORT_BODY.pack(seq, commit_id, tag)
+        return fr.RECORD.pack(fr.ABORT, len(body)) + body
 
     def append(self, records: bytes, *, durable: bool) -> int:
         """Append encoded records in one write (caller holds the store lock); return old size.
@@ -584,7 +515,7 @@ class Keyring:
         present = {dek_id for dek_id in self.scan(parsed_only=True).deks if dek_id in self._destroyed}
 
         def drop(rtype: int, record: bytes) -> bytes | None:
-            return None if rtype == _DEK and record[_RECORD.size : _RECORD.size + 16] in present else record
+            return None if rtype == fr.DEK and record[fr.RECORD.size : fr.RECORD.size + 16] in present else record
 
         if present:
             self._rewrite(drop, b"")
@@ -620,7 +551,7 @@ class Keyring:
 
         def drop(rtype: int, record: bytes) -> bytes | None:
             nonlocal destroyed
-            if rtype == _DEK and record[_RECORD.size : _RECORD.size + 16] in dek_ids:
+            if rtype == fr.DEK and record[fr.RECORD.size : fr.RECORD.size + 16] in dek_ids:
                 destroyed += 1
                 return None
             return record
@@ -629,7 +560,7 @@ class Keyring:
         tombstones = []
         for dek_id in sorted(dek_ids - set(self._tombstones)):
             body = dek_id + crypto.seal(self._tombstone_key, payload, self._tombstone_aad(dek_id))
-            tombstones.append(_RECORD.pack(_TOMBSTONE, len(body)) + body)
+            tombstones.append(fr.RECORD.pack(fr.TOMBSTONE, len(body)) + body)
         self._rewrite(drop, b"".join(tombstones))
         return destroyed
 
@@ -642,9 +573,9 @@ class Keyring:
 
         def rewrap_record(rtype: int, record: bytes) -> bytes | None:
             nonlocal count
-            if rtype != _DEK:
+            if rtype != fr.DEK:
                 return record
-            dek_id, old_epoch = _DEK_HEAD.unpack_from(record, _RECORD.size)
+            dek_id, old_epoch = fr.DEK_HEAD.unpack_from(record, fr.RECORD.size)
             if dek_id in self._destroyed:
                 return None  # destroyed for good: dropped, never re-wrapped
             if old_epoch == epoch:
@@ -653,8 +584,8 @@ class Keyring:
             count += 1
             if progress is not None:
                 progress(count, total)
-            body = _DEK_HEAD.pack(dek_id, epoch) + crypto.seal(wrap_key, dek, self._dek_aad(dek_id, epoch))
-            return _RECORD.pack(_DEK, len(body)) + body
+            body = fr.DEK_HEAD.pack(dek_id, epoch) + crypto.seal(wrap_key, dek, self._dek_aad(dek_id, epoch))
+            return fr.RECORD.pack(fr.DEK, len(body)) + body
 
         self._rewrite(rewrap_record, b"")
         return count
@@ -669,12 +600,12 @@ class Keyring:
         self.refresh()
         with open(self._path, "rb") as f:
             data = f.read(self._offset)
-        out = [data[: _HEADER.size]]
+        out = [data[: fr.HEADER.size]]
         wipe: list[tuple[int, int]] = []
-        pos = _HEADER.size
+        pos = fr.HEADER.size
         while pos < len(data):
-            rtype, length = _RECORD.unpack_from(data, pos)
-            end = pos + _RECORD.size + length
+            rtype, length = fr.RECORD.unpack_from(data, pos)
+            end = pos + fr.RECORD.size + length
             record = data[pos:end]
             new = transform(rtype, record)
             if new != record:

@@ -81,6 +81,16 @@ class Unlock:
         if self.raw_key is not None and len(self.raw_key) != crypto.KEY_SIZE:
             raise KeyUnavailableError("A key file must hold exactly 32 bytes.")
 
+    @classmethod
+    def of(cls, passphrase: str | None, key_file: str | os.PathLike[str] | None) -> Unlock:
+        """From the arguments of ``MemoryStore.open``: a passphrase, or the key in ``key_file``
+        (:func:`read_key_file`); KeyUnavailableError unless exactly one is given."""
+        if key_file is None:
+            return cls(passphrase=passphrase)
+        return (
+            cls(passphrase=passphrase, raw_key=b"") if passphrase is not None else cls(raw_key=read_key_file(key_file))
+        )
+
     @property
     def kind(self) -> Literal["passphrase", "keyfile"]:
         return "passphrase" if self.passphrase is not None else "keyfile"

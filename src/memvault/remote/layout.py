@@ -8,7 +8,7 @@ import struct
 from dataclasses import dataclass
 
 from ..errors import IntegrityError
-from ..keys.keyring import commit_fields, frame_records, is_dek_record
+from ..keys.framing import commit_fields, frame_records, is_dek_record
 
 __all__ = [
     "CONFIG",

@@ -15,7 +15,8 @@ from typing import TypeVar
 from ..errors import IntegrityError, RollbackDetectedError, StoreExistsError
 from ..fsutil import atomic_write, wipe_file
 from ..git.repo import GitStore
-from ..keys.keyring import Keyring, frame_records, is_dek_record, record_seq
+from ..keys.framing import frame_records, is_dek_record, record_seq
+from ..keys.keyring import Keyring
 from ..storage.base import ObjectStore
 from .layout import (
     CONFIG,
@@ -42,6 +43,7 @@ MARK_FILE = "remote-mark"
 WORKERS = 16
 _PACK_NAME = re.compile(r"\A[0-9a-f]{40}\Z")
 T = TypeVar("T")
+K = TypeVar("K")
 
 
 class RaceLost(Exception):
@@ -59,7 +61,7 @@ class Replica:
         store_id: the store's id.
         keyring: the replica's keyring.
         git: the replica's repository.
-        mark_key: the key of the host's high-water mark.
+        mark_key: the key of the host's high-water mark (None: a one-way upload, no mark).
         durable: sync the replica's own files (durability ``full``).
     """
 
@@ -70,7 +72,7 @@ class Replica:
         store_id: bytes,
         keyring: Keyring,
         git: GitStore,
-        mark_key: bytes,
+        mark_key: bytes | None,
         *,
         durable: bool,
     ) -> None:
@@ -79,7 +81,7 @@ class Replica:
         self.store_id = store_id
         self.keyring = keyring
         self.git = git
-        self.mark = HighWaterMark(root / MARK_FILE, mark_key, store_id)
+        self._mark = None if mark_key is None else HighWaterMark(root / MARK_FILE, mark_key, store_id)
         self._durable = durable
         self._pool = ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="memvault-remote")
 
@@ -87,9 +89,9 @@ class Replica:
         """Stop the request threads."""
         self._pool.shutdown(wait=True)
 
-    def _all(self, fn: Callable[[str], T], keys: Iterable[str]) -> list[T]:
-        """``fn`` of every key, run concurrently; the first error is raised after all finished."""
-        return list(self._pool.map(fn, list(keys)))
+    def _all(self, fn: Callable[[K], T], items: Iterable[K]) -> list[T]:
+        """``fn`` of every item, run concurrently, in order; raises the first error."""
+        return list(self._pool.map(fn, list(items)))
 
     # -- pull -------------------------------------------------------------------------------------
 
@@ -103,10 +105,12 @@ class Replica:
             IntegrityError: a record, pack or data key does not verify (nothing of it is applied).
             ServiceError: the object store failed.
         """
+        if self._mark is None:
+            raise ValueError("a replica made for an upload has no high-water mark to pull with")
         self.keyring.refresh()
         hw = self.keyring.high_water
         local = hw.seq if hw is not None else -1
-        mark = self.mark.read()
+        mark = self._mark.read()
         first = local if mark is None else min(local, mark[0])
         listed = self.objects.list(LOG, start_after=log_key(first - 1) if first > 0 else "")
         tags = {seq: info.tag for info in listed if (seq := log_seq(info.key)) is not None}
@@ -130,7 +134,7 @@ class Replica:
             raise RollbackDetectedError(f"Tampering detected: a log record is missing from {where}.")
         if not newer:
             if mark is None or mark[0] < local:
-                self.mark.write(local, tags[local], durable=self._durable)
+                self._mark.write(local, tags[local], durable=self._durable)
             return 0
         datas = self._all(self._get_required, [log_key(seq) for seq in newer])
         logs = [decode_log(data, self.store_id, seq) for seq, data in zip(newer, datas, strict=True)]
@@ -160,7 +164,7 @@ class Replica:
             self.git.compare_and_swap(ref, logs[-1].commit_id)
         if self.keyring.destroyed_count != destroyed:
             self.keyring.purge()  # keys another host destroyed leave this cache too
-        self.mark.write(newer[-1], tags[newer[-1]], durable=self._durable)
+        self._mark.write(newer[-1], tags[newer[-1]], durable=self._durable)
         return len(newer)
 
     def _get_required(self, key: str) -> bytes:
@@ -235,21 +239,36 @@ class Replica:
             raise StoreExistsError(f"{self.objects.description} already holds a memory store at this prefix.")
         return len(logs)
 
+    def versioning_warning(self) -> str | None:
+        """What to tell an operator when the bucket keeps old versions of objects (a destroyed data
+        key's object then survives its deletion), or None."""
+        state = self.objects.versioning()
+        if state is None:
+            return None
+        return (
+            f"{self.objects.description} has versioning {state.lower()}: a data key that redaction deletes stays "
+            "in the bucket's old versions until they expire. Add a lifecycle rule that expires noncurrent "
+            "versions under the store's deks/ prefix (NoncurrentVersionExpiration), or use a bucket without "
+            "versioning (SECURITY.md, object storage)."
+        )
+
     # -- other objects ------------------------------------------------------------------------------
 
     def destroyed(self, dek_ids: Iterable[bytes]) -> None:
         """Delete the objects of destroyed data keys (after the redaction's commit)."""
         self._all(self.objects.delete, [dek_key(dek_id) for dek_id in dek_ids])
 
-    def rewrapped(self, records: dict[bytes, bytes]) -> None:
-        """Replace the DEK objects of re-wrapped data keys (after a master-key rotation)."""
+    def push_rewrapped(self) -> None:
+        """Replace the data key objects with the replica's DEK records after a master-key rotation
+        re-wrapped them (objects of keys destroyed meanwhile stay deleted)."""
+        deks, _chained = split_append(self.keyring.records())
 
         def replace(dek_id: bytes) -> None:
             current = self.objects.get_tagged(dek_key(dek_id))
-            if current is not None:
-                self.objects.swap(dek_key(dek_id), records[dek_id], current[1])
+            if current is not None and current[0] != deks[dek_id]:
+                self.objects.swap(dek_key(dek_id), deks[dek_id], current[1])
 
-        list(self._pool.map(replace, list(records)))
+        self._all(replace, list(deks))
 
     def push_slot(self, slot_id: str, data: bytes | None) -> None:
         """Upload a new key slot (``data``) or delete one (None)."""

@@ -9,7 +9,6 @@ write order and crash recovery are in docs/format.md §7, the freshness checks i
 from __future__ import annotations
 
 import os
-import random
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -19,13 +18,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from .. import crypto
-from ..errors import (
-    ConflictError,
-    IntegrityError,
-    MemvaultError,
-    PathExistsError,
-    StorageError,
-)
+from ..errors import ConflictError, IntegrityError, MemvaultError, PathExistsError, StorageError
 from ..format import records
 from ..format.records import CommitMeta, Node
 from ..fsutil import (
@@ -45,34 +38,31 @@ from ..keys.slots import (
     check_new_passphrase,
     load_slots,
     new_slot,
-    read_key_file,
     unlock_master_keys,
     write_slot,
 )
 from ..paths import parse_path
-from ..remote.replica import RaceLost, Replica
+from ..remote.replica import Replica
 from ..settings import KdfParams, StoreSettings
 from ..storage.url import is_remote
+from .access import AccessLog
 from .atimes import FILE_NAME as ATIMES_FILE
 from .atimes import AccessTimes
 from .commit import CommitWriter
 from .config import FORMAT_VERSION, STORE_FILE, chains_key_changes, prepare_store_dir, read_config, write_config
 from .head import Head
-from .replicated import replica_for_create, replica_for_open
+from .replicated import replica_for_create, replica_for_open, run_racing
 from .state import PLAINTEXT_CACHE_BYTES, OpenedCommit, StateReader, StoreState
 from .transaction import Committed, Transaction
 
 __all__ = ["MemoryStore"]
 
-#: :meth:`MemoryStore.close` merges packs (and packs loose objects of older stores) once this store
-#: object has written this many objects (about 100 commits), packing for at most
-#: ``CLOSE_PACK_SECONDS``.
+#: :meth:`MemoryStore.close` merges packs (and packs loose objects, for at most ``CLOSE_PACK_SECONDS``)
+#: once this store object has written this many objects (about 100 commits).
 PACK_AFTER_OBJECTS = 1000
 CLOSE_PACK_SECONDS = 3.0
 #: ... and merges packs holding at most this many bytes together (``memvault gc`` merges any).
 CLOSE_MERGE_BYTES = 64 * 1024 * 1024
-#: Times a command runs against a newer head after another host committed first (object storage).
-RACE_ATTEMPTS = 50
 T = TypeVar("T")
 _PRIVATE = object()
 
@@ -128,13 +118,17 @@ class MemoryStore:
         self._lock = StoreLock(root / "lock")
         #: The thread holding the writer lock through this store object, if any.
         self._writer_thread: int | None = None
-        #: Last-read times of files (for expiry), merged into ``access`` now and then.
-        self.access_times = AccessTimes(root / ATIMES_FILE, self._keys.access, store_id)
-        self.access_times.record = self._record_access_file
         self._swept = False
         #: Objects written by this store object since it last packed (see :meth:`close`).
         self._objects_written = 0
         self._state_lock = threading.RLock()
+        #: Last-read times of files (for expiry), merged into ``access`` now and then.
+        self.access_times = AccessTimes(root / ATIMES_FILE, self._keys.access, store_id)
+        self.access_log = AccessLog(
+            self.access_times, self.keyring, self._lock, self._state_lock, durable=self._durable,
+            chained=lambda: chains_key_changes(self.format_version) and self.remote is None,
+            live=lambda: {n.token for n in self._sync(writer=False).nodes.values()},
+        )  # fmt: skip
         self._reader = StateReader(git, self.keyring, self._keys, store_id, self._token_mac)
         self._head = Head(self._reader, self.keyring, durable=self._durable)
         self._writer_of_commits = CommitWriter(
@@ -149,57 +143,25 @@ class MemoryStore:
         self.remote = Replica(objects, self.root, self.store_id, self.keyring, self.git, self._keys.keyring,
                               durable=self._durable)  # fmt: skip
         self._writer_of_commits.publish = self.remote.publish
+        if not self.access_times.recorded() and self.root.joinpath("repo").is_dir():
+            self.access_times.create(durable=self._durable)  # the host's own (docs/format.md §12)
 
-    def _pull(self) -> None:
-        """A replica: take in the commits other hosts made (under the writer lock, before any state lock)."""
+    def _pull(self) -> None:  # a replica: take in other hosts' commits (writer lock before state lock)
         if self.remote is not None:
             with self._writer(), self._state_lock:
                 self.remote.pull()
 
-    def _race(self, body: Callable[[], T]) -> T:
-        """Run ``body`` (a command making one commit, under the writer lock) again on the newer head
-        when another host committed first; ConflictError after :data:`RACE_ATTEMPTS`."""
-        for attempt in range(RACE_ATTEMPTS):
-            try:
-                return body()
-            except RaceLost:
-                time.sleep(random.uniform(0, min(0.2, 0.005 * 2**attempt)))  # noqa: S311 - jitter, not a secret
-        raise ConflictError("Error: The memory store changed concurrently; retry the command.")
-
-    def _record_access_file(self, digest: bytes) -> None:
-        """Name a new access-time file in the keyring's MAC chain before it is written (format
-        version 3; the caller holds the writer lock)."""
-        if chains_key_changes(self.format_version) and self.remote is None:
-            with self._state_lock:
-                self.keyring.refresh()
-                self.keyring.append(self.keyring.atimes_record(digest), durable=self._durable)
-
     def is_recorded_access_file(self, digest: bytes) -> bool:
-        """Whether ``digest`` is the SHA-256 of the access-time file the keyring names last (always
-        true in format versions 1 and 2, which do not name it)."""
-        if not chains_key_changes(self.format_version) or self.remote is not None:
-            return True  # a replica's access-time file is the host's own (docs/format.md §12)
-        with self._state_lock:
-            self.keyring.refresh()
-            return digest == self.keyring.atimes_digest
+        """Whether ``digest`` names the access-time file the keyring recorded last."""
+        return self.access_log.is_recorded(digest)
 
     def _wrote_objects(self, n: int) -> None:
         self._objects_written += n
 
-    def _drop_state(self) -> None:
-        self._head.state = None  # the branch moved but the cached state could not follow: reload lazily
+    def _drop_state(self) -> None:  # the branch moved but the cached state could not follow: reload lazily
+        self._head.state = None
 
     # -- construction ---------------------------------------------------------------------------
-
-    @staticmethod
-    def _unlock(passphrase: str | None, key_file: str | os.PathLike[str] | None) -> Unlock:
-        if key_file is not None:  # both given: Unlock raises (exactly one)
-            return (
-                Unlock(passphrase=passphrase, raw_key=b"")
-                if passphrase is not None
-                else Unlock(raw_key=read_key_file(key_file))
-            )
-        return Unlock(passphrase=passphrase)
 
     @classmethod
     def create(
@@ -221,7 +183,7 @@ class MemoryStore:
         ``lock_timeout``, ``plaintext_cache_bytes``, ``cache_dir``: see :meth:`open`. A
         passphrase shorter than 12 characters is refused unless ``allow_weak_passphrase``.
         """
-        unlock = cls._unlock(passphrase, key_file)
+        unlock = Unlock.of(passphrase, key_file)
         if unlock.passphrase is not None:
             check_new_passphrase(unlock.passphrase, allow_weak=allow_weak_passphrase)
         try:
@@ -260,8 +222,7 @@ class MemoryStore:
             store._attach(objects)  # before the first commit: a replica chains nothing outside commits
         store._head.state = store._writer_of_commits.write_initial(store.format_version, _now())
         store.access_times.create(durable=durable)
-        # dulwich honours the umask; memory stores hold regulated data (and umask 0 is common in
-        # containers): nothing in the store may be readable by group or others.
+        # dulwich honours the umask (0 is common in containers): nothing may be group/other-readable.
         restrict_modes(root / "repo")
         # The marker file goes last: a crash before it leaves no half-made store that opens.
         write_config(root, store_id, settings, FORMAT_VERSION, store._keys.config, durable=durable)
@@ -296,16 +257,9 @@ class MemoryStore:
             WrongKeyError: the secret opens no key slot. StoreNotFoundError, IntegrityError,
             StorageError: no store there, a damaged one, or one the filesystem refuses.
         """
-        unlock = cls._unlock(passphrase, key_file)
-        objects = None
-        if is_remote(path):
-            objects, root = replica_for_open(str(path), cache_dir)
-        else:
-            root = Path(path)
+        unlock = Unlock.of(passphrase, key_file)
+        objects, root = replica_for_open(str(path), cache_dir, lock_timeout) if is_remote(path) else (None, Path(path))
         config = read_config(root)
-        if objects is not None:
-            with StoreLock(root / "lock").hold(timeout=lock_timeout):
-                Replica.pull_slots_from(objects, root / "keys", durable=config.settings.durability == "full")
         slot, master_keys = unlock_master_keys(config.store_id, load_slots(root / "keys"), unlock)
         config.verify(Subkeys(master_keys[min(master_keys)], config.store_id, min(master_keys)).config)
         git = GitStore(root / "repo", durable=config.settings.durability == "full")
@@ -378,9 +332,7 @@ class MemoryStore:
 
     def upgrade_format(self, *, actor: str = "memvault", session: str = "") -> tuple[int, int]:
         """Move the store to format version :data:`~memvault.store.config.FORMAT_VERSION`
-        (``memvault.json`` first, then one ``upgrade`` commit refiling the head in tree layout 2);
-        idempotent. Processes that have the store open keep writing the encodings of the version
-        they opened until they open it again (docs/cli.md, `upgrade`).
+        (``memvault.json``, then one ``upgrade`` commit; idempotent; docs/cli.md, `upgrade`).
 
         Returns:
             ``(old version, new version)``.
@@ -407,15 +359,13 @@ class MemoryStore:
                 self._commit(state, Transaction(self, state), meta, relayout=relayout, destroy=tombstoned)
             digest = self.access_times.digest()
             if digest is not None and digest != self.keyring.atimes_digest:
-                self._record_access_file(digest)
+                self.access_log.record(digest)
         return old, FORMAT_VERSION
 
     def close(self) -> None:
-        """Merge recorded reads into the access-time file (waiting at most 5 s for the writer
-        lock; they are advisory and dropped if it stays busy), run :meth:`maintain` if this store
-        object wrote many objects (merging packs of up to :data:`CLOSE_MERGE_BYTES` together,
-        packing loose objects for at most :data:`CLOSE_PACK_SECONDS`), and release the repository
-        handle. The store object must not be used afterwards."""
+        """Merge recorded reads into the access-time file (waiting at most 5 s for the lock), run
+        :meth:`maintain` if this store object wrote many objects (:data:`CLOSE_MERGE_BYTES`,
+        :data:`CLOSE_PACK_SECONDS`), release the repository. Do not use the object afterwards."""
         try:
             self.flush_access_times(wait=min(self.lock_timeout, 5.0), prune=True)
             if self._objects_written >= PACK_AFTER_OBJECTS:
@@ -461,34 +411,12 @@ class MemoryStore:
         return packed, merged
 
     def note_read(self, node: Node) -> None:
-        """Record that ``node`` was read by the memory tool (for ``expire``): in memory; merged
-        into the access-time file at close, and while the session runs at most every
-        :data:`~memvault.store.atimes.FLUSH_SECONDS` (by a commit, or here if the lock is free)."""
-        self.access_times.touch(node.token)
-        if self.access_times.due():
-            self.flush_access_times(wait=0.0)
+        """Record that the memory tool read ``node`` (for ``expire``; :meth:`AccessLog.note_read`)."""
+        self.access_log.note_read(node.token)
 
     def flush_access_times(self, *, wait: float | None = None, prune: bool = False) -> bool:
-        """Merge recorded reads into the access-time file under the writer lock, waiting at most
-        ``wait`` seconds for it (default: :attr:`lock_timeout`); ``prune`` drops files no longer
-        in the store, judged on the head (read again under the lock: the files another store
-        object or process created since this one last looked are kept). False if the lock
-        stayed busy or the file could not be written (the reads stay pending)."""
-        if not self.access_times.dirty:
-            return True
-        try:
-            with self._lock.hold(timeout=wait):
-                live = None
-                if prune:
-                    try:
-                        with self._state_lock:
-                            live = {n.token for n in self._sync(writer=False).nodes.values()}
-                    except MemvaultError:
-                        live = None  # the head cannot be read now: keep every read time
-                self.access_times.flush(live, durable=self._durable)
-        except (MemvaultError, OSError):
-            return False
-        return True
+        """Merge recorded reads into the access-time file (:meth:`AccessLog.flush`)."""
+        return self.access_log.flush(wait=wait, prune=prune)
 
     def __enter__(self) -> MemoryStore:
         return self
@@ -612,7 +540,7 @@ class MemoryStore:
             return count, live, commit_id
 
         with self._writer(), self._state_lock:
-            result = self._race(once)
+            result = run_racing(once)
             if self.remote is not None:
                 self.remote.destroyed(dek_ids)  # the data key objects go from object storage too
             self.forget_cached_plaintext()
@@ -631,7 +559,7 @@ class MemoryStore:
             return self._commit(state, Transaction(self, state), meta, announce_epoch=True)
 
         with self._writer(), self._state_lock:
-            self._race(once)
+            run_racing(once)
 
     def adopt_master_key(self, epoch: int, key: bytes) -> None:
         """Start wrapping new data keys under a new epoch's master key (see keymgmt.rotate)."""
@@ -740,7 +668,7 @@ class MemoryStore:
             return result, self._commit(state, txn, meta), meta
 
         with self._writer(), self._state_lock:
-            result, commit_id, meta = self._race(once)
+            result, commit_id, meta = run_racing(once)
             if self.access_times.due():
                 try:
                     self.access_times.flush(durable=self._durable)
@@ -754,8 +682,6 @@ class MemoryStore:
         return self._writer_of_commits.write(
             state, txn, meta, epoch=self._epoch, version=self.format_version, stored_limit=limit, **options
         )
-
-    # -- library conveniences -----------------------------------------------------------------
 
     def put_file(
         self, path: str, data: bytes | str, *, actor: str = "library", session: str = "", overwrite: bool = True

@@ -4,20 +4,47 @@ opening (configuration and key slots fetched) or for creating (object storage em
 from __future__ import annotations
 
 import os
+import random
 import shutil
+import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
-from ..errors import StoreExistsError, StoreNotFoundError
-from ..fsutil import atomic_write, make_private_dir, restrict_modes
+from ..errors import ConflictError, StoreExistsError, StoreNotFoundError
+from ..fsutil import StoreLock, atomic_write, make_private_dir, restrict_modes
 from ..git.repo import GitStore
 from ..keys.keyring import Keyring
 from ..remote.layout import CONFIG
-from ..remote.replica import MARK_FILE, cache_dir_for
+from ..remote.replica import MARK_FILE, RaceLost, Replica, cache_dir_for
 from ..storage.base import ObjectStore
 from ..storage.url import open_backend, parse_url
 from .config import STORE_FILE, parse_config, read_config
 
-__all__ = ["replica_for_open", "replica_for_create"]
+__all__ = ["replica_for_open", "replica_for_create", "run_racing", "RACE_ATTEMPTS"]
+
+#: Times a command runs against a newer head after another host committed first.
+RACE_ATTEMPTS = 50
+T = TypeVar("T")
+
+
+def run_racing(body: Callable[[], T]) -> T:
+    """Run ``body`` (one command making one commit, under the writer lock) again on the newer
+    head each time another host committed first (:class:`~memvault.remote.replica.RaceLost`),
+    with a short random pause; ConflictError after :data:`RACE_ATTEMPTS` tries."""
+    for attempt in range(RACE_ATTEMPTS):
+        try:
+            return body()
+        except RaceLost:
+            time.sleep(random.uniform(0, min(0.2, 0.005 * 2**attempt)))  # noqa: S311 - jitter, not a secret
+    raise ConflictError("Error: The memory store changed concurrently; retry the command.")
+
+
+def _ensure_dir(path: Path) -> None:
+    try:
+        make_private_dir(path, parents=True)
+    except FileExistsError:
+        pass  # made meanwhile by another process of this host
 
 
 def _clear_old_replica(root: Path) -> None:
@@ -49,10 +76,12 @@ def replica_for_create(address: str, cache_dir: str | os.PathLike[str] | None) -
     return objects, root
 
 
-def replica_for_open(address: str, cache_dir: str | os.PathLike[str] | None) -> tuple[ObjectStore, Path]:
+def replica_for_open(
+    address: str, cache_dir: str | os.PathLike[str] | None, lock_timeout: float
+) -> tuple[ObjectStore, Path]:
     """The backend of ``address`` and the host's replica directory of the store there, with the
-    store's current ``memvault.json`` (a replica of another store at that URL is replaced).
-    Key slots are fetched by the replica's first pull of them.
+    store's current ``memvault.json`` and key slots (a replica of another store at that URL is
+    replaced), fetched under the replica's writer lock (waiting at most ``lock_timeout`` s).
 
     Raises:
         StoreNotFoundError: object storage holds no store at that prefix.
@@ -64,20 +93,19 @@ def replica_for_open(address: str, cache_dir: str | os.PathLike[str] | None) -> 
     if config is None:
         raise StoreNotFoundError(f"No memory store exists at this prefix of {objects.description}.")
     root = Path(cache_dir) if cache_dir is not None else cache_dir_for(str(url))
-    if (root / STORE_FILE).exists():
-        if (root / STORE_FILE).read_bytes() == config:
-            return objects, root
-        old, new = read_config(root), parse_config(config).store_id
-        if old.store_id != new:
-            _clear_old_replica(root)
-    if not (root / "repo").is_dir():
+    store_id = parse_config(config).store_id
+    if (root / STORE_FILE).exists() and read_config(root).store_id != store_id:
         _clear_old_replica(root)
-        make_private_dir(root, parents=True)
-        make_private_dir(root / "keys")
-        store_id = parse_config(config).store_id
-        Keyring.create(root / "keyring", store_id, durable=False)
-        GitStore.init(root / "repo", durable=False).close()
-        restrict_modes(root / "repo")
-        (root / MARK_FILE).unlink(missing_ok=True)
-    atomic_write(root / STORE_FILE, config, durable=False)
+    if not root.is_dir():
+        _ensure_dir(root)
+    with StoreLock(root / "lock", lock_timeout).hold():
+        if not (root / "repo").is_dir():  # a new replica (or one a crash left half made)
+            (root / MARK_FILE).unlink(missing_ok=True)
+            _ensure_dir(root / "keys")
+            if not (root / "keyring").exists():
+                Keyring.create(root / "keyring", store_id, durable=False)
+            GitStore.init(root / "repo", durable=False).close()
+            restrict_modes(root / "repo")
+        atomic_write(root / STORE_FILE, config, durable=False)
+        Replica.pull_slots_from(objects, root / "keys", durable=False)
     return objects, root

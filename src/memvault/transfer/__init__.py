@@ -1,7 +1,8 @@
 """Moving memories in and out of a store: import a plain directory (``importer``), export a tree or
-the whole history as plaintext (``exporter``).
+the whole history as plaintext (``exporter``), copy a store between backends (``copier``).
 """
 
+from .copier import CopyResult, copy_store
 from .exporter import ExportResult, export_plaintext_git, export_tree
 from .importer import IMAGE_SUFFIXES, ImportRefusedError, ImportResult, Scrubber, SkippedEntry, import_dir
 
@@ -15,4 +16,6 @@ __all__ = [
     "export_tree",
     "export_plaintext_git",
     "IMAGE_SUFFIXES",
+    "CopyResult",
+    "copy_store",
 ]

@@ -1,0 +1,77 @@
+"""The keyring file's bytes: header, record framing, record types and the fixed-size bodies
+(docs/format.md §3.1). Pure functions; nothing here is authenticated."""
+
+from __future__ import annotations
+
+import struct
+
+from .. import crypto
+
+__all__ = [
+    "MAGIC", "VERSION", "HEADER", "RECORD", "DEK", "COMMIT", "ABORT", "TOMBSTONE", "COMMIT_RAW", "DESTROY",
+    "EPOCH", "ATIMES", "DEK_HEAD", "DEK_SIZE", "COMMIT_BODY", "COMMIT_RAW_BODY", "ABORT_BODY",
+    "commit_fields", "record_seq", "is_dek_record", "frame_records",
+]  # fmt: skip
+
+MAGIC = b"MVKR"
+VERSION = 1
+HEADER = struct.Struct(">4sB16s")
+RECORD = struct.Struct(">BH")
+DEK = 1
+COMMIT = 2
+ABORT = 3
+TOMBSTONE = 4
+COMMIT_RAW = 5
+DESTROY = 6
+EPOCH = 7
+ATIMES = 8
+DEK_HEAD = struct.Struct(">16sI")
+DEK_SIZE = DEK_HEAD.size + crypto.KEY_SIZE + crypto.SEAL_OVERHEAD
+COMMIT_BODY = struct.Struct(">Q40s40s32s")
+COMMIT_RAW_BODY = struct.Struct(">Q20s20s32s")
+ABORT_BODY = struct.Struct(">Q40s32s")
+
+
+def commit_fields(rtype: int, body: bytes) -> tuple[int, bytes, bytes, bytes] | None:
+    """``(seq, commit_id, parent_id, mac)`` of a COMMIT record body of either type (ids as 40 hex
+    ASCII); None for another record type or a body of the wrong length. The mac is not checked."""
+    if rtype == COMMIT and len(body) == COMMIT_BODY.size:
+        seq, commit_id, parent_id, tag = COMMIT_BODY.unpack(body)
+        return seq, commit_id, parent_id, tag
+    if rtype == COMMIT_RAW and len(body) == COMMIT_RAW_BODY.size:
+        seq, raw_commit, raw_parent, tag = COMMIT_RAW_BODY.unpack(body)
+        return seq, raw_commit.hex().encode(), raw_parent.hex().encode(), tag
+    return None
+
+
+def record_seq(rtype: int, body: bytes) -> int | None:
+    """The sequence number a COMMIT or ABORT record names (its mac unchecked); None otherwise."""
+    fields = commit_fields(rtype, body)
+    if fields is not None:
+        return fields[0]
+    if rtype == ABORT and len(body) == ABORT_BODY.size:
+        return int(ABORT_BODY.unpack(body)[0])
+    return None
+
+
+def is_dek_record(rtype: int, body: bytes) -> bool:
+    """Whether a framed record is a DEK record (its body starts with the 16-byte ``dek_id``)."""
+    return rtype == DEK and len(body) == DEK_SIZE
+
+
+def frame_records(data: bytes) -> tuple[list[tuple[int, int, bytes]], int]:
+    """The complete records at the start of ``data`` (bytes after the header) as
+    ``(end offset, type, body)``, and the offset where framing stopped: at a torn tail (a
+    record cut short) or at zeros a power loss left. Nothing is authenticated here."""
+    out: list[tuple[int, int, bytes]] = []
+    pos = 0
+    while pos + RECORD.size <= len(data):
+        rtype, length = RECORD.unpack_from(data, pos)
+        if rtype == 0 and not any(data[pos:]):
+            break  # zeros after a power loss (delayed allocation): a torn tail, cut on next append
+        end = pos + RECORD.size + length
+        if end > len(data):
+            break  # torn or still-being-written tail
+        out.append((end, rtype, data[pos + RECORD.size : end]))
+        pos = end
+    return out, pos

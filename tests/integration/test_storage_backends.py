@@ -36,10 +36,11 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path) -> ObjectStore:
 
 
 def test_create_only_if_absent(backend: ObjectStore) -> None:
-    assert backend.create("objects/ab/cd", b"first")
-    assert not backend.create("objects/ab/cd", b"second")
-    assert not backend.create("objects/ab/cd", b"first")  # no earlier attempt of this call: a lost race
-    assert backend.get("objects/ab/cd") == b"first"
+    tag = backend.create("objects/ab/cd", b"first")
+    assert tag is not None
+    assert backend.create("objects/ab/cd", b"second") is None
+    assert backend.create("objects/ab/cd", b"first") is None  # no earlier attempt of this call: a lost race
+    assert backend.get_tagged("objects/ab/cd") == (b"first", tag)
 
 
 def test_missing_objects_are_none(backend: ObjectStore) -> None:
@@ -138,9 +139,10 @@ def test_racing_creates_have_one_winner(backend: ObjectStore) -> None:
     workers = 12
     for round_ in range(3):
         key = f"locks/race-{round_}"
-        won = _race(workers, lambda i, key=key: backend.create(key, f"writer {i}".encode()))
-        assert won.count(True) == 1, won
-        assert backend.get(key) == f"writer {won.index(True)}".encode()
+        tags = _race(workers, lambda i, key=key: backend.create(key, f"writer {i}".encode()))
+        winners = [i for i, tag in enumerate(tags) if tag is not None]
+        assert len(winners) == 1, tags
+        assert backend.get_tagged(key) == (f"writer {winners[0]}".encode(), tags[winners[0]])
     if isinstance(backend, S3Objects):
         assert backend.requests["PutObject"] == 3 * workers  # counted from every thread
 
@@ -241,11 +243,11 @@ def test_s3_transient_errors_are_retried(s3_faulty: S3Env, kind: str) -> None:
     assert s3_faulty.proxy is not None
     objects = s3_faulty.objects("store")
     s3_faulty.proxy.add_fault(kind, method="PUT")
-    assert objects.create("k", DATA)
+    tag = objects.create("k", DATA)
     assert s3_faulty.proxy.counts["PUT"] == 2
     assert _trace(s3_faulty) == [("PUT", int(kind)), ("PUT", 200)]  # the 412-free retry needed no read-back
     assert objects.requests["PutObject"] == 2
-    assert s3_faulty.client.get_object(Bucket=s3_faulty.bucket, Key="store/k")["Body"].read() == DATA
+    assert tag is not None and objects.get_tagged("k") == (DATA, tag)
 
 
 def test_s3_reads_lists_deletes_and_swaps_are_retried(s3_faulty: S3Env) -> None:
@@ -287,19 +289,19 @@ def test_s3_reset_before_sending_is_retried(s3_faulty: S3Env) -> None:
     assert s3_faulty.proxy is not None
     objects = s3_faulty.objects("store")
     s3_faulty.proxy.add_fault("reset_before", method="PUT")
-    assert objects.create("k", DATA)
+    tag = objects.create("k", DATA)
     assert _trace(s3_faulty) == [("PUT", "reset_before"), ("GET", 404), ("PUT", 200)]
-    assert objects.get("k") == DATA
+    assert tag is not None and objects.get_tagged("k") == (DATA, tag)
 
 
 def test_s3_lost_answer_is_resolved_by_reading_back(s3_faulty: S3Env) -> None:
     assert s3_faulty.proxy is not None
     objects = s3_faulty.objects("store")
     s3_faulty.proxy.add_fault("reset_after", method="PUT")
-    assert objects.create("k", DATA)
+    tag = objects.create("k", DATA)
     assert _trace(s3_faulty) == [("PUT", "reset_after"), ("GET", 200)]  # the read-back, and no blind retry
     assert s3_faulty.keys() == ["store/k"]
-    assert objects.get("k") == DATA
+    assert tag is not None and objects.get_tagged("k") == (DATA, tag)
 
 
 def test_s3_lost_answer_for_a_taken_key_is_a_lost_race(s3_faulty: S3Env) -> None:
@@ -307,7 +309,7 @@ def test_s3_lost_answer_for_a_taken_key_is_a_lost_race(s3_faulty: S3Env) -> None
     s3_faulty.client.put_object(Bucket=s3_faulty.bucket, Key="store/k", Body=b"the other writer")
     objects = s3_faulty.objects("store")
     s3_faulty.proxy.add_fault("reset_after", method="PUT")
-    assert not objects.create("k", DATA)
+    assert objects.create("k", DATA) is None
     assert _trace(s3_faulty) == [("PUT", "reset_after"), ("GET", 200)]
     assert objects.get("k") == b"the other writer"
 
@@ -331,11 +333,11 @@ def test_s3_slow_answer_is_resolved_by_reading_back(s3_faulty: S3Env) -> None:
     objects = s3_faulty.objects("store", read_timeout=0.5)
     s3_faulty.proxy.add_fault("slow:5", method="PUT")
     started = time.monotonic()
-    assert objects.create("k", DATA)
+    tag = objects.create("k", DATA)
     assert time.monotonic() - started < 4
     assert s3_faulty.proxy.requests("GET") == [("GET", f"/{s3_faulty.bucket}/store/k", 200)]
     assert s3_faulty.proxy.counts["PUT"] == 1
-    assert objects.get("k") == DATA
+    assert tag is not None and objects.get_tagged("k") == (DATA, tag)
 
 
 def test_s3_outcome_unknown_when_the_read_back_fails(s3_faulty: S3Env) -> None:
@@ -375,11 +377,11 @@ class _LandsThenFails:
 def test_s3_retry_of_a_landed_write_reads_back_after_412(s3_env: S3Env) -> None:
     client = _LandsThenFails(s3_env.client)
     objects = S3Objects(s3_env.bucket, "store", client=client)
-    assert objects.create("k", DATA)  # the retry's 412 is our own first attempt
+    tag = objects.create("k", DATA)  # the retry's 412 is our own first attempt
     assert client.failed
     assert objects.requests == {"PutObject": 2, "GetObject": 1}
     old = objects.get_tagged("k")
-    assert old is not None
+    assert old == (DATA, tag)
     client.failed = False
     new = objects.swap("k", b"next", old[1])
     assert new is not None and objects.get_tagged("k") == (b"next", new)

@@ -1,4 +1,5 @@
-"""Transfer commands: ``import DIR``, ``export DIR [--rev REV]``, ``export --plaintext-git DIR``."""
+"""Transfer commands: ``import DIR``, ``export DIR [--rev REV]``, ``export --plaintext-git DIR``,
+``copy SRC DST``."""
 
 from __future__ import annotations
 
@@ -92,6 +93,22 @@ def _cmd_export(args: argparse.Namespace) -> int:
     return ExitStatus.SUCCESS
 
 
+def _cmd_copy(args: argparse.Namespace) -> int:
+    from ..transfer import copy_store
+    from ._common import credentials
+    from .verify import format_problem, format_summary
+
+    result = copy_store(args.source, args.destination, **credentials())
+    if args.json:
+        print_json(result.to_json())
+    else:
+        print(f"Copied store {result.store_id} ({result.commits} commits) to {args.destination}")
+        for problem in result.report.problems:
+            print(format_problem(problem))
+        print(format_summary(result.report))
+    return ExitStatus.SUCCESS if result.report.ok else ExitStatus.INTEGRITY
+
+
 def register(sub: Any) -> None:
     s = sub.add_parser("import", help="import a plain directory of memory files as one commit")
     s.add_argument("dir", help="an SDK memory folder (with memories/ inside), a memories root, or any folder")
@@ -110,3 +127,11 @@ def register(sub: Any) -> None:
     s.add_argument("--yes-write-plaintext", action="store_true", help="confirm --plaintext-git")
     s.add_argument("--json", action="store_true", help="machine-readable output")
     s.set_defaults(func=_cmd_export)
+
+    s = sub.add_parser(
+        "copy", help="copy a store with its whole history to another place (directory, s3://, file://), then verify"
+    )
+    s.add_argument("source", help="the store to copy: a directory or a URL")
+    s.add_argument("destination", help="where the copy goes: an empty directory or an empty URL prefix")
+    s.add_argument("--json", action="store_true", help="machine-readable output")
+    s.set_defaults(func=_cmd_copy)

@@ -196,10 +196,16 @@ class Replica:
         uploads.update({dek_key(dek_id): record for dek_id, record in deks.items()})
         self._all(lambda key: self.objects.create(key, uploads[key]), uploads)
         record = encode_log(self.store_id, (name,), tuple(deks), chained)
-        if not self.objects.create(log_key(seq), record):
+        tag = self.objects.create(log_key(seq), record)
+        if tag is None:
             # Our data keys are nobody's: remove them (packs are named by content and harmless).
             self._all(self.objects.delete, [dek_key(dek_id) for dek_id in deks])
             raise RaceLost()
+        if self._mark is not None:
+            try:
+                self._mark.write(seq, tag, durable=self._durable)
+            except OSError:
+                pass  # the next pull moves the mark
 
     def push_all(self, config: bytes, keys_dir: Path) -> int:
         """Upload the whole store of the replica directory into empty object storage (``create``,
@@ -231,11 +237,11 @@ class Replica:
             logs.append((seq, encode_log(self.store_id, names, tuple(deks), chained)))
         self._all(lambda key: self.objects.create(key, uploads[key]), uploads)
         for seq, record in logs:
-            if not self.objects.create(log_key(seq), record):
+            if self.objects.create(log_key(seq), record) is None:
                 raise StoreExistsError(f"{self.objects.description} already holds a store's log at this prefix.")
         for slot_id, data in slots.items():
             self.push_slot(slot_id, data)
-        if not self.objects.create(CONFIG, config):
+        if self.objects.create(CONFIG, config) is None:
             raise StoreExistsError(f"{self.objects.description} already holds a memory store at this prefix.")
         return len(logs)
 
@@ -274,7 +280,7 @@ class Replica:
         """Upload a new key slot (``data``) or delete one (None)."""
         if data is None:
             self.objects.delete(slot_key(slot_id))
-        elif not self.objects.create(slot_key(slot_id), data):
+        elif self.objects.create(slot_key(slot_id), data) is None:
             raise IntegrityError(f"{self.objects.description} already holds a different key slot {slot_id}.")
 
     def push_config(self, data: bytes) -> None:

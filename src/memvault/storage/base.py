@@ -43,12 +43,12 @@ class ObjectStore(Protocol):
     #: Who holds the objects, for messages ("S3 bucket example", "directory /srv/m").
     description: str
 
-    def create(self, key: str, data: bytes) -> bool:
+    def create(self, key: str, data: bytes) -> str | None:
         """Write ``data`` at ``key`` only if no object is there.
 
         Returns:
-            True if this call created it (or a retry of it found its own bytes there); False if
-            another object was there first (the lost compare-and-swap).
+            The new object's version tag if this call created it (or a retry of it found its own
+            bytes there); None if another object was there first (the lost compare-and-swap).
         """
         ...
 

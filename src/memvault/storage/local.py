@@ -60,21 +60,21 @@ class DirectoryObjects:
                 os.fsync(fd)
         return tmp
 
-    def create(self, key: str, data: bytes) -> bool:
+    def create(self, key: str, data: bytes) -> str | None:
         path = self._path(key)
         try:
             tmp = self._write_temp(path.parent, data)
             try:
                 os.link(tmp, path)
             except FileExistsError:
-                return False
+                return None
             finally:
                 os.unlink(tmp)
             if self._durable:
                 fsync_dir(path.parent)
         except OSError as err:
             raise self._fail(err, f"create {key}") from None
-        return True
+        return _tag(data)
 
     def get(self, key: str) -> bytes | None:
         found = self.get_tagged(key)

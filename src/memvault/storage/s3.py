@@ -72,6 +72,7 @@ class _Failure:
 
     reason: str  # "HTTP 503 SlowDown" or a botocore error class name: never the service's text
     code: str  # the S3 error code ("" for a connection failure)
+    status: int  # the HTTP status (0 for a connection failure)
     retryable: bool
     sent: bool  # the request may have taken effect
     pending: bool  # ...and no answer came, so it may still take effect later
@@ -82,15 +83,15 @@ def _classify(err: Exception) -> _Failure:
         code = str(err.response.get("Error", {}).get("Code", ""))
         status = int(err.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0))
         retryable = status in _RETRY_STATUS or code in _RETRY_CODES
-        return _Failure(f"HTTP {status} {code}".strip(), code, retryable, status >= 500, False)
+        return _Failure(f"HTTP {status} {code}".strip(), code, status, retryable, status >= 500, False)
     name = type(err).__name__
     if isinstance(err, _AFTER_SENDING):
-        return _Failure(name, "", True, True, True)
+        return _Failure(name, "", 0, True, True, True)
     if isinstance(err, _BEFORE_SENDING):
-        return _Failure(name, "", True, False, False)
+        return _Failure(name, "", 0, True, False, False)
     if isinstance(err, bexc.HTTPClientError):  # another failure of the HTTP exchange: assume it was sent
-        return _Failure(name, "", True, True, True)
-    return _Failure(name, "", False, False, False)  # credentials, configuration, parameters
+        return _Failure(name, "", 0, True, True, True)
+    return _Failure(name, "", 0, False, False, False)  # credentials, configuration, parameters
 
 
 def _code(err: Exception) -> str:
@@ -151,10 +152,10 @@ class S3Objects:
             )
             try:
                 client = boto3.session.Session().client("s3", config=config)
-            except bexc.BotoCoreError as err:
+            except (bexc.BotoCoreError, ValueError) as err:  # an unknown profile, a malformed endpoint URL
                 raise ServiceError(self.description, "set up its client", type(err).__name__) from None
         self._client: Any = client
-        self._client.meta.events.register("before-send.s3", self._count, unique_id=f"memvault-count-{id(self)}")
+        self._client.meta.events.register("before-send.s3", self._count)
 
     def _count(self, event_name: str = "", **_: Any) -> None:
         with self._lock:
@@ -185,17 +186,17 @@ class S3Objects:
                 raise self._error(action, failure, attempt, outcome_unknown=write and sent)
             self._pause(attempt)
 
-    def create(self, key: str, data: bytes) -> bool:
+    def create(self, key: str, data: bytes) -> str | None:
         """Write ``data`` at ``key`` only if no object is there (``If-None-Match: *``).
 
         Returns:
-            True if this call created it, or an earlier attempt of it did (its bytes are there);
-            False if another object was there first.
+            The new object's ETag if this call created it, or an earlier attempt of it did (its
+            bytes are there); None if another object was there first.
 
         Raises:
             ServiceError: S3 refused or kept failing; ``outcome_unknown`` if a write may still land.
         """
-        return self._write(key, data, None, "create") is not None
+        return self._write(key, data, None, "create")
 
     def get(self, key: str) -> bytes | None:
         """The object at ``key``, or None if there is none.
@@ -310,7 +311,7 @@ class S3Objects:
                 return str(reply["ETag"])
             except _ERRORS as err:
                 failure = _classify(err)
-            if failure.code == "PreconditionFailed" or (expected is not None and failure.code in _MISSING):
+            if failure.status == 412 or (expected is not None and failure.code in _MISSING):
                 if not sent:
                     return None
                 outcome = self._settle(key, data, expected, action, failure)

@@ -1,0 +1,476 @@
+"""A store in S3 (moto's server on loopback, boto3 through the standard AWS environment): what a
+directory store does, across hosts that each keep their own cache; races between processes;
+faults at the HTTP level; rollback and tampering of the bucket."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import zlib
+from pathlib import Path
+
+import pytest
+
+import memvault
+from conftest import FAST_KDF, PASSPHRASE, keyring_records, pack_entries
+from memvault.errors import (
+    EditError,
+    IntegrityError,
+    PathNotFoundError,
+    RedactedError,
+    RollbackDetectedError,
+    ServiceError,
+    StoreExistsError,
+    StoreNotFoundError,
+)
+from memvault.history import log, read_at
+from memvault.protocol import run_command
+from memvault.verify import verify
+
+WORKER = Path(__file__).with_name("_worker.py")
+SECRET_TEXT = "Patient Jane Roe, MRN 4417-22, allergic to penicillin"
+SECRET_PATH = "/memories/clinic/roe_jane.md"
+
+
+def _create(url: str, cache: Path) -> memvault.MemoryStore:
+    return memvault.MemoryStore.create(url, passphrase=PASSPHRASE, kdf=FAST_KDF, cache_dir=cache)
+
+
+def _open(url: str, cache: Path) -> memvault.MemoryStore:
+    return memvault.MemoryStore.open(url, passphrase=PASSPHRASE, cache_dir=cache)
+
+
+def _cmd(store: memvault.MemoryStore, session: str = "s", **command: object) -> str:
+    return str(run_command(store, command, actor="tester", session=session))
+
+
+def _files(store: memvault.MemoryStore) -> dict[str, bytes]:
+    """Every file at the head: path -> content."""
+    snapshot = store.snapshot()
+    out: dict[str, bytes] = {}
+    stack = ["/memories"]
+    while stack:
+        path = stack.pop()
+        for name in snapshot.child_names(path):
+            child = f"{path}/{name}"
+            node = snapshot.get(child)
+            assert node is not None
+            if node.is_dir:
+                stack.append(child)
+            else:
+                out[child] = store.read_node(node)
+    return out
+
+
+def test_hosts_share_one_store_and_see_each_others_commits(s3_env, tmp_path: Path) -> None:
+    url = s3_env.url("team/memory")
+    a = _create(url, tmp_path / "host-a")
+    assert _cmd(a, command="create", path="/memories/a.md", file_text="from host a\n").startswith("File created")
+    b = _open(url, tmp_path / "host-b")
+    assert "from host a" in _cmd(b, command="view", path="/memories/a.md")
+    _cmd(b, command="str_replace", path="/memories/a.md", old_str="host a", new_str="host b")
+    # Read-your-writes across hosts: a's next command sees b's commit.
+    assert "from host b" in _cmd(a, command="view", path="/memories/a.md")
+    assert a.head == b.head
+    assert [e.command for e in log(a)] == ["str_replace", "create", "init"]
+    keys = s3_env.keys()
+    assert "team/memory/memvault.json" in keys
+    assert [k for k in keys if k.startswith("team/memory/log/")] == [f"team/memory/log/{seq:020d}" for seq in range(3)]
+    assert any(k.startswith("team/memory/packs/pack-") for k in keys)
+    assert any(k.startswith("team/memory/deks/") for k in keys)
+    assert any(k.startswith("team/memory/keys/") and k.endswith(".json") for k in keys)
+    a.close()
+    b.close()
+    # A third host with an empty cache builds the whole store from the bucket, and it verifies.
+    c = _open(url, tmp_path / "host-c")
+    assert _files(c) == {"/memories/a.md": b"from host b\n"}
+    report = verify(c)
+    assert report.ok, report.problems
+    c.close()
+
+
+def test_bucket_holds_no_plaintext(s3_env, tmp_path: Path) -> None:
+    url = s3_env.url("m")
+    store = _create(url, tmp_path / "cache")
+    _cmd(store, command="create", path=SECRET_PATH, file_text=SECRET_TEXT + "\n")
+    _cmd(store, command="str_replace", path=SECRET_PATH, old_str="penicillin", new_str="penicillin and latex")
+    store.close()
+    canaries = [b"Jane Roe", b"4417-22", b"penicillin", b"roe_jane", b"clinic", b"tester"]
+    seen = 0
+    for key in s3_env.keys():
+        assert not any(c.decode() in key for c in canaries), key
+        data = s3_env.client.get_object(Bucket=s3_env.bucket, Key=key)["Body"].read()
+        views = [data]
+        try:
+            views.append(zlib.decompress(data))
+        except zlib.error:
+            pass
+        if key.endswith(".pack"):
+            views += [body for _t, _s, _e, body in pack_entries(data)]
+        for view in views:
+            for canary in canaries:
+                assert canary not in view, (key, canary)
+        seen += 1
+    assert seen >= 8
+
+
+def test_create_refuses_a_prefix_in_use_and_open_an_empty_one(s3_env, tmp_path: Path) -> None:
+    url = s3_env.url("p")
+    _create(url, tmp_path / "a").close()
+    with pytest.raises(StoreExistsError):
+        _create(url, tmp_path / "b")
+    with pytest.raises(StoreNotFoundError):
+        _open(s3_env.url("nothing-here"), tmp_path / "c")
+
+
+def test_a_lost_race_reruns_the_command_on_the_new_head(s3_env, tmp_path: Path) -> None:
+    """Host b commits between a's pull and a's log-record create: a loses the create, pulls, and
+    runs its str_replace again on the new text, so the model gets the documented error."""
+    url = s3_env.url("race")
+    a = _create(url, tmp_path / "a")
+    _cmd(a, command="create", path="/memories/x.md", file_text="alpha\n")
+    b = _open(url, tmp_path / "b")
+    replica = a.remote
+    assert replica is not None
+    original = replica.pull
+    calls = []
+
+    def pull_then_b_commits() -> int:
+        n = original()
+        if not calls:
+            calls.append(1)
+            _cmd(b, command="str_replace", path="/memories/x.md", old_str="alpha", new_str="beta")
+        return n
+
+    replica.pull = pull_then_b_commits  # type: ignore[method-assign]
+    with pytest.raises(EditError, match="did not appear verbatim"):
+        _cmd(a, command="str_replace", path="/memories/x.md", old_str="alpha", new_str="gamma")
+    replica.pull = original  # type: ignore[method-assign]
+    assert _files(a) == {"/memories/x.md": b"beta\n"}
+    assert [e.command for e in log(a)] == ["str_replace", "create", "init"]
+    a.close()
+    b.close()
+
+
+def _spawn(s3_env, url: str, cache: Path, worker: int, n: int, ready: Path, go: Path) -> subprocess.Popen[str]:
+    env = {**os.environ, **s3_env.env, "MEMVAULT_TEST_PASSPHRASE": PASSPHRASE}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(__file__).parent.parent), env.get("PYTHONPATH")]))
+    args = [sys.executable, str(WORKER), url, str(cache), str(worker), str(n), str(ready), str(go)]
+    return subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+@pytest.mark.parametrize("workers,rounds", [(4, 6)])
+def test_racing_processes_lose_nothing_and_history_is_linear(s3_env, tmp_path: Path, workers: int, rounds: int) -> None:
+    url = s3_env.url("fleet")
+    setup = _create(url, tmp_path / "setup")
+    _cmd(setup, command="create", path="/memories/shared.md", file_text="start\n")
+    setup.close()
+    go = tmp_path / "go"
+    procs = []
+    for w in range(workers):
+        ready = tmp_path / f"ready{w}"
+        procs.append((ready, _spawn(s3_env, url, tmp_path / f"host{w}", w, rounds, ready, go)))
+    for ready, proc in procs:
+        while not ready.exists():
+            assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+    go.touch()
+    acked: dict[str, dict[str, object]] = {}
+    for _ready, proc in procs:
+        out, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0, err
+        for line in out.splitlines():
+            entry = json.loads(line)
+            acked[entry["session"]] = entry
+    assert len(acked) == workers * rounds * 2
+    check = _open(url, tmp_path / "check")
+    history = list(reversed(log(check)))  # oldest first
+    assert [e.seq for e in history] == list(range(len(history)))  # linear, no gaps, no forks
+    sessions = [e.session for e in history[2:]]
+    assert sorted(sessions) == sorted(acked)  # every acknowledged command exactly once, nothing else
+    report = verify(check)
+    assert report.ok, report.problems
+    # A serial replay of the acknowledged commands, in the order the history took them, gives the
+    # same tree.
+    replay = memvault.MemoryStore.create(tmp_path / "replay", passphrase=PASSPHRASE, kdf=FAST_KDF)
+    _cmd(replay, command="create", path="/memories/shared.md", file_text="start\n")
+    for session in sessions:
+        entry = acked[session]
+        assert str(run_command(replay, entry["command"], actor="r", session=session)) == entry["result"]
+    assert _files(replay) == _files(check)
+    shared = _files(check)["/memories/shared.md"].decode().splitlines()
+    assert len(shared) == workers * rounds + 1
+    check.close()
+    replay.close()
+
+
+# -- faults at the HTTP level -------------------------------------------------------------------
+
+
+def _log_records(s3_env, prefix: str) -> list[str]:
+    return [k for k in s3_env.keys() if k.startswith(f"{prefix}/log/")]
+
+
+@pytest.mark.parametrize("kind", ["500", "503", "409", "reset_before", "reset_after", "slow:0.5"])
+def test_a_fault_on_the_commit_record_loses_nothing(s3_faulty, tmp_path: Path, kind: str) -> None:
+    url = s3_faulty.url("f")
+    store = _create(url, tmp_path / "a")
+    s3_faulty.proxy.add_fault(kind, method="PUT", key_regex=r"/log/", times=1)
+    assert _cmd(store, command="create", path="/memories/n.md", file_text="kept\n").startswith("File created")
+    assert len(_log_records(s3_faulty, "f")) == 2  # #0 and this commit, once
+    other = _open(url, tmp_path / "b")
+    assert _files(other) == {"/memories/n.md": b"kept\n"}
+    assert [e.command for e in log(other)] == ["create", "init"]
+    assert verify(other).ok
+    if kind == "reset_after":
+        # The create reached S3 but its answer was lost: the client read the record back.
+        assert any(m == "GET" and "/log/" in p for m, p, _s in s3_faulty.proxy.requests())
+    store.close()
+    other.close()
+
+
+@pytest.mark.parametrize("target", [r"/packs/", r"/deks/", r"/log/"])
+def test_a_lasting_outage_fails_clearly_and_leaves_the_store_as_it_was(s3_faulty, tmp_path: Path, target: str) -> None:
+    url = s3_faulty.url("o")
+    store = _create(url, tmp_path / "a")
+    _cmd(store, command="create", path="/memories/before.md", file_text="before\n")
+    head = store.head
+    s3_faulty.proxy.add_fault("503", method="PUT", key_regex=target, times=1000)
+    with pytest.raises(ServiceError) as info:
+        _cmd(store, command="create", path="/memories/after.md", file_text="secret words\n")
+    message = str(info.value)
+    assert "S3 bucket" in message and "503" in message
+    assert "secret words" not in message and "after.md" not in message
+    s3_faulty.proxy.clear()
+    assert store.head == head
+    assert len(_log_records(s3_faulty, "o")) == 2
+    other = _open(url, tmp_path / "b")
+    assert _files(other) == {"/memories/before.md": b"before\n"}
+    # The service is back: the next command works, on both hosts.
+    _cmd(store, command="create", path="/memories/after.md", file_text="after\n")
+    assert set(_files(other)) == {"/memories/before.md", "/memories/after.md"}
+    store.close()
+    other.close()
+
+
+def test_a_view_of_an_unchanged_head_is_one_request(s3_faulty, tmp_path: Path) -> None:
+    store = _create(s3_faulty.url("v"), tmp_path / "a")
+    _cmd(store, command="create", path="/memories/v.md", file_text="v\n")
+    _cmd(store, command="view", path="/memories/v.md")
+    before = len(s3_faulty.proxy.requests())
+    assert "v" in _cmd(store, command="view", path="/memories/v.md")
+    assert len(s3_faulty.proxy.requests()) - before == 1
+    before = len(s3_faulty.proxy.requests())
+    _cmd(store, command="create", path="/memories/w.md", file_text="w\n")
+    made = s3_faulty.proxy.requests()[before:]
+    assert [m for m, _p, _s in made].count("GET") == 1  # the pull's list
+    assert sum(1 for m, p, _s in made if m == "PUT" and "/log/" in p) == 1
+    store.close()
+
+
+# -- rollback and tampering -----------------------------------------------------------------------
+
+
+def _prefix_copy(s3_env, prefix: str) -> dict[str, bytes]:
+    return {
+        k: s3_env.client.get_object(Bucket=s3_env.bucket, Key=k)["Body"].read()
+        for k in s3_env.keys()
+        if k.startswith(prefix + "/")
+    }
+
+
+def _restore(s3_env, prefix: str, copy: dict[str, bytes]) -> None:
+    for k in s3_env.keys():
+        if k.startswith(prefix + "/"):
+            s3_env.client.delete_object(Bucket=s3_env.bucket, Key=k)
+    for k, v in copy.items():
+        s3_env.client.put_object(Bucket=s3_env.bucket, Key=k, Body=v)
+
+
+def _store_with_history(s3_env, tmp_path: Path, prefix: str) -> memvault.MemoryStore:
+    store = _create(s3_env.url(prefix), tmp_path / "a")
+    for i in range(3):
+        _cmd(store, command="create", path=f"/memories/{i}.md", file_text=f"{i}\n")
+    return store
+
+
+def test_deleting_the_newest_log_record_is_detected(s3_env, tmp_path: Path) -> None:
+    store = _store_with_history(s3_env, tmp_path, "t")
+    newest = _log_records(s3_env, "t")[-1]
+    s3_env.client.delete_object(Bucket=s3_env.bucket, Key=newest)
+    with pytest.raises(RollbackDetectedError, match="no longer holds commit #3"):
+        _cmd(store, command="view", path="/memories")
+    with pytest.raises(RollbackDetectedError):
+        _cmd(store, command="create", path="/memories/x.md", file_text="x\n")
+    store.close()
+
+
+def test_replacing_the_newest_log_record_is_detected(s3_env, tmp_path: Path) -> None:
+    store = _store_with_history(s3_env, tmp_path, "t")
+    records = _log_records(s3_env, "t")
+    older = s3_env.client.get_object(Bucket=s3_env.bucket, Key=records[-2])["Body"].read()
+    s3_env.client.put_object(Bucket=s3_env.bucket, Key=records[-1], Body=older)
+    with pytest.raises(RollbackDetectedError, match="replaced"):
+        _cmd(store, command="view", path="/memories")
+    store.close()
+
+
+def test_serving_an_old_copy_of_the_prefix_is_detected(s3_env, tmp_path: Path) -> None:
+    store = _store_with_history(s3_env, tmp_path, "t")
+    old = _prefix_copy(s3_env, "t")
+    _cmd(store, command="create", path="/memories/later.md", file_text="later\n")
+    _restore(s3_env, "t", old)
+    with pytest.raises(RollbackDetectedError):
+        _cmd(store, command="view", path="/memories")
+    store.close()
+
+
+def test_a_forged_log_record_is_refused_and_nothing_of_it_applied(s3_env, tmp_path: Path) -> None:
+    store = _store_with_history(s3_env, tmp_path, "t")
+    other = _open(s3_env.url("t"), tmp_path / "b")
+    _cmd(store, command="create", path="/memories/4.md", file_text="4\n")
+    newest = _log_records(s3_env, "t")[-1]
+    data = bytearray(s3_env.client.get_object(Bucket=s3_env.bucket, Key=newest)["Body"].read())
+    data[-1] ^= 1  # the COMMIT record's mac
+    s3_env.client.put_object(Bucket=s3_env.bucket, Key=newest, Body=bytes(data))
+    with pytest.raises(IntegrityError):
+        _cmd(other, command="view", path="/memories")
+    with pytest.raises(IntegrityError):
+        _cmd(other, command="view", path="/memories")  # still refused: nothing of it was kept
+    store.close()
+    other.close()
+
+
+# -- redaction, keys, copy, CLI ----------------------------------------------------------------------
+
+
+def test_redaction_deletes_the_data_key_object_and_other_hosts_drop_the_key(s3_env, tmp_path: Path) -> None:
+    from memvault.shred import shred_file
+
+    url = s3_env.url("r")
+    a = _create(url, tmp_path / "a")
+    _cmd(a, command="create", path=SECRET_PATH, file_text=SECRET_TEXT + "\n")
+    b = _open(url, tmp_path / "b")
+    assert SECRET_TEXT in _cmd(b, command="view", path=SECRET_PATH)
+    deks_before = {k for k in s3_env.keys() if "/deks/" in k}
+    result = shred_file(a, SECRET_PATH, actor="dpo", reason="erasure request")
+    assert result.versions
+    deks_after = {k for k in s3_env.keys() if "/deks/" in k}
+    destroyed = {f"r/deks/{v.dek_id}" for v in result.versions}
+    assert destroyed <= deks_before and not destroyed & deks_after
+    assert any("versioning" in item or "bucket" in item for item in result.remaining_copies)
+    # Host b's next command pulls the redaction: the key leaves its cache, the version is gone.
+    with pytest.raises(PathNotFoundError):
+        _cmd(b, command="view", path=SECRET_PATH)
+    for v in result.versions:
+        assert not b.keyring.has(bytes.fromhex(v.dek_id))
+    first = [e for e in reversed(log(b)) if e.command == "create"][0]
+    with pytest.raises(RedactedError):
+        read_at(b, SECRET_PATH, first.commit_id.encode())
+    keyring_bytes = (b.root / "keyring").read_bytes()
+    dek_records = {
+        keyring_bytes[start + 3 : start + 19] for rtype, start, _end in keyring_records(keyring_bytes) if rtype == 1
+    }
+    assert len(dek_records) >= 1  # the other versions' keys are still there
+    for v in result.versions:
+        assert bytes.fromhex(v.dek_id) not in dek_records
+    a.close()
+    b.close()
+
+
+def test_key_slots_live_in_the_bucket(s3_env, tmp_path: Path) -> None:
+    from memvault.errors import WrongKeyError
+    from memvault.keymgmt import add_slot, remove_slot
+
+    url = s3_env.url("k")
+    a = _create(url, tmp_path / "a")
+    info = add_slot(a, passphrase="a second long passphrase", kdf=FAST_KDF)
+    b = memvault.MemoryStore.open(url, passphrase="a second long passphrase", cache_dir=tmp_path / "b")
+    assert b.head == a.head
+    b.close()
+    remove_slot(a, info.slot_id)
+    assert not any(info.slot_id in k for k in s3_env.keys())
+    with pytest.raises(WrongKeyError):
+        memvault.MemoryStore.open(url, passphrase="a second long passphrase", cache_dir=tmp_path / "b")
+    a.close()
+
+
+def test_rotation_reaches_other_hosts(s3_env, tmp_path: Path) -> None:
+    from memvault.errors import KeyRotatedError
+    from memvault.keymgmt import rotate
+
+    url = s3_env.url("rot")
+    a = _create(url, tmp_path / "a")
+    _cmd(a, command="create", path="/memories/r.md", file_text="before rotation\n")
+    b = _open(url, tmp_path / "b")
+    result = rotate(a, passphrase=PASSPHRASE, kdf=FAST_KDF)
+    assert result.epoch == 2 and result.rewrapped >= 1
+    with pytest.raises(KeyRotatedError):
+        _cmd(b, command="create", path="/memories/s.md", file_text="s\n")
+    b.close()
+    fresh = _open(url, tmp_path / "c")  # a new host: slots and re-wrapped keys from the bucket
+    assert _files(fresh) == {"/memories/r.md": b"before rotation\n"}
+    _cmd(fresh, command="create", path="/memories/s.md", file_text="after\n")
+    assert verify(fresh).ok
+    b = _open(url, tmp_path / "b")
+    assert set(_files(b)) == {"/memories/r.md", "/memories/s.md"}
+    for s in (a, b, fresh):
+        s.close()
+
+
+def test_copy_local_to_s3_and_back_keeps_history(s3_env, tmp_path: Path) -> None:
+    from memvault.transfer import copy_store
+
+    local = memvault.MemoryStore.create(tmp_path / "local", passphrase=PASSPHRASE, kdf=FAST_KDF)
+    for i in range(4):
+        _cmd(local, command="create", path=f"/memories/{i}.md", file_text=f"note {i}\n")
+    _cmd(local, command="delete", path="/memories/2.md")
+    expected_files, expected_log = _files(local), [(e.seq, e.command, e.commit_id) for e in log(local)]
+    local.close()
+    up = copy_store(tmp_path / "local", s3_env.url("copy"), passphrase=PASSPHRASE, cache_dir=tmp_path / "c1")
+    assert up.report.ok and up.commits == 6
+    down = copy_store(s3_env.url("copy"), tmp_path / "back", passphrase=PASSPHRASE, cache_dir=tmp_path / "c2")
+    assert down.report.ok
+    for where in (s3_env.url("copy"), tmp_path / "back"):
+        with memvault.MemoryStore.open(where, passphrase=PASSPHRASE, cache_dir=tmp_path / "c3") as s:
+            assert _files(s) == expected_files
+            assert [(e.seq, e.command, e.commit_id) for e in log(s)] == expected_log
+    with pytest.raises(StoreExistsError):
+        copy_store(tmp_path / "local", s3_env.url("copy"), passphrase=PASSPHRASE)
+
+
+def test_cli_on_s3(s3_env, tmp_path: Path) -> None:
+    env = {
+        **os.environ,
+        **s3_env.env,
+        "MEMVAULT_PASSPHRASE": "a long cli passphrase",
+        "MEMVAULT_CACHE_DIR": str(tmp_path / "cache"),
+    }
+
+    def mv(*args: str, store: str | None = None) -> subprocess.CompletedProcess[str]:
+        e = dict(env)
+        if store:
+            e["MEMVAULT_STORE"] = store
+        return subprocess.run([sys.executable, "-m", "memvault.cli", *args], env=e, capture_output=True, text=True)
+
+    url = s3_env.url("cli")
+    made = mv("--store", url, "init")
+    assert made.returncode == 0, made.stderr
+    assert url in made.stdout and "warning" not in made.stderr
+    assert mv("import", str(_notes(tmp_path)), store=url).returncode == 0
+    out = mv("log", "--json", store=url)
+    assert out.returncode == 0, out.stderr
+    assert [e["command"] for e in json.loads(out.stdout)] == ["import", "init"]
+    assert mv("verify", store=url).returncode == 0
+    assert "hello from the cli" in mv("cat", "/memories/hello.md", store=url).stdout
+    s3_env.client.put_bucket_versioning(Bucket=s3_env.bucket, VersioningConfiguration={"Status": "Enabled"})
+    again = mv("--store", s3_env.url("cli2"), "init")
+    assert again.returncode == 0 and "versioning enabled" in again.stderr
+
+
+def _notes(tmp_path: Path) -> Path:
+    d = tmp_path / "notes" / "memories"
+    d.mkdir(parents=True)
+    (d / "hello.md").write_text("hello from the cli\n")
+    return d.parent

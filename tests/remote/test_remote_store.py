@@ -474,3 +474,45 @@ def _notes(tmp_path: Path) -> Path:
     d.mkdir(parents=True)
     (d / "hello.md").write_text("hello from the cli\n")
     return d.parent
+
+
+def test_a_bounded_cache_evicts_packs_and_fetches_them_again(s3_env, tmp_path: Path, monkeypatch) -> None:
+    url = s3_env.url("bounded")
+    a = _create(url, tmp_path / "a")
+    for i in range(12):
+        _cmd(a, command="create", path=f"/memories/n{i}.md", file_text=f"note {i} " * 200 + "\n")
+    monkeypatch.setenv("MEMVAULT_CACHE_BYTES", "20000")
+    b = _open(url, tmp_path / "b")
+    assert b.remote is not None and b.remote.cache_bytes == 20000
+    assert b.remote.stats["evicted"] > 0  # at the end of its first pull
+    pack_dir = tmp_path / "b" / "repo" / "objects" / "pack"
+    b.remote.evict()  # the bound holds between commands (a read may fetch packs back meanwhile)
+    assert sum(p.stat().st_size for p in pack_dir.glob("*.pack")) <= 20000
+    expected = {f"/memories/n{i}.md": (f"note {i} " * 200 + "\n").encode() for i in range(12)}
+    assert _files(b) == expected  # evicted objects came back from the bucket
+    assert b.remote.stats["fetched"] > 0
+    assert verify(b).ok
+    b.close()
+    # A new process on the same host, same small cache: still everything, from the bucket.
+    c = _open(url, tmp_path / "b")
+    assert _files(c) == expected
+    c.close()
+    a.close()
+
+
+def test_copy_out_of_a_bounded_cache_is_complete(s3_env, tmp_path: Path, monkeypatch) -> None:
+    from memvault.transfer import copy_store
+
+    url = s3_env.url("bounded-copy")
+    a = _create(url, tmp_path / "a")
+    for i in range(8):
+        _cmd(a, command="create", path=f"/memories/n{i}.md", file_text=f"note {i} " * 200 + "\n")
+    files = _files(a)
+    a.close()
+    monkeypatch.setenv("MEMVAULT_CACHE_BYTES", "15000")
+    result = copy_store(url, tmp_path / "local", passphrase=PASSPHRASE, cache_dir=tmp_path / "small")
+    assert result.report.ok and result.commits == 9
+    monkeypatch.delenv("MEMVAULT_CACHE_BYTES")
+    with memvault.MemoryStore.open(tmp_path / "local", passphrase=PASSPHRASE) as local:
+        assert local.remote is None
+        assert _files(local) == files

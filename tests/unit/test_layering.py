@@ -66,7 +66,7 @@ ORDER = {
     "verify": ["report", "keys", "checker"],
     "transfer": ["importer", "exporter", "copier"],
     "storage": ["base", "local", "s3", "url"],
-    "remote": ["layout", "mark", "replica"],
+    "remote": ["layout", "mark", "packmap", "replica"],
 }
 
 #: Private names of third-party objects memvault uses knowingly (dulwich's object store).

@@ -401,6 +401,30 @@ class PackDirectory:
         """How many packs (with their index) the repository holds."""
         return len(self._packs())
 
+    def evict(self, target_bytes: int) -> int:
+        """Remove the least recently written packs (never the newest, nor one with a ``.keep``
+        file) until the packs hold at most ``target_bytes``; return how many were removed. Only
+        for a cache whose objects can be fetched again (a replica of a store in object storage)."""
+        packs = []
+        for size, base in self._packs():
+            try:
+                packs.append((os.stat(base + ".pack").st_mtime_ns, size, base))
+            except FileNotFoundError:
+                continue
+        packs.sort()
+        total = sum(size for _t, size, _b in packs)
+        removed: list[str] = []
+        for _mtime, size, base in packs[:-1]:
+            if total <= target_bytes:
+                break
+            self._remove_pack_files(base)
+            removed.append(base)
+            total -= size
+        if removed:
+            self._reader.forget(removed)
+            self._on_retired()
+        return len(removed)
+
     def total_bytes(self) -> int:
         """Bytes of every pack (with its index) the repository holds (pack files only)."""
         return sum(size for size, _base in self._packs())

@@ -17,7 +17,7 @@ import os
 import time
 import weakref
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 from dulwich.errors import ChecksumMismatch, ObjectFormatException
@@ -144,6 +144,9 @@ class GitStore:
             sync=self._sync_new_files,
             on_retired=self._forget_retired_packs,
         )
+        #: For a cache of objects kept elsewhere: installs a pack holding a missing object (given
+        #: its hex id); True if it did.
+        self.fetch_missing: Callable[[bytes], bool] | None = None
         self._trees: OrderedDict[bytes, dict[bytes, tuple[int, bytes]]] = OrderedDict()
         #: ``(sort keys, serialised entries)`` of the trees :meth:`tree_update` built lately.
         self._tree_parts: OrderedDict[bytes, tuple[list[bytes], list[bytes]]] = OrderedDict()
@@ -397,7 +400,17 @@ class GitStore:
             return True
         if os.path.lexists(f"{self._objects_base}/{obj_id[:2].decode()}/{obj_id[2:].decode()}"):
             return True
-        return packs.rescan() and packs.contains(raw_id)
+        if packs.rescan() and packs.contains(raw_id):
+            return True
+        return self._fetched(obj_id) and packs.contains(raw_id)
+
+    def _fetched(self, obj_id: bytes) -> bool:
+        """Ask :attr:`fetch_missing` for an object the repository lacks; True if it installed a
+        pack (the reader then lists the pack directory again)."""
+        if self.fetch_missing is None or not self.fetch_missing(obj_id):
+            return False
+        self._pack_reader.rescan()
+        return True
 
     def read_blob(self, obj_id: bytes, sha256: bytes | None = None) -> bytes:
         """The body of the blob ``obj_id``; with ``sha256`` (from an authenticated record), one
@@ -431,7 +444,7 @@ class GitStore:
             raw = self._read_loose(obj_id, kind)
             if raw is not None:
                 return _sha256_checked(raw, sha256)
-            if packs.rescan():
+            if packs.rescan() or self._fetched(obj_id):
                 found = packs.get(raw_id, sha256, want_type)
             if found is None:
                 raise IntegrityError("An object of the store is missing.")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+from collections import Counter
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -34,13 +35,19 @@ from .layout import (
     split_append,
 )
 from .mark import HighWaterMark
+from .packmap import PackMap
 
-__all__ = ["Replica", "RaceLost", "MARK_FILE", "cache_dir_for"]
+__all__ = ["Replica", "RaceLost", "MARK_FILE", "PACKMAP_FILE", "CACHE_BYTES", "cache_dir_for"]
 
 #: The mark's file in the replica directory.
 MARK_FILE = "remote-mark"
 #: Requests a replica makes at once (uploads of a commit, downloads of a pull).
 WORKERS = 16
+#: The map of which remote pack holds which object, in the replica directory.
+PACKMAP_FILE = "remote-packs"
+#: Bytes of packs a replica keeps before it evicts the least recently written ones (fetched again
+#: when read); ``$MEMVAULT_CACHE_BYTES`` overrides it.
+CACHE_BYTES = 4 * 1024**3
 _PACK_NAME = re.compile(r"\A[0-9a-f]{40}\Z")
 T = TypeVar("T")
 K = TypeVar("K")
@@ -82,8 +89,17 @@ class Replica:
         self.keyring = keyring
         self.git = git
         self._mark = None if mark_key is None else HighWaterMark(root / MARK_FILE, mark_key, store_id)
+        self.packmap = PackMap(root / PACKMAP_FILE)
+        #: The size bound of the replica's packs (bytes): beyond it the least recently written
+        #: packs are removed, and fetched again from object storage when an object is read.
+        self.cache_bytes = int(os.environ.get("MEMVAULT_CACHE_BYTES") or CACHE_BYTES)
+        if mark_key is not None:
+            git.fetch_missing = self.fetch
         self._durable = durable
         self._pool = ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="memvault-remote")
+        #: What this replica did: ``pulls``, ``pulled`` (commits taken in), ``published``,
+        #: ``races_lost`` (log records another host created first).
+        self.stats: Counter[str] = Counter()
 
     def close(self) -> None:
         """Stop the request threads."""
@@ -107,6 +123,7 @@ class Replica:
         """
         if self._mark is None:
             raise ValueError("a replica made for an upload has no high-water mark to pull with")
+        self.stats["pulls"] += 1
         self.keyring.refresh()
         hw = self.keyring.high_water
         local = hw.seq if hw is not None else -1
@@ -150,6 +167,7 @@ class Replica:
             if len(data) < 32 or data[-20:].hex() != name:
                 raise IntegrityError(f"The pack {name} in {where} is damaged.")
             self.git.packs.install(data, idx, name)
+            self.packmap.add(name, idx)
         append = []
         for log in logs:
             for dek_id in log.dek_ids:
@@ -165,7 +183,47 @@ class Replica:
         if self.keyring.destroyed_count != destroyed:
             self.keyring.purge()  # keys another host destroyed leave this cache too
         self._mark.write(newer[-1], tags[newer[-1]], durable=self._durable)
+        self.stats["pulled"] += len(newer)
+        self.evict()
         return len(newer)
+
+    def evict(self) -> int:
+        """Remove the least recently written packs while the replica's packs hold more than
+        :attr:`cache_bytes` (down to three quarters of it); return how many were removed."""
+        if self.git.packs.total_bytes() <= self.cache_bytes:
+            return 0
+        removed = self.git.packs.evict(self.cache_bytes * 3 // 4)
+        self.stats["evicted"] += removed
+        return removed
+
+    def fetch(self, obj_id: bytes) -> bool:
+        """Install the pack from object storage that holds the object ``obj_id`` (hex), which the
+        replica lacks (evicted); False if no pack this replica knows of holds it.
+
+        Raises:
+            ServiceError: the object store failed.
+            IntegrityError: the pack is damaged.
+        """
+        try:
+            name = self.packmap.find(bytes.fromhex(obj_id.decode()))
+        except (ValueError, OSError):
+            return False
+        if name is None:
+            return False
+        data, idx = self._all(self._get_required, pack_keys(name))
+        if len(data) < 32 or data[-20:].hex() != name:
+            raise IntegrityError(f"The pack {name} in {self.objects.description} is damaged.")
+        self.git.packs.install(data, idx, name)
+        self.stats["fetched"] += 1
+        return True
+
+    def fetch_all(self) -> int:
+        """Install again every pack the replica evicted (before copying the whole store out of
+        it); return how many."""
+        before = self.stats["fetched"]
+        for raw_id in self.packmap.firsts().values():
+            self.git.contains(raw_id.hex().encode())  # fetches the pack when it is missing
+        return self.stats["fetched"] - before
 
     def _get_required(self, key: str) -> bytes:
         data = self.objects.get(key)
@@ -198,9 +256,13 @@ class Replica:
         record = encode_log(self.store_id, (name,), tuple(deks), chained)
         tag = self.objects.create(log_key(seq), record)
         if tag is None:
+            self.stats["races_lost"] += 1
             # Our data keys are nobody's: remove them (packs are named by content and harmless).
             self._all(self.objects.delete, [dek_key(dek_id) for dek_id in deks])
             raise RaceLost()
+        self.stats["published"] += 1
+        self.packmap.add(name, idx)
+        self.evict()
         if self._mark is not None:
             try:
                 self._mark.write(seq, tag, durable=self._durable)
@@ -236,6 +298,8 @@ class Replica:
             names = tuple(name for name, _, _ in packs) if i == 0 else ()
             logs.append((seq, encode_log(self.store_id, names, tuple(deks), chained)))
         self._all(lambda key: self.objects.create(key, uploads[key]), uploads)
+        for name, _data, idx in packs:
+            self.packmap.add(name, idx)
         for seq, record in logs:
             if self.objects.create(log_key(seq), record) is None:
                 raise StoreExistsError(f"{self.objects.description} already holds a store's log at this prefix.")

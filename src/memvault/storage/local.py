@@ -4,11 +4,12 @@
 
 from __future__ import annotations
 
-import errno
 import fcntl
 import hashlib
 import os
 import secrets
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from ..errors import ServiceError
@@ -114,33 +115,40 @@ class DirectoryObjects:
     def delete(self, key: str) -> None:
         path = self._path(key)
         try:
-            os.unlink(path)
-            if self._durable:
-                fsync_dir(path.parent)
+            with self._locked(path.parent):
+                os.unlink(path)
+                if self._durable:
+                    fsync_dir(path.parent)
         except FileNotFoundError:
             return
         except OSError as err:
             raise self._fail(err, f"delete {key}") from None
 
     def swap(self, key: str, data: bytes, expected: str | None) -> str | None:
+        if expected is None:
+            return self.create(key, data)  # link(2): exclusive against every other writer
         path = self._path(key)
         try:
-            _ensure_dir(path.parent)
-            lock = path.parent / ".swap-lock"
-            with opened(os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, FILE_MODE)) as lfd:
-                fcntl.flock(lfd, fcntl.LOCK_EX)
+            with self._locked(path.parent):
                 current = self.get_tagged(key)
-                if (current[1] if current else None) != expected:
+                if current is None or current[1] != expected:
                     return None
                 tmp = self._write_temp(path.parent, data)
                 os.replace(tmp, path)
                 if self._durable:
                     fsync_dir(path.parent)
         except OSError as err:
-            if err.errno == errno.ENOENT and expected is not None:
-                return None
             raise self._fail(err, f"replace {key}") from None
         return _tag(data)
+
+    @contextmanager
+    def _locked(self, directory: Path) -> Iterator[None]:
+        """Hold ``flock(2)`` on the directory's lock file: replacing and deleting objects there
+        exclude each other (a delete between a swap's check and its rename would be undone)."""
+        _ensure_dir(directory)
+        with opened(os.open(directory / ".swap-lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, FILE_MODE)) as fd:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
 
     def versioning(self) -> str | None:
         return None

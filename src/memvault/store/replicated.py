@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import os
 import random
+import secrets
 import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from ..errors import ConflictError, StoreExistsError, StoreNotFoundError
+from ..errors import ConflictError, InvalidInputError, StoreExistsError, StoreNotFoundError
 from ..fsutil import StoreLock, atomic_write, make_private_dir, restrict_modes
 from ..git.repo import GitStore
 from ..keys.keyring import Keyring
@@ -59,6 +60,20 @@ def _clear_old_replica(root: Path) -> None:
     raise StoreExistsError("The cache directory for this store exists and is not a memvault replica.")
 
 
+def _probe_conditional_writes(objects: ObjectStore) -> None:
+    """Refuse a service that ignores create-if-absent (it would let two hosts commit the same
+    sequence number): create one probe object twice; the second must fail."""
+    key = f"probe-{secrets.token_hex(8)}"
+    try:
+        if objects.create(key, b"first") is None or objects.create(key, b"second") is not None:
+            raise InvalidInputError(
+                f"Error: {objects.description} does not honour conditional writes (If-None-Match); memvault "
+                "cannot keep one history there."
+            )
+    finally:
+        objects.delete(key)
+
+
 def replica_for_create(address: str, cache_dir: str | os.PathLike[str] | None) -> tuple[ObjectStore, Path]:
     """The backend of ``address`` and an empty replica directory for a new store there.
 
@@ -71,6 +86,7 @@ def replica_for_create(address: str, cache_dir: str | os.PathLike[str] | None) -
     objects = open_backend(url)
     if objects.list(""):
         raise StoreExistsError(f"{objects.description} already holds objects at this prefix; choose an empty one.")
+    _probe_conditional_writes(objects)
     root = Path(cache_dir) if cache_dir is not None else cache_dir_for(str(url))
     _clear_old_replica(root)
     return objects, root

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InvalidInputError, StoreExistsError
-from ..remote.replica import MARK_FILE, Replica
+from ..remote.replica import MARK_FILE, PACKMAP_FILE, Replica
 from ..storage.url import is_remote
 from ..store import MemoryStore
 from ..store.atimes import FILE_NAME as ATIMES_FILE
@@ -21,7 +21,7 @@ from ..verify import VerifyReport, verify
 __all__ = ["CopyResult", "copy_store"]
 
 #: Files of a store directory that belong to one host, not to the store.
-_HOST_FILES = ("lock", MARK_FILE)
+_HOST_FILES = ("lock", MARK_FILE, PACKMAP_FILE)
 
 
 @dataclass(frozen=True)
@@ -61,6 +61,8 @@ def copy_store(
     """
     secret: dict[str, Any] = {"passphrase": passphrase} if key_file is None else {"key_file": key_file}
     with MemoryStore.open(source, **secret) as src, src.writing():
+        if src.remote is not None:
+            src.remote.fetch_all()  # every object, also those its cache evicted
         if is_remote(destination):
             if not chains_key_changes(src.format_version):
                 raise InvalidInputError(

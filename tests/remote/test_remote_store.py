@@ -516,3 +516,48 @@ def test_copy_out_of_a_bounded_cache_is_complete(s3_env, tmp_path: Path, monkeyp
     with memvault.MemoryStore.open(tmp_path / "local", passphrase=PASSPHRASE) as local:
         assert local.remote is None
         assert _files(local) == files
+
+
+def test_history_undo_expire_and_export_work_on_s3(s3_env, tmp_path: Path) -> None:
+    import time
+
+    from memvault.expiry import expire
+    from memvault.history import blame, diff
+    from memvault.transfer import export_tree
+    from memvault.undo import revert
+
+    url = s3_env.url("ops")
+    a = _create(url, tmp_path / "a")
+    _cmd(a, command="create", path="/memories/plan.md", file_text="one\ntwo\n")
+    b = _open(url, tmp_path / "b")
+    _cmd(b, session="b1", command="str_replace", path="/memories/plan.md", old_str="two", new_str="TWO")
+    # diff and blame on host a see host b's commit.
+    changed = diff(a, "HEAD~1", "HEAD")
+    assert [d.path for d in changed] == ["/memories/plan.md"]
+    lines = blame(a, "/memories/plan.md")
+    assert [(line.text, line.seq) for line in lines] == [("one", 1), ("TWO", 2)]
+    # revert on host a, seen by host b.
+    revert(a, "HEAD", actor="op")
+    assert _files(b) == {"/memories/plan.md": b"one\ntwo\n"}
+    # export from host b.
+    exported = export_tree(b, tmp_path / "out")
+    assert exported.files == ("/memories/plan.md",)
+    assert (tmp_path / "out" / "plan.md").read_text() == "one\ntwo\n"
+    # expire judges by this host's reads: b read nothing since; a dry run 0 s ahead lists the file.
+    result = expire(b, 1.0, actor="op", dry_run=True, now=time.time() + 3600)
+    assert [f.path for f in result.files] == ["/memories/plan.md"]
+    done = expire(b, 1.0, actor="op", now=time.time() + 3600)
+    assert done.commit_id is not None
+    assert _files(a) == {}
+    assert [e.command for e in log(a)][:2] == ["expire", "revert"]
+    a.close()
+    b.close()
+
+
+def test_the_cache_is_private_to_its_owner(s3_env, tmp_path: Path) -> None:
+    store = _create(s3_env.url("modes"), tmp_path / "cache")
+    _cmd(store, command="create", path="/memories/m.md", file_text="m\n")
+    store.close()
+    for path in [tmp_path / "cache", *(tmp_path / "cache").rglob("*")]:
+        mode = path.stat().st_mode & 0o777
+        assert mode & 0o077 == 0, (path, oct(mode))

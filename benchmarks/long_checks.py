@@ -12,7 +12,9 @@ test count and wall time):
 - ``fuzz``: tests/property/test_fuzz_decoders.py with 50 times the CI examples, seeded (CI: a fixed
   derandomized sequence), plus the crasher corpus;
 - ``faults``: every fault-injection and crash test (tests/crash), already exhaustive in CI;
-- ``stress``: benchmarks/bench_stress.py with 4 processes x 2 threads x 1,000 commands.
+- ``stress``: benchmarks/bench_stress.py with 4 processes x 2 threads x 1,000 commands;
+- ``s3race``: the object-storage race test (tests/remote) with 8 processes x 40 rounds (CI: 4 x 6),
+  each process a host with its own cache, against moto on loopback.
 
 Exit status 0 only if every check passed.
 """
@@ -43,6 +45,7 @@ def checks(quick: bool, seed: int) -> dict[str, tuple[list[str], dict[str, str]]
     fuzz_env = {} if quick else {"MEMVAULT_FUZZ_SCALE": "50", "MEMVAULT_FUZZ_SEED": str(seed)}
     fuzz_extra = [] if quick else [f"--hypothesis-seed={seed}"]
     stress_ops = "100" if quick else "1000"
+    race_env = {} if quick else {"MEMVAULT_S3_RACE_WORKERS": "8", "MEMVAULT_S3_RACE_ROUNDS": "40"}
     return {
         "stateful": (_pytest(["tests/property/test_stateful.py"], []), stateful_env),
         "fuzz": (_pytest(["tests/property/test_fuzz_decoders.py"], fuzz_extra), fuzz_env),
@@ -51,13 +54,14 @@ def checks(quick: bool, seed: int) -> dict[str, tuple[list[str], dict[str, str]]
             [sys.executable, "benchmarks/bench_stress.py", "--procs", "4", "--ops", stress_ops, "--seed", str(seed)],
             {},
         ),
+        "s3race": (_pytest(["tests/remote/test_remote_store.py", "-k", "racing_processes"], []), race_env),
     }
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="CI sizes (a smoke test of this script)")
-    ap.add_argument("--only", default="", help="comma-separated subset of: stateful, fuzz, faults, stress")
+    ap.add_argument("--only", default="", help="comma-separated subset of: stateful, fuzz, faults, stress, s3race")
     ap.add_argument("--seed", type=int, default=1, help="seed of the fuzz and stress runs (default 1)")
     args = ap.parse_args()
     todo = checks(args.quick, args.seed)

@@ -566,3 +566,44 @@ def test_the_cache_is_private_to_its_owner(s3_env, tmp_path: Path) -> None:
     for path in [tmp_path / "cache", *(tmp_path / "cache").rglob("*")]:
         mode = path.stat().st_mode & 0o777
         assert mode & 0o077 == 0, (path, oct(mode))
+
+
+def test_data_keys_a_redaction_could_not_delete_go_at_the_next_pull_or_gc(
+    s3_faulty, tmp_path: Path, monkeypatch
+) -> None:
+    from memvault.cli import main
+    from memvault.remote.replica import cache_dir_for
+    from memvault.shred import shred_file
+
+    url = s3_faulty.url("rd")
+    a = _create(url, cache_dir_for(url, tmp_path / "caches"))  # where the CLI below finds it
+    _cmd(a, command="create", path="/memories/one.md", file_text="first secret\n")
+    _cmd(a, command="create", path="/memories/two.md", file_text="second secret\n")
+    b = _open(url, tmp_path / "b")
+
+    def deks() -> set[str]:
+        return {k for k in s3_faulty.keys() if "/deks/" in k}
+
+    s3_faulty.proxy.add_fault("503", method="DELETE", key_regex=r"/deks/", times=1000)
+    before = deks()
+    with pytest.raises(ServiceError, match="redaction is committed"):
+        shred_file(a, "/memories/one.md", actor="dpo", reason="erasure")
+    s3_faulty.proxy.clear()
+    assert [e.command for e in log(a)][0] == "redact"
+    assert deks() == before  # the bucket still holds them
+    with pytest.raises(PathNotFoundError):
+        _cmd(b, command="view", path="/memories/one.md")  # b pulls the redaction ...
+    after_pull = deks()
+    assert len(after_pull) == len(before) - 1  # ... and deletes the destroyed key's object
+    # The same through `memvault gc` when no other host pulls.
+    s3_faulty.proxy.add_fault("503", method="DELETE", key_regex=r"/deks/", times=1000)
+    with pytest.raises(ServiceError):
+        shred_file(a, "/memories/two.md", actor="dpo", reason="erasure")
+    s3_faulty.proxy.clear()
+    assert deks() == after_pull
+    monkeypatch.setenv("MEMVAULT_PASSPHRASE", PASSPHRASE)
+    monkeypatch.setenv("MEMVAULT_CACHE_DIR", str(tmp_path / "caches"))
+    assert main(["--store", url, "gc"]) == 0  # a's own cache: it pulls nothing new
+    assert len(deks()) == len(after_pull) - 1
+    a.close()
+    b.close()

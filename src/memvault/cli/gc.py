@@ -1,6 +1,8 @@
 """``memvault gc``: pack loose objects and merge packs (storage maintenance, never needed for
 correctness). :meth:`MemoryStore.close` does the same for the objects a session wrote, within a
-few seconds; this does all of it, for long-running writers or after an import."""
+few seconds; this does all of it, for long-running writers or after an import. For a store in
+object storage it works on this host's cache, and deletes again the data key objects of every
+destroyed key (a redaction that stopped before deleting them)."""
 
 from __future__ import annotations
 
@@ -17,6 +19,9 @@ __all__ = ["register"]
 def _cmd_gc(args: argparse.Namespace) -> int:
     with _open(args) as store:
         packed, merged = store.maintain()
+        if store.remote is not None:  # data key objects a redaction stopped before deleting
+            with store.writing():
+                store.remote.destroyed(store.keyring.destroyed_ids)
         loose, packs = store.git.loose_count(), store.git.pack_count()
     if args.json:
         print_json({"packed": packed, "merged_packs": merged, "loose_objects": loose, "packs": packs})

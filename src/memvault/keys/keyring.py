@@ -492,9 +492,9 @@ class Keyring:
     # -- redaction ------------------------------------------------------------------------------
 
     @property
-    def destroyed_count(self) -> int:
-        """How many data keys DESTROY records have destroyed so far."""
-        return len(self._destroyed)
+    def destroyed_ids(self) -> frozenset[bytes]:
+        """The data keys DESTROY records have destroyed (read so far)."""
+        return frozenset(self._destroyed)
 
     def is_destroyed(self, dek_id: bytes) -> bool:
         """True if a tombstone or a DESTROY record says the data key ``dek_id`` was destroyed."""

@@ -175,13 +175,15 @@ class Replica:
                 if record is not None:  # None: destroyed by a later redaction (its DESTROY record says so)
                     append.append(_checked_dek(record, dek_id, where))
             append.append(log.chained)
-        destroyed = self.keyring.destroyed_count
+        destroyed = self.keyring.destroyed_ids
         self.keyring.append(b"".join(append), durable=self._durable)
         ref = self.git.head()
         if ref != logs[-1].commit_id:
             self.git.compare_and_swap(ref, logs[-1].commit_id)
-        if self.keyring.destroyed_count != destroyed:
+        if self.keyring.destroyed_ids != destroyed:
             self.keyring.purge()  # keys another host destroyed leave this cache too
+            # ... and the bucket, again: the redacting host may have stopped before deleting them.
+            self.destroyed(self.keyring.destroyed_ids - destroyed)
         self._mark.write(newer[-1], tags[newer[-1]], durable=self._durable)
         self.stats["pulled"] += len(newer)
         self.evict()
@@ -316,10 +318,11 @@ class Replica:
         if state is None:
             return None
         return (
-            f"{self.objects.description} has versioning {state.lower()}: a data key that redaction deletes stays "
-            "in the bucket's old versions until they expire. Add a lifecycle rule that expires noncurrent "
-            "versions under the store's deks/ prefix (NoncurrentVersionExpiration), or use a bucket without "
-            "versioning (SECURITY.md, object storage)."
+            f"{self.objects.description} has versioning {state.lower()}: a data key that redaction deletes, a "
+            "data key a rotation re-wrapped and a removed key slot stay in the bucket's old versions until they "
+            "expire. Add a lifecycle rule that expires noncurrent versions under the store's deks/ and keys/ "
+            "prefixes (NoncurrentVersionExpiration), or use a bucket without versioning (SECURITY.md, object "
+            "storage)."
         )
 
     # -- other objects ------------------------------------------------------------------------------

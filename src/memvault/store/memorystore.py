@@ -541,8 +541,6 @@ class MemoryStore:
 
         with self._writer(), self._state_lock:
             result = run_racing(once)
-            if self.remote is not None:
-                self.remote.destroyed(dek_ids)  # the data key objects go from object storage too
             self.forget_cached_plaintext()
             return result
 

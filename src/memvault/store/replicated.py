@@ -22,22 +22,27 @@ from ..storage.base import ObjectStore
 from ..storage.url import open_backend, parse_url
 from .config import STORE_FILE, parse_config, read_config
 
-__all__ = ["replica_for_open", "replica_for_create", "run_racing", "RACE_ATTEMPTS"]
+__all__ = ["replica_for_open", "replica_for_create", "run_racing", "RACE_SECONDS"]
 
-#: Times a command runs against a newer head after another host committed first.
-RACE_ATTEMPTS = 50
+#: Seconds a command keeps running again on a newer head while other hosts commit first.
+RACE_SECONDS = 60.0
 T = TypeVar("T")
 
 
 def run_racing(body: Callable[[], T]) -> T:
     """Run ``body`` (one command making one commit, under the writer lock) again on the newer
     head each time another host committed first (:class:`~memvault.remote.replica.RaceLost`),
-    with a short random pause; ConflictError after :data:`RACE_ATTEMPTS` tries."""
-    for attempt in range(RACE_ATTEMPTS):
+    after a random pause growing to at most 0.5 s; ConflictError after :data:`RACE_SECONDS`."""
+    deadline = time.monotonic() + RACE_SECONDS
+    attempt = 0
+    while True:
         try:
             return body()
         except RaceLost:
-            time.sleep(random.uniform(0, min(0.2, 0.005 * 2**attempt)))  # noqa: S311 - jitter, not a secret
+            if time.monotonic() > deadline:
+                break
+            time.sleep(random.uniform(0, min(0.5, 0.005 * 2**attempt)))  # noqa: S311 - jitter, not a secret
+            attempt += 1
     raise ConflictError("Error: The memory store changed concurrently; retry the command.")
 
 

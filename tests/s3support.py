@@ -68,22 +68,41 @@ _CLEARED = (
 
 
 class _AtomicWrites:
-    """WSGI middleware running moto's writes one at a time.
+    """WSGI middleware making each of moto's requests atomic: reads run together, a write alone.
 
     moto checks ``If-None-Match``/``If-Match`` and then stores the object in two steps without a
-    lock, so two concurrent conditional PUTs can both succeed; S3 does both atomically. Serialising
-    writes gives the fake S3's guarantee (reads stay concurrent).
+    lock, so two concurrent conditional PUTs can both succeed, and a listing that runs while an
+    object is deleted fails inside moto (a dictionary changed during iteration); S3 does each
+    request atomically. A readers-writer lock gives the fake S3 that guarantee.
     """
 
     def __init__(self, app: Any) -> None:
         self.app = app
-        self.lock = threading.Lock()
+        self._cond = threading.Condition()
+        self._readers = 0
+        self._writing = False
+        self._writers_waiting = 0
 
     def __call__(self, environ: dict[str, Any], start_response: Any) -> Any:
-        if environ.get("REQUEST_METHOD") in ("PUT", "POST", "DELETE"):
-            with self.lock:
-                return self.app(environ, start_response)
-        return self.app(environ, start_response)
+        write = environ.get("REQUEST_METHOD") in ("PUT", "POST", "DELETE")
+        with self._cond:
+            if write:
+                self._writers_waiting += 1
+                self._cond.wait_for(lambda: not self._writing and self._readers == 0)
+                self._writers_waiting -= 1
+                self._writing = True
+            else:  # writers first: a stream of reads must not starve them
+                self._cond.wait_for(lambda: not self._writing and self._writers_waiting == 0)
+                self._readers += 1
+        try:
+            return list(self.app(environ, start_response))
+        finally:
+            with self._cond:
+                if write:
+                    self._writing = False
+                else:
+                    self._readers -= 1
+                self._cond.notify_all()
 
 
 @contextmanager

@@ -37,6 +37,8 @@ def main() -> int:
             session = f"w{worker}-{k}-{command['command']}"
             result = run_command(store, command, actor=f"w{worker}", session=session)
             print(json.dumps({"session": session, "command": command, "result": str(result)}), flush=True)
+    if store.remote is not None:
+        print(json.dumps(dict(store.remote.stats)), file=sys.stderr)
     store.close()
     return 0
 

@@ -137,8 +137,8 @@ def test_a_lost_race_reruns_the_command_on_the_new_head(s3_env, tmp_path: Path) 
     original = replica.pull
     calls = []
 
-    def pull_then_b_commits() -> int:
-        n = original()
+    def pull_then_b_commits(**options: bool) -> int:
+        n = original(**options)
         if not calls:
             calls.append(1)
             _cmd(b, command="str_replace", path="/memories/x.md", old_str="alpha", new_str="beta")
@@ -607,3 +607,41 @@ def test_data_keys_a_redaction_could_not_delete_go_at_the_next_pull_or_gc(
     assert len(deks()) == len(after_pull) - 1
     a.close()
     b.close()
+
+
+def test_a_host_that_lost_a_race_is_given_way(s3_env, tmp_path: Path) -> None:
+    """A loser leaves a waiting marker for the next number; a writer that sees one for the next
+    number gives way (bounded), and markers of taken numbers are removed."""
+    from memvault.remote.layout import log_key, wait_key
+
+    url = s3_env.url("fair")
+    a = _create(url, tmp_path / "a")
+    b = _open(url, tmp_path / "b")
+    assert a.remote is not None and b.remote is not None
+    original = a.remote.pull
+    lost: list[int] = []
+
+    def pull_then_b_commits(**options: bool) -> int:
+        n = original(**options)
+        if not lost:
+            lost.append(1)
+            _cmd(b, command="create", path="/memories/b.md", file_text="b\n")
+        return n
+
+    a.remote.pull = pull_then_b_commits  # type: ignore[method-assign]
+    _cmd(a, command="create", path="/memories/a.md", file_text="a\n")
+    a.remote.pull = original  # type: ignore[method-assign]
+    assert a.remote.stats["races_lost"] == 1
+    a.close()  # waits for its background requests: its marker is gone once it committed
+    assert not [k for k in s3_env.keys() if ".wait-" in k]
+    # Another host's marker for the next number: b gives way, for at most a second, then writes.
+    tip = b.head[1]
+    s3_env.client.put_object(Bucket=s3_env.bucket, Key=f"fair/{wait_key(tip + 1, tip, 'f' * 16)}", Body=b"")
+    _cmd(b, command="create", path="/memories/c.md", file_text="c\n")
+    assert b.remote.stats["courtesy_waits"] > 0
+    # Once a later number is taken too, any listing (a view here) removes the marker.
+    _cmd(b, command="create", path="/memories/d.md", file_text="d\n")
+    _cmd(b, command="view", path="/memories")
+    b.close()
+    assert not [k for k in s3_env.keys() if ".wait-" in k]
+    assert f"fair/{log_key(tip + 2)}" in s3_env.keys()

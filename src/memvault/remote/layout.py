@@ -19,6 +19,8 @@ __all__ = [
     "LogRecord",
     "log_key",
     "log_seq",
+    "wait_key",
+    "wait_of",
     "pack_keys",
     "dek_key",
     "slot_key",
@@ -34,6 +36,7 @@ PACKS = "packs/"
 DEKS = "deks/"
 _SEQ_DIGITS = 20
 _LOG_KEY = re.compile(r"\Alog/([0-9]{20})\Z")
+_WAIT_KEY = re.compile(r"\Alog/([0-9]{20})\.wait-([0-9]{20})-([0-9a-f]{16})\Z")
 _SLOT_KEY = re.compile(r"\Akeys/([0-9a-f]{32})\.json\Z")
 _MAGIC = b"MVLG"
 _VERSION = 1
@@ -52,6 +55,18 @@ def log_seq(key: str) -> int | None:
     """The sequence number a log key names, or None for any other key."""
     match = _LOG_KEY.match(key)
     return int(match.group(1)) if match else None
+
+
+def wait_key(seq: int, since: int, host: str) -> str:
+    """The key of host ``host``'s (16 hex) marker saying it waits to commit ``seq``, having lost
+    the race for ``since`` first (it sorts right after ``log_key(seq)``)."""
+    return f"{log_key(seq)}.wait-{since:0{_SEQ_DIGITS}d}-{host}"
+
+
+def wait_of(key: str) -> tuple[int, int, str] | None:
+    """``(seq, since, host)`` of a waiting marker's key, or None for any other key."""
+    match = _WAIT_KEY.match(key)
+    return (int(match.group(1)), int(match.group(2)), match.group(3)) if match else None
 
 
 def pack_keys(name: str) -> tuple[str, str]:

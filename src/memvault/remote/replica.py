@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import hashlib
 import os
+import random
 import re
+import secrets
+import time
 from collections import Counter
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -18,7 +21,7 @@ from ..fsutil import atomic_write, wipe_file
 from ..git.repo import GitStore
 from ..keys.framing import frame_records, is_dek_record, record_seq
 from ..keys.keyring import Keyring
-from ..storage.base import ObjectStore
+from ..storage.base import ObjectInfo, ObjectStore
 from .layout import (
     CONFIG,
     KEYS,
@@ -33,6 +36,8 @@ from .layout import (
     slot_id_of,
     slot_key,
     split_append,
+    wait_key,
+    wait_of,
 )
 from .mark import HighWaterMark
 from .packmap import PackMap
@@ -48,6 +53,8 @@ PACKMAP_FILE = "remote-packs"
 #: Bytes of packs a replica keeps before it evicts the least recently written ones (fetched again
 #: when read); ``$MEMVAULT_CACHE_BYTES`` overrides it.
 CACHE_BYTES = 4 * 1024**3
+#: Longest a writer gives way to a host waiting to commit after a lost race (seconds).
+COURTESY_SECONDS = 1.0
 _PACK_NAME = re.compile(r"\A[0-9a-f]{40}\Z")
 T = TypeVar("T")
 K = TypeVar("K")
@@ -100,6 +107,10 @@ class Replica:
         #: What this replica did: ``pulls``, ``pulled`` (commits taken in), ``published``,
         #: ``races_lost`` (log records another host created first).
         self.stats: Counter[str] = Counter()
+        #: This host's id in waiting markers, and the key of its marker while it waits.
+        self.host = secrets.token_hex(8)
+        self._waiting: str | None = None
+        self._since = 0
 
     def close(self) -> None:
         """Stop the request threads."""
@@ -111,9 +122,13 @@ class Replica:
 
     # -- pull -------------------------------------------------------------------------------------
 
-    def pull(self) -> int:
+    def pull(self, *, courtesy: bool = False) -> int:
         """Bring the replica up to the newest commit in object storage: its log records, packs and
         data keys, checked against the host's high-water mark; return how many commits came in.
+
+        With ``courtesy`` (a writer about to commit), first give way for up to
+        :data:`COURTESY_SECONDS` while another host that lost a race waits to commit the next
+        sequence number (its marker is listed), so a host that keeps winning cannot starve it.
 
         Raises:
             RollbackDetectedError: the bucket no longer holds a log record this host has seen, holds
@@ -129,7 +144,7 @@ class Replica:
         local = hw.seq if hw is not None else -1
         mark = self._mark.read()
         first = local if mark is None else min(local, mark[0])
-        listed = self.objects.list(LOG, start_after=log_key(first - 1) if first > 0 else "")
+        listed = self._list_log(first, courtesy)
         tags = {seq: info.tag for info in listed if (seq := log_seq(info.key)) is not None}
         where = self.objects.description
         if mark is not None:
@@ -227,6 +242,34 @@ class Replica:
             self.git.contains(raw_id.hex().encode())  # fetches the pack when it is missing
         return self.stats["fetched"] - before
 
+    def _list_log(self, first: int, courtesy: bool) -> list[ObjectInfo]:
+        """The log's keys from ``log_key(first)`` on; with ``courtesy``, listed again (after short
+        random pauses) while another host's waiting marker names the sequence number after the
+        newest record, for at most :data:`COURTESY_SECONDS`. Markers of taken numbers are
+        removed in the background."""
+        deadline = time.monotonic() + COURTESY_SECONDS
+        while True:
+            listed = self.objects.list(LOG, start_after=log_key(first - 1) if first > 0 else "")
+            seqs = [seq for info in listed if (seq := log_seq(info.key)) is not None]
+            tip = max(seqs, default=first - 1)
+            waits = [(info.key, w) for info in listed if (w := wait_of(info.key)) is not None]
+            for key, (seq, _since, _host) in waits:
+                if seq < tip:
+                    self._pool.submit(self.objects.delete, key)  # its host committed or gave up
+            # Hosts waiting for the next number (a marker for the newest: its host just lost it
+            # and is about to wait for the next), longest waiting first: this one gives way to
+            # those ahead of it, a host that is not waiting to all of them.
+            mine = None if self._waiting is None else (self._since, self.host)
+            ahead = [
+                (since, host)
+                for _key, (seq, since, host) in waits
+                if seq in (tip, tip + 1) and host != self.host and (mine is None or (since, host) < mine)
+            ]
+            if not courtesy or not ahead or time.monotonic() > deadline:
+                return listed
+            self.stats["courtesy_waits"] += 1
+            time.sleep(random.uniform(0.01, 0.05))  # noqa: S311 - jitter, not a secret
+
     def _get_required(self, key: str) -> bytes:
         data = self.objects.get(key)
         if data is None:
@@ -259,9 +302,18 @@ class Replica:
         tag = self.objects.create(log_key(seq), record)
         if tag is None:
             self.stats["races_lost"] += 1
-            # Our data keys are nobody's: remove them (packs are named by content and harmless).
-            self._all(self.objects.delete, [dek_key(dek_id) for dek_id in deks])
+            # Our data keys are nobody's: remove them (packs are named by content and harmless);
+            # say that this host waits to commit the next number (others give way, see pull).
+            if self._waiting is None:
+                self._since = seq
+            wait, self._waiting = self._waiting, wait_key(seq + 1, self._since, self.host)
+            self.objects.create(self._waiting, b"")
+            for key in [dek_key(dek_id) for dek_id in deks] + ([wait] if wait else []):
+                self._pool.submit(self.objects.delete, key)
             raise RaceLost()
+        if self._waiting is not None:
+            self._pool.submit(self.objects.delete, self._waiting)
+            self._waiting = None
         self.stats["published"] += 1
         self.packmap.add(name, idx)
         self.evict()

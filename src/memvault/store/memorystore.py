@@ -374,6 +374,8 @@ class MemoryStore:
                 except MemvaultError:
                     pass  # everything stays readable; the next close or `memvault gc` does it
         finally:
+            if self.remote is not None:
+                self.remote.close()  # its background requests finish first
             self.git.close()
 
     def maintain(
@@ -467,7 +469,7 @@ class MemoryStore:
 
     def _sync(self, *, writer: bool) -> StoreState:
         if writer and self.remote is not None:
-            self.remote.pull()
+            self.remote.pull(courtesy=True)
         return self._head.sync(writer=writer)
 
     def opened_commit(self, commit_id: bytes) -> OpenedCommit:
@@ -494,10 +496,9 @@ class MemoryStore:
         session: str = "",
         remove_from_head: bool = False,
     ) -> tuple[int, tuple[str, ...], bytes | None]:
-        """Destroy data keys (crypto-shredding, see :mod:`memvault.shred`; docs/format.md §3.2): in
-        format version 3 one ``redact`` commit (no path named) deletes the head's files that use
-        them (``remove_from_head``) and records the destruction in the keyring's MAC chain; versions
-        1 and 2 delete them in a commit first (if any) and write tombstones.
+        """Destroy data keys (crypto-shredding, :mod:`memvault.shred`, docs/format.md §3.2): one
+        ``redact`` commit deletes the head's files that use them (``remove_from_head``) and records
+        the destruction in the keyring (version 3; versions 1 and 2 write tombstones after it).
 
         Returns:
             ``(keys that were present, paths removed from the head, the commit made or None)``.

@@ -41,7 +41,7 @@ def run_racing(body: Callable[[], T]) -> T:
         except RaceLost:
             if time.monotonic() > deadline:
                 break
-            time.sleep(random.uniform(0, min(0.5, 0.005 * 2**attempt)))  # noqa: S311 - jitter, not a secret
+            time.sleep(random.uniform(0, 0.02))  # noqa: S311 - jitter, not a secret
             attempt += 1
     raise ConflictError("Error: The memory store changed concurrently; retry the command.")
 

@@ -645,3 +645,36 @@ def test_a_host_that_lost_a_race_is_given_way(s3_env, tmp_path: Path) -> None:
     b.close()
     assert not [k for k in s3_env.keys() if ".wait-" in k]
     assert f"fair/{log_key(tip + 2)}" in s3_env.keys()
+
+
+def test_a_cold_host_pulls_a_long_log_in_batches(s3_env, tmp_path: Path, monkeypatch) -> None:
+    import memvault.remote.replica as replica_module
+
+    url = s3_env.url("batches")
+    a = _create(url, tmp_path / "a")
+    for i in range(7):
+        _cmd(a, command="create", path=f"/memories/{i}.md", file_text=f"{i}\n")
+    monkeypatch.setattr(replica_module, "PULL_BATCH", 3)
+    b = _open(url, tmp_path / "b")
+    assert b.remote is not None and b.remote.stats["pulled"] == 8
+    assert _files(b) == _files(a)
+    assert verify(b).ok
+    a.close()
+    b.close()
+
+
+def test_a_store_in_a_shared_directory_works_like_one_in_s3(tmp_path: Path) -> None:
+    url = f"file://{tmp_path / 'shared'}"
+    a = _create(url, tmp_path / "a")
+    _cmd(a, command="create", path="/memories/x.md", file_text="x\n")
+    b = _open(url, tmp_path / "b")
+    _cmd(b, command="str_replace", path="/memories/x.md", old_str="x", new_str="y")
+    assert _files(a) == {"/memories/x.md": b"y\n"}
+    assert sorted(p.name for p in (tmp_path / "shared" / "log").iterdir()) == [f"{i:020d}" for i in range(3)]
+    for path in [tmp_path / "shared", *(tmp_path / "shared").rglob("*")]:
+        assert path.stat().st_mode & 0o077 == 0, path
+    (tmp_path / "shared" / "log" / f"{2:020d}").unlink()
+    with pytest.raises(RollbackDetectedError):
+        _cmd(a, command="view", path="/memories")
+    a.close()
+    b.close()

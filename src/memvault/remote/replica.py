@@ -53,6 +53,8 @@ PACKMAP_FILE = "remote-packs"
 #: Bytes of packs a replica keeps before it evicts the least recently written ones (fetched again
 #: when read); ``$MEMVAULT_CACHE_BYTES`` overrides it.
 CACHE_BYTES = 4 * 1024**3
+#: Log records a pull fetches and applies at a time.
+PULL_BATCH = 256
 #: Longest a writer gives way to a host waiting to commit after a lost race (seconds).
 COURTESY_SECONDS = 1.0
 _PACK_NAME = re.compile(r"\A[0-9a-f]{40}\Z")
@@ -168,38 +170,10 @@ class Replica:
             if mark is None or mark[0] < local:
                 self._mark.write(local, tags[local], durable=self._durable)
             return 0
-        datas = self._all(self._get_required, [log_key(seq) for seq in newer])
-        logs = [decode_log(data, self.store_id, seq) for seq, data in zip(newer, datas, strict=True)]
-        packs = {name for log in logs if not self.git.contains(log.commit_id) for name in log.packs}
-        if any(not _PACK_NAME.match(name) for name in packs):
-            raise IntegrityError(f"A log record in {where} names a pack that cannot exist.")
-        pack_files = self._all(self._get_required, [key for name in sorted(packs) for key in pack_keys(name)])
-        deks = dict(
-            zip([d for log in logs for d in log.dek_ids], self._all(self.objects.get, _dek_keys(logs)), strict=True)
-        )
-        for i, name in enumerate(sorted(packs)):
-            data, idx = pack_files[2 * i], pack_files[2 * i + 1]
-            if len(data) < 32 or data[-20:].hex() != name:
-                raise IntegrityError(f"The pack {name} in {where} is damaged.")
-            self.git.packs.install(data, idx, name)
-            self.packmap.add(name, idx)
-        append = []
-        for log in logs:
-            for dek_id in log.dek_ids:
-                record = deks[dek_id]
-                if record is not None:  # None: destroyed by a later redaction (its DESTROY record says so)
-                    append.append(_checked_dek(record, dek_id, where))
-            append.append(log.chained)
-        destroyed = self.keyring.destroyed_ids
-        self.keyring.append(b"".join(append), durable=self._durable)
-        ref = self.git.head()
-        if ref != logs[-1].commit_id:
-            self.git.compare_and_swap(ref, logs[-1].commit_id)
-        if self.keyring.destroyed_ids != destroyed:
-            self.keyring.purge()  # keys another host destroyed leave this cache too
-            # ... and the bucket, again: the redacting host may have stopped before deleting them.
-            self.destroyed(self.keyring.destroyed_ids - destroyed)
-        self._mark.write(newer[-1], tags[newer[-1]], durable=self._durable)
+        for at in range(0, len(newer), PULL_BATCH):  # bounded memory for a host that starts cold
+            batch = newer[at : at + PULL_BATCH]
+            self._apply(batch)
+            self._mark.write(batch[-1], tags[batch[-1]], durable=self._durable)
         self.stats["pulled"] += len(newer)
         self.evict()
         return len(newer)
@@ -241,6 +215,42 @@ class Replica:
         for raw_id in self.packmap.firsts().values():
             self.git.contains(raw_id.hex().encode())  # fetches the pack when it is missing
         return self.stats["fetched"] - before
+
+    def _apply(self, seqs: list[int]) -> None:
+        """Fetch the log records ``seqs`` (contiguous, after the replica's newest), their packs and
+        data keys, and apply them to the replica (see :meth:`pull`)."""
+        where = self.objects.description
+        datas = self._all(self._get_required, [log_key(seq) for seq in seqs])
+        logs = [decode_log(data, self.store_id, seq) for seq, data in zip(seqs, datas, strict=True)]
+        packs = {name for log in logs if not self.git.contains(log.commit_id) for name in log.packs}
+        if any(not _PACK_NAME.match(name) for name in packs):
+            raise IntegrityError(f"A log record in {where} names a pack that cannot exist.")
+        pack_files = self._all(self._get_required, [key for name in sorted(packs) for key in pack_keys(name)])
+        deks = dict(
+            zip([d for log in logs for d in log.dek_ids], self._all(self.objects.get, _dek_keys(logs)), strict=True)
+        )
+        for i, name in enumerate(sorted(packs)):
+            data, idx = pack_files[2 * i], pack_files[2 * i + 1]
+            if len(data) < 32 or data[-20:].hex() != name:
+                raise IntegrityError(f"The pack {name} in {where} is damaged.")
+            self.git.packs.install(data, idx, name)
+            self.packmap.add(name, idx)
+        append = []
+        for log in logs:
+            for dek_id in log.dek_ids:
+                record = deks[dek_id]
+                if record is not None:  # None: destroyed by a later redaction (its DESTROY record says so)
+                    append.append(_checked_dek(record, dek_id, where))
+            append.append(log.chained)
+        destroyed = self.keyring.destroyed_ids
+        self.keyring.append(b"".join(append), durable=self._durable)
+        ref = self.git.head()
+        if ref != logs[-1].commit_id:
+            self.git.compare_and_swap(ref, logs[-1].commit_id)
+        if self.keyring.destroyed_ids != destroyed:
+            self.keyring.purge()  # keys another host destroyed leave this cache too
+            # ... and the bucket, again: the redacting host may have stopped before deleting them.
+            self.destroyed(self.keyring.destroyed_ids - destroyed)
 
     def _list_log(self, first: int, courtesy: bool) -> list[ObjectInfo]:
         """The log's keys from ``log_key(first)`` on; with ``courtesy``, listed again (after short

@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TypeVar
 
-from ..errors import IntegrityError, RollbackDetectedError, StoreExistsError
+from ..errors import IntegrityError, InvalidInputError, RollbackDetectedError, ServiceError, StoreExistsError
 from ..fsutil import atomic_write, wipe_file
 from ..git.repo import GitStore
 from ..keys.framing import frame_records, is_dek_record, record_seq
@@ -101,7 +101,7 @@ class Replica:
         self.packmap = PackMap(root / PACKMAP_FILE)
         #: The size bound of the replica's packs (bytes): beyond it the least recently written
         #: packs are removed, and fetched again from object storage when an object is read.
-        self.cache_bytes = int(os.environ.get("MEMVAULT_CACHE_BYTES") or CACHE_BYTES)
+        self.cache_bytes = _cache_bytes()
         if mark_key is not None:
             git.fetch_missing = self.fetch
         self._durable = durable
@@ -317,7 +317,10 @@ class Replica:
             if self._waiting is None:
                 self._since = seq
             wait, self._waiting = self._waiting, wait_key(seq + 1, self._since, self.host)
-            self.objects.create(self._waiting, b"")
+            try:
+                self.objects.create(self._waiting, b"")
+            except ServiceError:
+                pass  # advice only: without it this host just gets no way given
             for key in [dek_key(dek_id) for dek_id in deks] + ([wait] if wait else []):
                 self._pool.submit(self.objects.delete, key)
             raise RaceLost()
@@ -453,6 +456,17 @@ def _segments(data: bytes) -> list[tuple[int, bytes]]:
     if current is not None:
         out.append((current, data[start:close]))
     return out
+
+
+def _cache_bytes() -> int:
+    raw = os.environ.get("MEMVAULT_CACHE_BYTES", "").strip()
+    try:
+        size = int(raw) if raw else CACHE_BYTES
+    except ValueError:
+        size = -1
+    if size < 0:
+        raise InvalidInputError("MEMVAULT_CACHE_BYTES must be a whole number of bytes (0 or more).")
+    return size
 
 
 def _dek_keys(logs: list[LogRecord]) -> list[str]:

@@ -30,8 +30,8 @@ import gc
 import json
 import os
 import random
+import re
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -83,13 +83,6 @@ def timed_proxy(upstream: str, latency: float) -> Any:
         #: before it is forwarded (then the hook is gone).
         hook: tuple[Callable[[str, str], bool], Callable[[], None]] | None
         hook_lock: threading.Lock
-
-        def track(self, conn: socket.socket, opened: bool) -> None:
-            # FaultProxy writes an answer's headers and body separately; without TCP_NODELAY Nagle
-            # holds the body until the client's delayed ACK (~40 ms) for every GET with a body.
-            if opened:
-                conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            super().track(conn, opened)
 
         def serve(self, handler: Any) -> None:
             t0 = time.perf_counter()
@@ -338,8 +331,9 @@ def bench_catch_up(m: Metered, cache: Path, args: argparse.Namespace, workload: 
                 if not isinstance(result, str) or result.startswith("Error"):
                     raise BenchError(f"catch-up {name}: {result!r:.200}")
                 time.sleep(0.05)  # let the proxy note the last span
-                spans = [(s, e) for s, e, _ in list(m.proxy.spans) if t0 <= s <= t1]
-                counts.append(sequential_round_trips(spans, m.rtt / 2))
+                timed = [(s, e, op) for s, e, op in list(m.proxy.spans) if t0 <= s <= t1]
+                counts.append(sequential_round_trips([(s, e) for s, e, _ in timed], m.rtt / 2))
+                last = [(round((s - t0) * 1000, 1), round((e - t0) * 1000, 1), op) for s, e, op in timed]
                 latencies.append((t1 - t0) * 1000)
                 races.append(remote.stats["races_lost"] - races0)
                 delta = collections.Counter(objects.requests)
@@ -351,6 +345,7 @@ def bench_catch_up(m: Metered, cache: Path, args: argparse.Namespace, workload: 
                 "races_lost": sum(races),
                 "requests_per_command": {op: v / repeats for op, v in sorted(requests.items())},
                 "n": repeats,
+                "last_call_spans_ms": last,
             }
     finally:
         m.proxy.hook = None
@@ -565,10 +560,12 @@ def _writers_level(n: int, args: argparse.Namespace, root: Path, env: Any, mp: A
     service = sorted((end - start) * 1000 - args.writer_rtt for start, end, _op in spans)
     mp.setenv("AWS_ENDPOINT_URL", moto_url)
     _progress(f"{n} writer(s): checking the store's history against the acknowledged commands ...")
-    log_records = sum(1 for k in env.keys() if k.startswith("writers/log/"))
+    keys = [k for k in env.keys() if k.startswith("writers/log/")]
+    log_records = sum(1 for k in keys if re.fullmatch(r"writers/log/[0-9]{20}", k))  # not waiting markers
     seqs, sessions = _history_sessions(url, root / "host0")
     shutil.rmtree(root, ignore_errors=True)
     result = _writer_result(n, reports, statuses, seen, log_records, seqs, sessions, server_cpu)
+    result["other_log_keys"] = len(keys) - log_records
     result["service_ms"] = (
         {"p50": bench_tool._pct(service, 0.5), "p90": bench_tool._pct(service, 0.9)} if service else {}
     )
@@ -652,10 +649,24 @@ def environment(base: Path, args: argparse.Namespace) -> dict[str, Any]:
     env["kdf"] = ("memvault stores use a deliberately cheap Argon2id (m=8 KiB, t=1, p=1); it only affects "
                   "create/open time, never per-command cost")  # fmt: skip
     env["load"] = _load()
-    env["s3"] = (f"moto {env['packages']['moto']} S3 server on 127.0.0.1 (threaded, writes serialised as in the "
-                 f"tests), in this process; injected RTT {', '.join(f'{r:g}' for r in args.rtts)} ms per request "
+    env["revision"] = _revision()
+    env["s3"] = (f"moto {env['packages']['moto']} S3 server on 127.0.0.1, in this process, each request made atomic "
+                 f"by tests/s3support.py; injected RTT {', '.join(f'{r:g}' for r in args.rtts)} ms per request "
                  f"(part 1), {args.writer_rtt:g} ms (part 2)")  # fmt: skip
     return env
+
+
+def _revision() -> str:
+    """The checkout's commit, and whether src/ differs from it."""
+    repo = HERE.parent
+    try:
+        rev = subprocess.run(["git", "-C", str(repo), "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                             check=True).stdout.strip()  # fmt: skip
+        dirty = subprocess.run(["git", "-C", str(repo), "status", "--porcelain", "--", "src"], capture_output=True,
+                               text=True, check=True).stdout.strip()  # fmt: skip
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return f"{rev} + uncommitted changes in src/" if dirty else rev
 
 
 def _load() -> str:
@@ -698,6 +709,7 @@ def render(env: dict[str, Any], args: argparse.Namespace, latency: dict[str, Any
     out.append(f"machine:  {env['machine']}")
     out.append(f"temp dir: {env['tmp_filesystem']}")
     out.append(f"python:   {env['python']}; " + ", ".join(f"{k} {v}" for k, v in env["packages"].items()))
+    out.append(f"memvault: at {env['revision']}")
     out.append(f"S3:       {env['s3']}")
     out.append(f"note:     {env['kdf']}; durability {args.durability} for local and S3 stores")
     out.append(f"load:     at start {env['load']}; at end {env.get('load_end', '?')} (on {os.cpu_count()} CPUs)")
@@ -815,7 +827,8 @@ def render(env: dict[str, Any], args: argparse.Namespace, latency: dict[str, Any
                 f"{r['log_records'] - r['base_commits']} (acknowledged {r['acked']}: "
                 f"{'OK' if r['commits_match'] else 'MISMATCH'}); history linear "
                 f"{'yes' if r['history_linear'] else 'NO'}, each acknowledged command in exactly one commit "
-                f"{'yes' if r['history_ok'] else 'NO'}; requests {reqs}; answers {statuses}"
+                f"{'yes' if r['history_ok'] else 'NO'}; other keys left under log/ {r['other_log_keys']}; "
+                f"requests {reqs}; answers {statuses}"
                 + (f"; outcome unknown: {len(r['unknown_outcome'])}" if r["unknown_outcome"] else "")
             )
     out.append("")
@@ -844,7 +857,8 @@ def _float_list(text: str) -> list[float]:
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     p.add_argument("--rtts", type=_float_list, default=[0.0, 5.0, 20.0],
-                   help="injected round-trip times in ms for part 1 (0 is always added; default 0,5,20)")  # fmt: skip
+                   help="injected round-trip times in ms for part 1 (0 is always added; round trips are counted at the "
+                        "largest: keep it >= 10; default 0,5,20)")  # fmt: skip
     p.add_argument("--size", type=int, default=None, help="store size in notes for part 1 (default 100)")
     p.add_argument("--ops", type=int, default=None, help="timed ops per command per backend per run (default 12)")
     p.add_argument("--runs", type=int, default=None, help="timed runs of part 1; medians of runs (default 3)")

@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TypeVar
 
-from ..errors import IntegrityError, InvalidInputError, RollbackDetectedError, ServiceError, StoreExistsError
+from ..errors import IntegrityError, InvalidInputError, RollbackDetectedError, StoreExistsError
 from ..fsutil import atomic_write, wipe_file
 from ..git.repo import GitStore
 from ..keys.framing import frame_records, is_dek_record, record_seq
@@ -26,7 +26,7 @@ from .layout import (
     CONFIG,
     KEYS,
     LOG,
-    LogRecord,
+    PACKS,
     decode_log,
     dek_key,
     encode_log,
@@ -113,6 +113,8 @@ class Replica:
         self.host = secrets.token_hex(8)
         self._waiting: str | None = None
         self._since = 0
+        #: Markers of others this host has already removed (each is removed once per host).
+        self._swept: set[str] = set()
 
     def close(self) -> None:
         """Stop the request threads."""
@@ -225,12 +227,18 @@ class Replica:
         packs = {name for log in logs if not self.git.contains(log.commit_id) for name in log.packs}
         if any(not _PACK_NAME.match(name) for name in packs):
             raise IntegrityError(f"A log record in {where} names a pack that cannot exist.")
-        pack_files = self._all(self._get_required, [key for name in sorted(packs) for key in pack_keys(name)])
-        deks = dict(
-            zip([d for log in logs for d in log.dek_ids], self._all(self.objects.get, _dek_keys(logs)), strict=True)
-        )
+        pack_keys_wanted = [key for name in sorted(packs) for key in pack_keys(name)]
+        dek_ids = [d for log in logs for d in log.dek_ids]
+
+        def fetch(key: str) -> bytes | None:  # packs must be there; a data key may be destroyed
+            return self._get_required(key) if key.startswith(PACKS) else self.objects.get(key)
+
+        fetched = self._all(fetch, pack_keys_wanted + [dek_key(d) for d in dek_ids])  # one round
+        pack_files = fetched[: len(pack_keys_wanted)]
+        deks = dict(zip(dek_ids, fetched[len(pack_keys_wanted) :], strict=True))
         for i, name in enumerate(sorted(packs)):
             data, idx = pack_files[2 * i], pack_files[2 * i + 1]
+            assert data is not None and idx is not None  # _get_required never gives None
             if len(data) < 32 or data[-20:].hex() != name:
                 raise IntegrityError(f"The pack {name} in {where} is damaged.")
             self.git.packs.install(data, idx, name)
@@ -264,8 +272,11 @@ class Replica:
             tip = max(seqs, default=first - 1)
             waits = [(info.key, w) for info in listed if (w := wait_of(info.key)) is not None]
             for key, (seq, _since, _host) in waits:
-                if seq < tip:
-                    self._pool.submit(self.objects.delete, key)  # its host committed or gave up
+                if seq < tip and key not in self._swept:  # its host committed or gave up
+                    if len(self._swept) > 10_000:
+                        self._swept.clear()
+                    self._swept.add(key)
+                    self._pool.submit(self.objects.delete, key)
             # Hosts waiting for the next number (a marker for the newest: its host just lost it
             # and is about to wait for the next), longest waiting first: this one gives way to
             # those ahead of it, a host that is not waiting to all of them.
@@ -317,10 +328,7 @@ class Replica:
             if self._waiting is None:
                 self._since = seq
             wait, self._waiting = self._waiting, wait_key(seq + 1, self._since, self.host)
-            try:
-                self.objects.create(self._waiting, b"")
-            except ServiceError:
-                pass  # advice only: without it this host just gets no way given
+            self._pool.submit(self.objects.create, self._waiting, b"")  # advice: alongside the next pull
             for key in [dek_key(dek_id) for dek_id in deks] + ([wait] if wait else []):
                 self._pool.submit(self.objects.delete, key)
             raise RaceLost()
@@ -467,10 +475,6 @@ def _cache_bytes() -> int:
     if size < 0:
         raise InvalidInputError("MEMVAULT_CACHE_BYTES must be a whole number of bytes (0 or more).")
     return size
-
-
-def _dek_keys(logs: list[LogRecord]) -> list[str]:
-    return [dek_key(dek_id) for log in logs for dek_id in log.dek_ids]
 
 
 def _checked_dek(record: bytes, dek_id: bytes, where: str) -> bytes:

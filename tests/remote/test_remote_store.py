@@ -678,3 +678,23 @@ def test_a_store_in_a_shared_directory_works_like_one_in_s3(tmp_path: Path) -> N
         _cmd(a, command="view", path="/memories")
     a.close()
     b.close()
+
+
+def test_create_refuses_a_service_that_ignores_conditional_writes(tmp_path: Path, monkeypatch) -> None:
+    import memvault.store.replicated as replicated
+    from memvault.errors import InvalidInputError
+    from memvault.storage.local import DirectoryObjects
+
+    class Overwriting(DirectoryObjects):
+        """A service that takes If-None-Match and overwrites anyway."""
+
+        def create(self, key: str, data: bytes) -> str | None:
+            path = self.root / key
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(data)
+            return "tag"
+
+    monkeypatch.setattr(replicated, "open_backend", lambda url: Overwriting(Path(url.location)))
+    with pytest.raises(InvalidInputError, match="does not honour conditional writes"):
+        _create(f"file://{tmp_path / 'bucket'}", tmp_path / "cache")
+    assert not any((tmp_path / "bucket").rglob("*.json"))  # nothing of a store was written

@@ -33,6 +33,7 @@ __all__ = [
     "UnlockError",
     "WrongKeyError",
     "KeyUnavailableError",
+    "ProviderError",
     "InternalError",
     "StorageError",
     "ServiceError",
@@ -177,6 +178,14 @@ class WrongKeyError(UnlockError):
 
 class KeyUnavailableError(UnlockError):
     """No passphrase or key was given, or a key file is unreadable or malformed."""
+
+
+class ProviderError(UnlockError):
+    """A key provider (a KMS, an HSM, an external helper) could not wrap or unwrap a key: the key is
+    disabled, deleted or denied, the token or helper is missing, failed or timed out, or it answered
+    for another context. The message names the provider (and the slot, when unlocking) and the
+    provider's own reason, never a key; it says nothing about the store's integrity.
+    """
 
 
 class InternalError(MemvaultError):

@@ -25,7 +25,6 @@ from .keys.slots import (
     check_new_passphrase,
     load_slots,
     new_slot,
-    read_key_file,
     unlock_master_keys,
     write_slot,
 )
@@ -46,6 +45,7 @@ class SlotInfo:
     in_use: bool  #: the slot this store object was opened with
     label: str = ""  #: a name for people ("" for slots written before labels)
     created: int | None = None  #: creation time, seconds since the epoch (None: not recorded)
+    provider: str = ""  #: the key provider's URI (kind "provider")
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -55,12 +55,13 @@ class SlotInfo:
             "in_use": self.in_use,
             "label": self.label,
             "created": self.created,
+            "provider": self.provider or None,
         }
 
 
 def _info(slot: KeySlot, in_use: bool) -> SlotInfo:
     kdf = None if slot.kdf is None else slot.kdf.model_dump()
-    return SlotInfo(slot.slot_id.hex(), slot.kind, kdf, in_use, slot.label, slot.created)
+    return SlotInfo(slot.slot_id.hex(), slot.kind, kdf, in_use, slot.label, slot.created, slot.provider)
 
 
 def _slot_meta(store: MemoryStore, label: str) -> dict[str, Any]:
@@ -102,12 +103,14 @@ def add_slot(
     kdf: KdfParams | None = None,
     allow_weak_passphrase: bool = False,
     label: str = "",
+    key: str | None = None,
 ) -> SlotInfo:
     """Add a slot for a new passphrase (Argon2id, default parameters; at least 12 characters
-    unless ``allow_weak_passphrase``) or key file."""
-    unlock = Unlock(passphrase=passphrase) if key_file is None else Unlock(raw_key=read_key_file(key_file))
-    if passphrase is not None and key_file is not None:
-        raise InvalidInputError("Error: Give a passphrase or a key file, not both.")
+    unless ``allow_weak_passphrase``), key file, or key provider (``key``: its URI; the provider
+    wraps the slot's key, bound to this store and slot)."""
+    if [passphrase, key_file, key].count(None) < 2:
+        raise InvalidInputError("Error: Give one of a passphrase, a key file or a key provider, not several.")
+    unlock = Unlock.of(passphrase, key_file, key)
     if passphrase is not None:
         check_new_passphrase(passphrase, allow_weak=allow_weak_passphrase)
     slot = new_slot(store.store_id, unlock, store.master_keys(), kdf, **_slot_meta(store, label))
@@ -174,6 +177,7 @@ def rotate(
     *,
     passphrase: str | None = None,
     key_file: str | os.PathLike[str] | None = None,
+    key: str | None = None,
     drop_other_slots: bool = False,
     kdf: KdfParams | None = None,
     progress: Callable[[int, int], None] | None = None,
@@ -189,7 +193,7 @@ def rotate(
     then the keyring re-wrapped (one atomic file swap). Other processes that have the store
     open must open it again.
     """
-    unlock = Unlock(passphrase=passphrase) if key_file is None else Unlock(raw_key=read_key_file(key_file))
+    unlock = Unlock.of(passphrase, key_file, key)
     with store.writing():
         slots = _current_slots(store)
         opened, _keys = unlock_master_keys(store.store_id, slots, unlock)  # proves the secret

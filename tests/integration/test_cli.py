@@ -54,7 +54,7 @@ def test_missing_store_missing_key_and_usage(
     monkeypatch.delenv("MEMVAULT_PASSPHRASE")
     monkeypatch.setattr("sys.stdin.isatty", lambda: False)
     assert main(["log"]) == 12
-    assert "No key: set MEMVAULT_PASSPHRASE or MEMVAULT_KEY_FILE" in capsys.readouterr().err
+    assert "No key: set MEMVAULT_KEY, MEMVAULT_PASSPHRASE or MEMVAULT_KEY_FILE" in capsys.readouterr().err
     assert main(["frobnicate"]) == 2
     assert capsys.readouterr().err.startswith("memvault: argument cmd: invalid choice")
     assert main(["log", "--passphrase", "secret"]) == 2  # secrets are never arguments
@@ -73,7 +73,7 @@ def test_keygen_and_key_file(
     assert memvault.MemoryStore.open(env, key_file=key).head[1] == 0
     monkeypatch.setenv("MEMVAULT_PASSPHRASE", "both")
     assert main(["log"]) == 12
-    assert "Set only one of MEMVAULT_PASSPHRASE and MEMVAULT_KEY_FILE." in capsys.readouterr().err
+    assert "Set only one of MEMVAULT_KEY, MEMVAULT_PASSPHRASE and MEMVAULT_KEY_FILE." in capsys.readouterr().err
 
 
 def test_demo_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -192,6 +192,7 @@ def test_cli_passwd(cli: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.C
             "kdf": FAST_KDF.model_dump(),
             "in_use": True,
             "label": "initial",
+            "provider": None,
         }
     }
     assert _files(cli) == before

@@ -2,9 +2,10 @@
 (each registers its subcommands with ``register(subparsers)``; modules are discovered).
 
 The store is found from ``--store``, else ``$MEMVAULT_STORE``, else the current directory; the
-key comes from ``$MEMVAULT_PASSPHRASE``, ``$MEMVAULT_KEY_FILE`` or a prompt, never from an
-argument. Expected errors print one line on stderr (JSON with ``--json``) and exit with the code
-of :class:`memvault.errors.ExitStatus`; no traceback.
+key comes from ``$MEMVAULT_KEY`` (a key provider's URI; ``init --key``), ``$MEMVAULT_PASSPHRASE``,
+``$MEMVAULT_KEY_FILE`` or a prompt, never a secret from an argument. Expected errors print one
+line on stderr (JSON with ``--json``) and exit with the code of
+:class:`memvault.errors.ExitStatus`; no traceback.
 """
 
 from __future__ import annotations

@@ -39,6 +39,7 @@ __all__ = [
 ENV_STORE = "MEMVAULT_STORE"
 ENV_PASSPHRASE = "MEMVAULT_PASSPHRASE"  # noqa: S105 (a variable name, not a secret)
 ENV_KEY_FILE = "MEMVAULT_KEY_FILE"
+ENV_KEY = "MEMVAULT_KEY"
 
 
 def store_path(args: argparse.Namespace) -> str | Path:
@@ -51,17 +52,21 @@ def store_path(args: argparse.Namespace) -> str | Path:
 
 
 def credentials(*, confirm: bool = False, prompt: str = "memvault passphrase: ") -> dict[str, Any]:
-    """Keyword arguments for ``MemoryStore.create/open``: a passphrase or a key file."""
+    """Keyword arguments for ``MemoryStore.create/open``: a key provider's URI, a key file or a
+    passphrase."""
     key_file = os.environ.get(ENV_KEY_FILE)
     passphrase = os.environ.get(ENV_PASSPHRASE)
-    if key_file and passphrase:
-        raise KeyUnavailableError(f"Set only one of {ENV_PASSPHRASE} and {ENV_KEY_FILE}.")
+    key = os.environ.get(ENV_KEY)
+    if sum(map(bool, (key_file, passphrase, key))) > 1:
+        raise KeyUnavailableError(f"Set only one of {ENV_KEY}, {ENV_PASSPHRASE} and {ENV_KEY_FILE}.")
+    if key:
+        return {"key": key}
     if key_file:
         return {"key_file": key_file}
     if passphrase:
         return {"passphrase": passphrase}
     if not sys.stdin.isatty():
-        raise KeyUnavailableError(f"No key: set {ENV_PASSPHRASE} or {ENV_KEY_FILE}, or run on a terminal.")
+        raise KeyUnavailableError(f"No key: set {ENV_KEY}, {ENV_PASSPHRASE} or {ENV_KEY_FILE}, or run on a terminal.")
     first = getpass.getpass(prompt)
     if confirm and getpass.getpass("repeat passphrase: ") != first:
         raise KeyUnavailableError("The passphrases do not match.")

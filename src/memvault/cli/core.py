@@ -37,7 +37,7 @@ def _cmd_init(args: argparse.Namespace) -> int:
         _store_path(args),
         settings=settings,
         allow_weak_passphrase=args.allow_weak_passphrase,
-        **_credentials(confirm=True),
+        **({"key": args.key} if args.key else _credentials(confirm=True)),
     )
     where = _store_path(args)
     if store.remote is not None:
@@ -117,6 +117,9 @@ def register(sub: Any) -> None:
         "--allow-weak-passphrase",
         action="store_true",
         help="accept a passphrase shorter than 12 characters (weak against offline guessing)",
+    )
+    s.add_argument(
+        "--key", help="unlock with a key provider instead: aws-kms:<key id, ARN or alias/name>, command:<program>"
     )
     s.set_defaults(func=_cmd_init)
 

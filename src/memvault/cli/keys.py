@@ -59,6 +59,7 @@ def _cmd_list(args: argparse.Namespace) -> int:
         return ExitStatus.SUCCESS
     for s in slots:
         kdf = "" if s.kdf is None else f"argon2id m={s.kdf['memory_kib']}KiB t={s.kdf['iterations']} p={s.kdf['lanes']}"
+        kdf = terminal_safe(s.provider) if s.provider else kdf
         created = fmt_time(s.created) if s.created is not None else "-"
         label = terminal_safe(s.label) if s.label else "-"
         print(f"{s.slot_id}  {s.kind:<10} {created:<19}  {label:<16} {kdf}{'  (in use)' if s.in_use else ''}".rstrip())
@@ -70,7 +71,9 @@ def _cmd_add(args: argparse.Namespace) -> int:
 
     with open_store(args) as store:
         slot = (
-            add_slot(store, key_file=args.key_file, label=args.label)
+            add_slot(store, key=args.key, label=args.label)
+            if args.key
+            else add_slot(store, key_file=args.key_file, label=args.label)
             if args.key_file
             else add_slot(
                 store,
@@ -128,13 +131,14 @@ def register(sub: Any) -> None:
     ksub = key.add_subparsers(dest="key_cmd", required=True)
     for name, func, helptext in (
         ("list", _cmd_list, "list key slots"),
-        ("add", _cmd_add, f"add a passphrase (from ${ENV_NEW_PASSPHRASE} or a prompt) or --key-file slot"),
+        ("add", _cmd_add, f"add a passphrase (from ${ENV_NEW_PASSPHRASE} or a prompt), --key-file or --key slot"),
         ("remove", _cmd_remove, "remove a key slot (never the last one)"),
         ("rotate", _cmd_rotate, "new master key for future writes; re-wrap every data key (same secret)"),
     ):
         s = ksub.add_parser(name, help=helptext)
         if name == "add":
             s.add_argument("--key-file", help="a file with a raw 32-byte key (see `memvault keygen`)")
+            s.add_argument("--key", help="a key provider's URI: aws-kms:<key id, ARN or alias/name>, command:<program>")
             s.add_argument("--allow-weak-passphrase", action="store_true", help=WEAK_HELP)
             s.add_argument("--label", default="", help="a name for the slot, shown by `key list` (e.g. who holds it)")
         if name == "remove":

@@ -4,12 +4,14 @@ Hierarchy (see ``docs/format.md``)::
 
     passphrase --Argon2id--> KEK --AES-GCM unwrap--> master key (random, 256 bit, per epoch)
     key file (32 raw bytes) --HKDF--> KEK ----------^
+    key provider (KMS, HSM, helper) --unwrap--> KEK -^
     master key --HKDF-SHA256(salt=store_id, info="memvault/v1/<purpose>")--> subkeys
 
 A key slot is a small JSON file ``keys/<slot_id>.json`` holding the KDF parameters, a salt and
-the wrapped master key. The parameters, salt, slot id and store id are the associated data of
-the wrap, so a slot edited to weaker parameters no longer unlocks. Changing a passphrase only
-rewrites a slot: no data is re-encrypted.
+the wrapped master key (a provider slot: the provider's URI and the KEK wrapped by it, bound to the
+store and slot). The parameters, salt, slot id and store id are the associated data of the wrap,
+so a slot edited to weaker parameters no longer unlocks. Changing a passphrase only rewrites a
+slot: no data is re-encrypted.
 """
 
 from __future__ import annotations
@@ -24,9 +26,10 @@ from typing import Any, Literal
 
 from .. import crypto
 from ..crypto import b64decode, b64encode
-from ..errors import IntegrityError, InvalidInputError, KeyUnavailableError, WrongKeyError, read_failure
+from ..errors import IntegrityError, InvalidInputError, KeyUnavailableError, ProviderError, WrongKeyError, read_failure
 from ..fsutil import read_bounded
 from ..settings import DEFAULT_KDF, KdfParams
+from .provider import binding_context, open_provider
 
 __all__ = [
     "Unlock",
@@ -56,6 +59,11 @@ _SLOT_KEYS = frozenset({"format", "slot_id", "kind", "kdf", "salt", "wrapped"})
 #: Slot format 2 (written for format version 3 stores) adds a label and a creation time, both in
 #: the wrap's associated data.
 _SLOT_KEYS_2 = _SLOT_KEYS | {"label", "created"}
+#: Slot format 3: a key provider's slot (kind "provider"), always with a label and creation time.
+_SLOT_KEYS_3 = _SLOT_KEYS_2 | {"provider", "wrapped_key"}
+#: Longest provider URI and wrapped provider key a slot may hold.
+_MAX_URI_CHARS = 1000
+_MAX_WRAPPED_KEY = 8192
 #: Longest slot label, in characters.
 MAX_LABEL_CHARS = 100
 #: Largest key slot file read (a slot holds 36 bytes per master-key epoch, base64: about 48;
@@ -68,23 +76,28 @@ _MAX_KEY_FILE_BYTES = 4096
 
 @dataclass(frozen=True)
 class Unlock:
-    """How to unlock a store: exactly one of a passphrase or a raw 32-byte key."""
+    """How to unlock a store: exactly one of a passphrase, a raw 32-byte key or a key provider's URI."""
 
     passphrase: str | None = None
     raw_key: bytes | None = None
+    provider: str | None = None
 
     def __post_init__(self) -> None:
-        if (self.passphrase is None) == (self.raw_key is None):
-            raise KeyUnavailableError("Give exactly one of a passphrase or a key file.")
+        if [self.passphrase, self.raw_key, self.provider].count(None) != 2:
+            raise KeyUnavailableError("Give exactly one of a passphrase, a key file or a key provider.")
         if self.passphrase is not None and not self.passphrase:
             raise KeyUnavailableError("The passphrase is empty.")
         if self.raw_key is not None and len(self.raw_key) != crypto.KEY_SIZE:
             raise KeyUnavailableError("A key file must hold exactly 32 bytes.")
 
     @classmethod
-    def of(cls, passphrase: str | None, key_file: str | os.PathLike[str] | None) -> Unlock:
-        """From the arguments of ``MemoryStore.open``: a passphrase, or the key in ``key_file``
-        (:func:`read_key_file`); KeyUnavailableError unless exactly one is given."""
+    def of(cls, passphrase: str | None, key_file: str | os.PathLike[str] | None, key: str | None = None) -> Unlock:
+        """From the arguments of ``MemoryStore.open``: a passphrase, the key in ``key_file``
+        (:func:`read_key_file`) or a key provider's URI; KeyUnavailableError unless exactly one."""
+        if key is not None:
+            if passphrase is not None or key_file is not None:
+                raise KeyUnavailableError("Give exactly one of a passphrase, a key file or a key provider.")
+            return cls(provider=key)
         if key_file is None:
             return cls(passphrase=passphrase)
         return (
@@ -92,7 +105,9 @@ class Unlock:
         )
 
     @property
-    def kind(self) -> Literal["passphrase", "keyfile"]:
+    def kind(self) -> Literal["passphrase", "keyfile", "provider"]:
+        if self.provider is not None:
+            return "provider"
         return "passphrase" if self.passphrase is not None else "keyfile"
 
     def __repr__(self) -> str:  # never show the secret
@@ -152,25 +167,31 @@ class KeySlot:
     """One way to unlock the master key(s)."""
 
     slot_id: bytes
-    kind: Literal["passphrase", "keyfile"]
+    kind: Literal["passphrase", "keyfile", "provider"]
     salt: bytes
     kdf: KdfParams | None
     wrapped: bytes
-    #: A name for people (slot format 2; "" in format 1).
+    #: A name for people (slot formats 2 and 3; "" in format 1).
     label: str = ""
-    #: Creation time, whole seconds since the epoch (slot format 2; None: a format 1 slot).
+    #: Creation time, whole seconds since the epoch (slot formats 2 and 3; None: a format 1 slot).
     created: int | None = None
+    #: The key provider's URI (slot format 3, kind "provider"; "" otherwise).
+    provider: str = ""
+    #: The KEK as the provider wrapped it (slot format 3).
+    wrapped_key: bytes = b""
 
     def aad(self, store_id: bytes) -> bytes:
         params = _kdf_json(self.kdf)
         parts = [_SLOT_AAD_PREFIX, store_id, self.slot_id, self.kind.encode(), self.salt, params.encode()]
         if self.created is not None:
             parts += [self.label.encode("utf-8"), str(self.created).encode()]
+        if self.kind == "provider":
+            parts.append(self.provider.encode("utf-8"))
         return b"|".join(parts)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
-            "format": _SLOT_FORMAT if self.created is None else 2,
+            "format": 3 if self.kind == "provider" else _SLOT_FORMAT if self.created is None else 2,
             "slot_id": self.slot_id.hex(),
             "kind": self.kind,
             "kdf": None if self.kdf is None else {"alg": "argon2id", **self.kdf.model_dump()},
@@ -179,6 +200,8 @@ class KeySlot:
         }
         if self.created is not None:
             out["label"], out["created"] = self.label, self.created
+        if self.kind == "provider":
+            out["provider"], out["wrapped_key"] = self.provider, b64encode(self.wrapped_key)
         return out
 
     @classmethod
@@ -187,10 +210,18 @@ class KeySlot:
         try:
             if not isinstance(obj, dict) or type(obj.get("format")) is not int:
                 raise ValueError
-            if frozenset(obj) != {_SLOT_FORMAT: _SLOT_KEYS, 2: _SLOT_KEYS_2}.get(obj["format"]):
+            if frozenset(obj) != {_SLOT_FORMAT: _SLOT_KEYS, 2: _SLOT_KEYS_2, 3: _SLOT_KEYS_3}.get(obj["format"]):
                 raise ValueError
-            label, created = "", None
-            if obj["format"] == 2:
+            label, created, provider, wrapped_key = "", None, "", b""
+            if obj["format"] == 3:
+                provider, wrapped_key = obj["provider"], b64decode(obj["wrapped_key"])
+                if obj["kind"] != "provider" or obj["kdf"] is not None or not isinstance(provider, str):
+                    raise ValueError
+                if not 0 < len(provider) <= _MAX_URI_CHARS or not provider.isprintable():
+                    raise ValueError
+                if not 0 < len(wrapped_key) <= _MAX_WRAPPED_KEY:
+                    raise ValueError
+            if obj["format"] in (2, 3):
                 label, created = obj["label"], obj["created"]
                 if not isinstance(label, str) or not valid_label(label) or type(created) is not int or created < 0:
                     raise ValueError
@@ -203,7 +234,7 @@ class KeySlot:
                 # Strict types and bounds, checked before any KDF runs: a hostile slot cannot
                 # ask for 1 TiB of memory or smuggle "8" for 8.
                 kdf = KdfParams.model_validate({k: v for k, v in kdf_obj.items() if k != "alg"}, strict=True)
-            elif kind != "keyfile" or kdf_obj is not None:
+            elif kind not in ("keyfile", "provider") or (kind == "provider") != (obj["format"] == 3) or kdf_obj:
                 raise ValueError
             slot_id = bytes.fromhex(obj["slot_id"])
             if len(slot_id) != 16 or slot_id.hex() != obj["slot_id"]:
@@ -211,7 +242,7 @@ class KeySlot:
             salt, wrapped = b64decode(obj["salt"]), b64decode(obj["wrapped"])
             if len(salt) != _SALT_SIZE or (len(wrapped) - crypto.SEAL_OVERHEAD) % _EPOCH_ENTRY.size:
                 raise ValueError
-            return cls(slot_id, kind, salt, kdf, wrapped, label, created)
+            return cls(slot_id, kind, salt, kdf, wrapped, label, created, provider, wrapped_key)
         except Exception:
             raise IntegrityError("A key slot is malformed.") from None
 
@@ -277,10 +308,18 @@ def new_slot(
         raise InvalidInputError(f"Error: A key slot label is at most {MAX_LABEL_CHARS} printable characters.")
     slot_kdf = (kdf or DEFAULT_KDF) if unlock.kind == "passphrase" else None
     slot = KeySlot(crypto.random_bytes(16), unlock.kind, crypto.random_bytes(_SALT_SIZE), slot_kdf, b"",
-                   label or "", created)  # fmt: skip
-    kek = _derive_kek(slot.kind, slot.salt, slot.kdf, unlock)
+                   label or "", created, unlock.provider or "")  # fmt: skip
+    wrapped_key = b""
+    if unlock.provider is not None:
+        if created is None:
+            raise InvalidInputError("Error: Key provider slots need a store of format version 3: run memvault upgrade.")
+        kek = crypto.new_key()
+        wrapped_key = open_provider(unlock.provider).wrap(kek, binding_context(store_id, slot.slot_id))
+    else:
+        kek = _derive_kek(slot.kind, slot.salt, slot.kdf, unlock)
     wrapped = crypto.seal(kek, _encode_master_keys(master_keys), slot.aad(store_id))
-    return KeySlot(slot.slot_id, slot.kind, slot.salt, slot.kdf, wrapped, slot.label, slot.created)
+    return KeySlot(slot.slot_id, slot.kind, slot.salt, slot.kdf, wrapped, slot.label, slot.created,
+                   slot.provider, wrapped_key)  # fmt: skip
 
 
 def write_slot(keys_dir: Path, slot: KeySlot, *, durable: bool = True) -> None:
@@ -336,15 +375,34 @@ def unlock_master_keys(store_id: bytes, slots: list[KeySlot], unlock: Unlock) ->
     if not slots:
         raise IntegrityError("The store has no key slot (keys/ holds none): no passphrase or key can unlock it.")
     for slot in slots:
-        if slot.kind != unlock.kind:
+        if slot.kind != unlock.kind or (unlock.provider is not None and slot.provider != unlock.provider):
             continue
-        kek = _derive_kek(slot.kind, slot.salt, slot.kdf, unlock)
+        kek = _provider_kek(store_id, slot) if unlock.provider is not None else _derive_kek(
+            slot.kind, slot.salt, slot.kdf, unlock)  # fmt: skip
         try:
             data = crypto.open_sealed(kek, slot.wrapped, slot.aad(store_id))
         except IntegrityError:
+            if unlock.provider is not None:
+                raise ProviderError(
+                    f"The key provider {slot.provider} returned a key that does not open key slot "
+                    f"{slot.slot_id.hex()} (the slot was altered, or the provider unwrapped for another context)."
+                ) from None
             continue
         return slot, _decode_master_keys(data)
+    if unlock.provider is not None:
+        raise WrongKeyError(f"No key slot of this memory store uses the key provider {unlock.provider}.")
     raise WrongKeyError("The passphrase or key does not unlock this memory store.")
+
+
+def _provider_kek(store_id: bytes, slot: KeySlot) -> bytes:
+    """The KEK of a provider slot, unwrapped by its provider (bound to the store and slot)."""
+    try:
+        kek = open_provider(slot.provider).unwrap(slot.wrapped_key, binding_context(store_id, slot.slot_id))
+    except ProviderError as err:
+        raise ProviderError(f"Key slot {slot.slot_id.hex()}: {err.message}") from None
+    if len(kek) != crypto.KEY_SIZE:
+        raise ProviderError(f"Key slot {slot.slot_id.hex()}: the key provider returned a key of the wrong size.")
+    return kek
 
 
 def unlock_master_key(store_id: bytes, slots: list[KeySlot], unlock: Unlock) -> dict[int, bytes]:

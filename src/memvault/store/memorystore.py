@@ -108,13 +108,12 @@ class MemoryStore:
         #: Id of the key slot that unlocked this store object.
         self.unlocked_slot = b""
         self._subkeys = {e: Subkeys(k, store_id, e) for e, k in master_keys.items()}
-        #: Every subkey but the wrap key comes from the first epoch for the store's whole life
-        #: (tokens and history stay verifiable); a rotation changes only ``_epoch``'s wrap key.
+        #: The first epoch's subkeys serve for good (a rotation changes only the wrap key).
         self._keys = self._subkeys[min(master_keys)]
         self._token_mac = crypto.mac_function(self._keys.name)
         self._durable = settings.durability == "full"
-        wrap_keys = {e: s.wrap for e, s in self._subkeys.items()}
-        self.keyring = Keyring(root / "keyring", store_id, wrap_keys, self._keys.keyring, tombstone_key=self._keys.meta)
+        wraps = {e: s.wrap for e, s in self._subkeys.items()}
+        self.keyring = Keyring(root / "keyring", store_id, wraps, self._keys.keyring, tombstone_key=self._keys.meta)
         self._lock = StoreLock(root / "lock")
         #: The thread holding the writer lock through this store object, if any.
         self._writer_thread: int | None = None
@@ -176,14 +175,15 @@ class MemoryStore:
         plaintext_cache_bytes: int = PLAINTEXT_CACHE_BYTES,
         allow_weak_passphrase: bool = False,
         cache_dir: str | os.PathLike[str] | None = None,
+        key: str | None = None,
     ) -> MemoryStore:
         """Create a new store in directory ``path`` (created if missing; must be empty), or at an
         empty ``s3://bucket/prefix`` or ``file:///path`` URL (object storage).
 
-        ``lock_timeout``, ``plaintext_cache_bytes``, ``cache_dir``: see :meth:`open`. A
+        ``lock_timeout``, ``plaintext_cache_bytes``, ``cache_dir``, ``key``: see :meth:`open`. A
         passphrase shorter than 12 characters is refused unless ``allow_weak_passphrase``.
         """
-        unlock = Unlock.of(passphrase, key_file)
+        unlock = Unlock.of(passphrase, key_file, key)
         if unlock.passphrase is not None:
             check_new_passphrase(unlock.passphrase, allow_weak=allow_weak_passphrase)
         try:
@@ -239,9 +239,11 @@ class MemoryStore:
         lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
         plaintext_cache_bytes: int = PLAINTEXT_CACHE_BYTES,
         cache_dir: str | os.PathLike[str] | None = None,
+        key: str | None = None,
     ) -> MemoryStore:
         """Open an existing store (a directory, or an ``s3://`` / ``file://`` URL of object
-        storage) with exactly one of ``passphrase`` or ``key_file``.
+        storage) with exactly one of ``passphrase``, ``key_file`` or ``key`` (a key provider's
+        URI: ``aws-kms:alias/name``, ``command:program args``).
 
         Args:
             check_head: False only unlocks the keys and skips loading (and checking) the head, for
@@ -254,10 +256,10 @@ class MemoryStore:
                 ``$MEMVAULT_CACHE_DIR``, else ``~/.cache/memvault``).
 
         Raises:
-            WrongKeyError: the secret opens no key slot. StoreNotFoundError, IntegrityError,
-            StorageError: no store there, a damaged one, or one the filesystem refuses.
+            WrongKeyError: the secret opens no key slot. ProviderError: the key provider failed.
+            StoreNotFoundError, IntegrityError, StorageError: no store, a damaged one, or a refused one.
         """
-        unlock = Unlock.of(passphrase, key_file)
+        unlock = Unlock.of(passphrase, key_file, key)
         objects, root = replica_for_open(str(path), cache_dir, lock_timeout) if is_remote(path) else (None, Path(path))
         config = read_config(root)
         slot, master_keys = unlock_master_keys(config.store_id, load_slots(root / "keys"), unlock)

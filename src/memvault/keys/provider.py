@@ -1,0 +1,67 @@
+"""The key provider seam: something outside memvault (a KMS, an HSM, an external key service)
+that wraps and unwraps a slot's 32-byte key, bound to the store and slot (docs/format.md §2.1)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Protocol
+
+from ..errors import InvalidInputError
+
+__all__ = ["KeyProvider", "open_provider", "binding_context", "SCHEMES"]
+
+#: URI schemes of the providers this release has, and the module of each.
+SCHEMES = {"aws-kms": "kms", "command": "command"}
+
+
+class KeyProvider(Protocol):
+    """Wraps and unwraps 32-byte keys with a key memvault never sees.
+
+    ``context`` binds a wrap to one store and slot (an AWS KMS encryption context, AES-GCM
+    associated data, a helper's JSON field): unwrapping with another context must fail.
+    Failures raise :class:`~memvault.errors.ProviderError` with the provider's reason.
+    """
+
+    #: The provider's URI, as the key slot records it.
+    uri: str
+
+    def wrap(self, key: bytes, context: Mapping[str, str]) -> bytes:
+        """The wrapped form of ``key`` (opaque bytes the slot stores)."""
+        ...
+
+    def unwrap(self, wrapped: bytes, context: Mapping[str, str]) -> bytes:
+        """The 32-byte key ``wrapped`` holds, if it was wrapped with ``context``."""
+        ...
+
+
+def binding_context(store_id: bytes, slot_id: bytes) -> dict[str, str]:
+    """The context of a slot's wrap: ``{"memvault:store": <hex>, "memvault:slot": <hex>}`` (it also
+    names the store and slot in the provider's audit log)."""
+    return {"memvault:store": store_id.hex(), "memvault:slot": slot_id.hex()}
+
+
+def open_provider(uri: str) -> KeyProvider:
+    """The provider a URI names: ``aws-kms:<key id | arn | alias/name>`` or
+    ``command:<program> [args]``.
+
+    Raises:
+        InvalidInputError: an unknown scheme or a malformed URI, or the provider's optional
+            dependency (boto3 for ``aws-kms``) is not installed.
+    """
+    scheme, sep, rest = uri.partition(":")
+    if not sep or scheme not in SCHEMES or not rest.strip():
+        raise InvalidInputError(
+            f"Error: Not a key provider URI: {uri!r} (use aws-kms:<key id, ARN or alias/name> or "
+            "command:<program> [args])."
+        )
+    if scheme == "command":
+        from .command import CommandProvider
+
+        return CommandProvider(uri)
+    try:
+        from .kms import KmsProvider
+    except ImportError:
+        raise InvalidInputError(
+            "Error: aws-kms: keys need boto3: install memvault with the kms extra (pip install 'memvault[kms]')."
+        ) from None
+    return KmsProvider(uri)

@@ -23,6 +23,7 @@ OWNERS = {
     "ahocorasick": {"scrub/validators"},
     "pydantic": {"settings"},
     "boto3": {"storage/s3", "keys/kms"},
+    "pkcs11": {"keys/hsm"},
     "botocore": {"storage/s3", "keys/kms"},
 }
 
@@ -60,7 +61,7 @@ TIERS = {
 ORDER = {
     "format": ["records", "layout"],
     "git": ["objects", "pack", "packread", "packdir", "refs", "repo"],
-    "keys": ["framing", "command", "kms", "provider", "slots", "keyring"],
+    "keys": ["framing", "command", "kms", "hsm", "provider", "slots", "keyring"],
     "store": ["config", "atimes", "access", "state", "head", "transaction", "commit", "replicated", "memorystore"],
     "scrub": ["prefilter", "validators", "detectors", "rules", "engine", "guard"],
     "verify": ["report", "keys", "checker"],

@@ -11,7 +11,7 @@ from ..errors import InvalidInputError
 __all__ = ["KeyProvider", "open_provider", "binding_context", "SCHEMES"]
 
 #: URI schemes of the providers this release has, and the module of each.
-SCHEMES = {"aws-kms": "kms", "command": "command"}
+SCHEMES = {"aws-kms": "kms", "command": "command", "pkcs11": "hsm"}
 
 
 class KeyProvider(Protocol):
@@ -41,23 +41,32 @@ def binding_context(store_id: bytes, slot_id: bytes) -> dict[str, str]:
 
 
 def open_provider(uri: str) -> KeyProvider:
-    """The provider a URI names: ``aws-kms:<key id | arn | alias/name>`` or
-    ``command:<program> [args]``.
+    """The provider a URI names: ``aws-kms:<key id | arn | alias/name>``,
+    ``pkcs11:token=<label>;object=<key label>`` (RFC 7512) or ``command:<program> [args]``.
 
     Raises:
         InvalidInputError: an unknown scheme or a malformed URI, or the provider's optional
-            dependency (boto3 for ``aws-kms``) is not installed.
+            dependency (boto3 for ``aws-kms``, python-pkcs11 for ``pkcs11``) is not installed.
     """
     scheme, sep, rest = uri.partition(":")
     if not sep or scheme not in SCHEMES or not rest.strip():
         raise InvalidInputError(
-            f"Error: Not a key provider URI: {uri!r} (use aws-kms:<key id, ARN or alias/name> or "
-            "command:<program> [args])."
+            "Error: Not a key provider URI (use aws-kms:<key id, ARN or alias/name>, "
+            "pkcs11:token=<label>;object=<key label> or command:<program> [args])."
         )
     if scheme == "command":
         from .command import CommandProvider
 
         return CommandProvider(uri)
+    if scheme == "pkcs11":
+        try:
+            from .hsm import HsmProvider
+        except ImportError:
+            raise InvalidInputError(
+                "Error: pkcs11: keys need python-pkcs11: install memvault with the pkcs11 extra "
+                "(pip install 'memvault[pkcs11]')."
+            ) from None
+        return HsmProvider(uri)
     try:
         from .kms import KmsProvider
     except ImportError:

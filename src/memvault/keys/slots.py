@@ -29,7 +29,7 @@ from ..crypto import b64decode, b64encode
 from ..errors import IntegrityError, InvalidInputError, KeyUnavailableError, ProviderError, WrongKeyError, read_failure
 from ..fsutil import read_bounded
 from ..settings import DEFAULT_KDF, KdfParams
-from .provider import binding_context, open_provider
+from .provider import KeyProvider, binding_context, open_provider
 
 __all__ = [
     "Unlock",
@@ -307,14 +307,15 @@ def new_slot(
     if label is not None and not valid_label(label):
         raise InvalidInputError(f"Error: A key slot label is at most {MAX_LABEL_CHARS} printable characters.")
     slot_kdf = (kdf or DEFAULT_KDF) if unlock.kind == "passphrase" else None
+    provider = None if unlock.provider is None else open_provider(unlock.provider)
     slot = KeySlot(crypto.random_bytes(16), unlock.kind, crypto.random_bytes(_SALT_SIZE), slot_kdf, b"",
-                   label or "", created, unlock.provider or "")  # fmt: skip
+                   label or "", created, provider.uri if provider else "")  # fmt: skip
     wrapped_key = b""
-    if unlock.provider is not None:
+    if provider is not None:
         if created is None:
             raise InvalidInputError("Error: Key provider slots need a store of format version 3: run memvault upgrade.")
         kek = crypto.new_key()
-        wrapped_key = open_provider(unlock.provider).wrap(kek, binding_context(store_id, slot.slot_id))
+        wrapped_key = provider.wrap(kek, binding_context(store_id, slot.slot_id))
     else:
         kek = _derive_kek(slot.kind, slot.salt, slot.kdf, unlock)
     wrapped = crypto.seal(kek, _encode_master_keys(master_keys), slot.aad(store_id))
@@ -374,10 +375,12 @@ def unlock_master_keys(store_id: bytes, slots: list[KeySlot], unlock: Unlock) ->
     """
     if not slots:
         raise IntegrityError("The store has no key slot (keys/ holds none): no passphrase or key can unlock it.")
+    # A provider's URI may carry what opens it (a PIN source): the slot records the rest.
+    provider = None if unlock.provider is None else open_provider(unlock.provider)
     for slot in slots:
-        if slot.kind != unlock.kind or (unlock.provider is not None and slot.provider != unlock.provider):
+        if slot.kind != unlock.kind or (provider is not None and slot.provider != provider.uri):
             continue
-        kek = _provider_kek(store_id, slot) if unlock.provider is not None else _derive_kek(
+        kek = _provider_kek(store_id, slot, provider) if provider is not None else _derive_kek(
             slot.kind, slot.salt, slot.kdf, unlock)  # fmt: skip
         try:
             data = crypto.open_sealed(kek, slot.wrapped, slot.aad(store_id))
@@ -389,15 +392,15 @@ def unlock_master_keys(store_id: bytes, slots: list[KeySlot], unlock: Unlock) ->
                 ) from None
             continue
         return slot, _decode_master_keys(data)
-    if unlock.provider is not None:
-        raise WrongKeyError(f"No key slot of this memory store uses the key provider {unlock.provider}.")
+    if provider is not None:
+        raise WrongKeyError(f"No key slot of this memory store uses the key provider {provider.uri}.")
     raise WrongKeyError("The passphrase or key does not unlock this memory store.")
 
 
-def _provider_kek(store_id: bytes, slot: KeySlot) -> bytes:
+def _provider_kek(store_id: bytes, slot: KeySlot, provider: KeyProvider) -> bytes:
     """The KEK of a provider slot, unwrapped by its provider (bound to the store and slot)."""
     try:
-        kek = open_provider(slot.provider).unwrap(slot.wrapped_key, binding_context(store_id, slot.slot_id))
+        kek = provider.unwrap(slot.wrapped_key, binding_context(store_id, slot.slot_id))
     except ProviderError as err:
         raise ProviderError(f"Key slot {slot.slot_id.hex()}: {err.message}") from None
     if len(kek) != crypto.KEY_SIZE:

@@ -223,6 +223,10 @@ class StoreSettings(BaseModel):
     durability: Literal["full", "none"] = "full"
     #: Sensitive-data scrubber applied to every write (see :mod:`memvault.scrub`).
     scrub: ScrubSettings = Field(default_factory=lambda: ScrubSettings())
+    #: Days a superseded or deleted version stays readable; older ones are crypto-shredded by
+    #: ``memvault expire --history`` and ``memvault gc`` (:mod:`memvault.retention`). None: keep
+    #: every version; 0: nothing readable beyond the head.
+    retain_history_days: int | None = Field(default=None, ge=0, le=1_000_000)
 
     @model_serializer(mode="wrap")
     def _omit_default_scrub(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo) -> Any:
@@ -237,4 +241,6 @@ class StoreSettings(BaseModel):
                 data.pop("max_total_bytes", None)
             if self.max_stored_bytes == DEFAULT_MAX_STORED_BYTES:
                 data.pop("max_stored_bytes", None)
+            if self.retain_history_days is None:
+                data.pop("retain_history_days", None)
         return data

@@ -46,6 +46,7 @@ TIERS = {
     "undo": 7,
     "writes": 7,
     "shred": 7,
+    "retention": 7,
     "expiry": 7,
     "keymgmt": 7,
     "verify": 7,

@@ -32,7 +32,11 @@ def _print_log(entries: Sequence[CommitInfo]) -> None:
 def _cmd_init(args: argparse.Namespace) -> int:
     from ..store import MemoryStore
 
-    settings = StoreSettings(overwrite_on_create=args.overwrite_on_create, durability=args.durability)
+    settings = StoreSettings(
+        overwrite_on_create=args.overwrite_on_create,
+        durability=args.durability,
+        retain_history_days=args.retain_history_days,
+    )
     store = MemoryStore.create(
         _store_path(args),
         settings=settings,
@@ -113,6 +117,12 @@ def register(sub: Any) -> None:
     s = sub.add_parser("init", help="create an empty store (key from the environment or a prompt)")
     s.add_argument("--overwrite-on-create", action="store_true", help="let `create` overwrite existing files")
     s.add_argument("--durability", choices=["full", "none"], default="full", help="fsync policy (default: full)")
+    s.add_argument(
+        "--retain-history-days",
+        type=int,
+        metavar="N",
+        help="shred versions that left the head N days ago at each `gc` (default: keep every version)",
+    )
     s.add_argument(
         "--allow-weak-passphrase",
         action="store_true",

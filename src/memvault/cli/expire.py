@@ -40,9 +40,35 @@ def format_result(result: ExpireResult) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _cmd_history(args: argparse.Namespace) -> int:
+    from ..errors import InvalidInputError
+    from ..expiry import parse_duration
+    from ..retention import apply_retention
+
+    if args.unused_for or args.assume_unread:
+        raise InvalidInputError("--history expires old versions; it takes --older-than, not --unused-for.")
+    days = None if args.older_than is None else parse_duration(args.older_than) / 86400
+    with _open(args) as store:
+        result = apply_retention(store, days, actor=args.actor, session=args.session, dry_run=args.dry_run)
+    if args.json:
+        print_json(result.to_json())
+    elif not result.dek_ids:
+        print("No version left the head before the cutoff; nothing was shredded.")
+    else:
+        verb = "Would shred" if result.dry_run else "Shredded"
+        commit = f" in commit {result.commit_id[:10]}" if result.commit_id else ""
+        print(f"{verb} {len(result.dek_ids)} old version(s){commit}: their data keys are destroyed.")
+    return ExitStatus.SUCCESS
+
+
 def _cmd_expire(args: argparse.Namespace) -> int:
+    from ..errors import InvalidInputError
     from ..expiry import expire, parse_duration
 
+    if args.history:
+        return _cmd_history(args)
+    if args.unused_for is None:
+        raise InvalidInputError("Give --unused-for DURATION (files), or --history (old versions).")
     unused_for = parse_duration(args.unused_for)
     with _open(args) as store:
         result = expire(
@@ -64,7 +90,13 @@ def register(sub: Any) -> None:
     s = sub.add_parser(
         "expire", help="delete, as one commit, the files not read or written for a while (e.g. --unused-for 90d)"
     )
-    s.add_argument("--unused-for", required=True, metavar="DURATION", help="e.g. 90d, 12w, 36h (units s, m, h, d, w)")
+    s.add_argument("--unused-for", metavar="DURATION", help="e.g. 90d, 12w, 36h (units s, m, h, d, w)")
+    s.add_argument(
+        "--history",
+        action="store_true",
+        help="instead, crypto-shred versions that left the head longer ago than the store's retain_history_days",
+    )
+    s.add_argument("--older-than", metavar="DURATION", help="with --history: this period instead of the store's")
     s.add_argument("--dry-run", action="store_true", help="list the files that would go; change nothing")
     s.add_argument(
         "--assume-unread",

@@ -22,11 +22,20 @@ def _cmd_gc(args: argparse.Namespace) -> int:
         if store.remote is not None:  # data key objects a redaction stopped before deleting
             with store.writing():
                 store.remote.destroyed(store.keyring.destroyed_ids)
+        shredded = None
+        if store.settings.retain_history_days is not None:  # the store's retention period
+            from ..retention import apply_retention
+
+            shredded = apply_retention(store, actor="gc")
         loose, packs = store.git.loose_count(), store.git.pack_count()
+    versions = len(shredded.dek_ids) if shredded else 0
     if args.json:
-        print_json({"packed": packed, "merged_packs": merged, "loose_objects": loose, "packs": packs})
+        print_json({"packed": packed, "merged_packs": merged, "loose_objects": loose, "packs": packs,
+                    "shredded_versions": versions})  # fmt: skip
     else:
         print(f"Packed {packed} loose objects; merged {merged} packs. Now {loose} loose objects and {packs} packs.")
+        if shredded is not None:
+            print(f"Retention: shredded {versions} version(s) older than the store's retain_history_days.")
     return ExitStatus.SUCCESS
 
 

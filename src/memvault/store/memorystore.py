@@ -502,8 +502,7 @@ class MemoryStore:
         ``redact`` commit deletes the head's files that use them (``remove_from_head``) and records
         the destruction in the keyring (version 3; versions 1 and 2 write tombstones after it).
 
-        Returns:
-            ``(keys that were present, paths removed from the head, the commit made or None)``.
+        Returns ``(keys that were present, paths removed from the head, the commit made or None)``.
 
         Raises:
             ConflictError: the head uses one of the keys and ``remove_from_head`` is false.
@@ -543,9 +542,10 @@ class MemoryStore:
             return count, live, commit_id
 
         with self._writer(), self._state_lock:
-            result = run_racing(once)
-            self.forget_cached_plaintext()
-            return result
+            try:
+                return run_racing(once)
+            finally:  # also when interrupted: nodes cached before the destruction are stale
+                self.forget_cached_plaintext()
 
     def record_rotation(self, *, actor: str = "operator", session: str = "") -> None:
         """After a master-key rotation (keymgmt.rotate), record its epoch in the keyring's MAC chain

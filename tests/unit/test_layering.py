@@ -47,6 +47,7 @@ TIERS = {
     "writes": 7,
     "shred": 7,
     "retention": 7,
+    "erase": 7,
     "expiry": 7,
     "keymgmt": 7,
     "verify": 7,

@@ -249,7 +249,7 @@ def test_cli_gc(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch:
     assert out.startswith("Packed ") and "Now 0 loose objects and 1 packs." in out
     assert main(["--store", str(tmp_path / "s"), "gc", "--json"]) == 0
     doc = __import__("json").loads(capsys.readouterr().out)
-    assert doc == {"packed": 0, "merged_packs": 0, "loose_objects": 0, "packs": 1}
+    assert doc == {"packed": 0, "merged_packs": 0, "loose_objects": 0, "packs": 1, "shredded_versions": 0}
 
 
 def test_a_batch_of_damaged_loose_objects_does_not_stop_packing(

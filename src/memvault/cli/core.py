@@ -129,7 +129,9 @@ def register(sub: Any) -> None:
         help="accept a passphrase shorter than 12 characters (weak against offline guessing)",
     )
     s.add_argument(
-        "--key", help="unlock with a key provider instead: aws-kms:<key id, ARN or alias/name>, command:<program>"
+        "--key",
+        help="unlock with a key provider instead: aws-kms:<key id, ARN or alias/name>, "
+        "pkcs11:token=...;object=..., command:<program>",
     )
     s.set_defaults(func=_cmd_init)
 

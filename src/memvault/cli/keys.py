@@ -69,6 +69,9 @@ def _cmd_list(args: argparse.Namespace) -> int:
 def _cmd_add(args: argparse.Namespace) -> int:
     from ..keymgmt import add_slot
 
+    if args.key and args.key_file:
+        raise InvalidInputError("Give --key or --key-file, not both.")
+
     with open_store(args) as store:
         slot = (
             add_slot(store, key=args.key, label=args.label)
@@ -138,7 +141,11 @@ def register(sub: Any) -> None:
         s = ksub.add_parser(name, help=helptext)
         if name == "add":
             s.add_argument("--key-file", help="a file with a raw 32-byte key (see `memvault keygen`)")
-            s.add_argument("--key", help="a key provider's URI: aws-kms:<key id, ARN or alias/name>, command:<program>")
+            s.add_argument(
+                "--key",
+                help="a key provider's URI: aws-kms:<key id, ARN or alias/name>, pkcs11:token=...;object=..., "
+                "command:<program>",
+            )
             s.add_argument("--allow-weak-passphrase", action="store_true", help=WEAK_HELP)
             s.add_argument("--label", default="", help="a name for the slot, shown by `key list` (e.g. who holds it)")
         if name == "remove":

@@ -31,7 +31,8 @@ ENV_MODULE: Final = "MEMVAULT_PKCS11_MODULE"
 ENV_PIN: Final = "MEMVAULT_PKCS11_PIN"  # noqa: S105 - a variable name
 _KEY_SIZE: Final = 32
 _NONCE: Final = 12
-_PATH_ATTRS: Final = frozenset({"token", "object", "serial", "manufacturer", "model", "id", "type"})
+#: The path attributes this provider reads (RFC 7512 defines more; they are refused, not ignored).
+_PATH_ATTRS: Final = frozenset({"token", "object"})
 _QUERY_ATTRS: Final = frozenset({"module-path", "pin-source", "pin-value"})
 #: Loaded PKCS#11 modules by path (a module is initialised once per process).
 _LIBS: dict[str, Any] = {}
@@ -62,8 +63,8 @@ def _split(uri: str) -> tuple[dict[str, str], dict[str, str]]:
             name, eq, value = part.partition("=")
             if scheme != "pkcs11" or not eq or name not in known or name in attrs[which]:
                 raise InvalidInputError(
-                    "Error: Not a PKCS#11 key URI (RFC 7512): use pkcs11:token=<label>;object=<key label>, "
-                    "optionally ?module-path=...&pin-source=file:/path."
+                    "Error: Not a PKCS#11 key URI memvault reads (RFC 7512): use pkcs11:token=<label>;object=<key "
+                    "label>, optionally ?module-path=...&pin-source=file:/path (no other attributes)."
                 )
             attrs[which][name] = unquote(value)
     return attrs[0], attrs[1]
@@ -122,7 +123,7 @@ class HsmProvider:
         lib = self._module(action)
         pin = self._pin(action)
         try:
-            token = lib.get_token(token_label=self._path["token"], **_token_filters(self._path))
+            token = lib.get_token(token_label=self._path["token"])
             with token.open(user_pin=pin) as session:
                 key = session.get_key(
                     label=self._path["object"], key_type=pkcs11.KeyType.AES, object_class=pkcs11.ObjectClass.SECRET_KEY
@@ -175,9 +176,3 @@ class HsmProvider:
 
 def _aad(context: Mapping[str, str]) -> bytes:
     return json.dumps(dict(context), sort_keys=True, separators=(",", ":")).encode()
-
-
-def _token_filters(path: Mapping[str, str]) -> dict[str, str]:
-    """Further token attributes of the URI (serial, manufacturer, model) as python-pkcs11 names them."""
-    names = {"serial": "token_serial", "manufacturer": "manufacturer_id", "model": "model"}
-    return {names[k]: v for k, v in path.items() if k in names}

@@ -3,12 +3,14 @@
 Usage::
 
     export ANTHROPIC_API_KEY=sk-ant-...
-    export MEMVAULT_PASSPHRASE=...            # or MEMVAULT_KEY_FILE=...; else asked for interactively
+    export MEMVAULT_PASSPHRASE=...            # or MEMVAULT_KEY_FILE=..., or MEMVAULT_KEY=aws-kms:alias/...
+                                              # (a key provider: no secret on the worker); else asked
     python examples/agent.py "Remember that Dana (order #4521) prefers email contact."
     python examples/agent.py --store ~/support-memory "What do we know about Dana?"
 
-The store is opened at ``--store``, else ``$MEMVAULT_STORE``, else ``./memvault-store``, and
-created there if it does not exist yet (a typed-in passphrase is asked for twice then). The SDK's
+The store is opened at ``--store``, else ``$MEMVAULT_STORE``, else ``./memvault-store`` (a
+directory, or ``s3://bucket/prefix`` for a store shared by many workers), and created there if it
+does not exist yet (a typed-in passphrase is asked for twice then). The SDK's
 tool runner executes every ``memory`` command Claude issues against the store; each change becomes
 a commit attributed to actor ``example-agent`` and this run's session id, so everything the agent
 wrote can be reviewed afterwards with ``memvault --store <dir> log``.
@@ -89,26 +91,25 @@ def read_passphrase(*, new_store: bool) -> str:
     return passphrase
 
 
-def unlock(*, new_store: bool) -> tuple[str | None, str | None]:
-    """``(passphrase, key_file)`` as the memvault CLI takes them: a key file from
-    ``$MEMVAULT_KEY_FILE`` (a raw 32-byte key, see ``memvault keygen``), else a passphrase."""
-    key_file = os.environ.get("MEMVAULT_KEY_FILE")
-    if key_file:
-        return None, key_file
-    return read_passphrase(new_store=new_store), None
+def unlock(*, new_store: bool) -> dict[str, str]:
+    """The key as the memvault CLI takes it: a key provider's URI from ``$MEMVAULT_KEY``, a key
+    file from ``$MEMVAULT_KEY_FILE`` (a raw 32-byte key, see ``memvault keygen``), else a passphrase."""
+    if os.environ.get("MEMVAULT_KEY"):
+        return {"key": os.environ["MEMVAULT_KEY"]}
+    if os.environ.get("MEMVAULT_KEY_FILE"):
+        return {"key_file": os.environ["MEMVAULT_KEY_FILE"]}
+    return {"passphrase": read_passphrase(new_store=new_store)}
 
 
-def open_or_create_store(path: Path) -> memvault.MemoryStore:
-    """Open the store at ``path``, or create one there if there is none."""
-    if path.exists():
-        passphrase, key_file = unlock(new_store=False)
+def open_or_create_store(where: str | Path) -> memvault.MemoryStore:
+    """Open the store at ``where`` (a directory or a URL), or create one there if there is none."""
+    if not isinstance(where, Path) or where.exists():
         try:
-            return memvault.MemoryStore.open(path, passphrase=passphrase, key_file=key_file)
+            return memvault.MemoryStore.open(where, **unlock(new_store=False))  # type: ignore[arg-type]
         except StoreNotFoundError:
-            pass  # an existing directory without a store; create() only accepts an empty one
-    print(f"Creating a new memvault store at {path}", file=sys.stderr)
-    passphrase, key_file = unlock(new_store=True)
-    return memvault.MemoryStore.create(path, passphrase=passphrase, key_file=key_file)
+            pass  # nothing there yet (or a directory without a store; create() takes only an empty one)
+    print(f"Creating a new memvault store at {where}", file=sys.stderr)
+    return memvault.MemoryStore.create(where, **unlock(new_store=True))  # type: ignore[arg-type]
 
 
 def describe_tool_call(block: Any) -> str:
@@ -153,7 +154,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("Set ANTHROPIC_API_KEY to run this example.", file=sys.stderr)
         return 2
 
-    store_path = Path(args.store).expanduser()
+    store_path: str | Path = args.store if "://" in args.store else Path(args.store).expanduser()
     session = uuid.uuid4().hex
     try:
         store = open_or_create_store(store_path)

@@ -9,6 +9,7 @@ that imports ``boto3`` and ``botocore``.
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Mapping
 from typing import Any, Final
@@ -52,6 +53,24 @@ _CONFIG: Final = (
     (bexc.PartialCredentialsError, "the AWS credentials are incomplete"),
     (bexc.NoRegionError, "no AWS region configured (set AWS_REGION, or name the key by its ARN)"),
     (bexc.ProfileNotFound, "the AWS profile configured does not exist"),
+)
+
+
+#: KMS clients by region and the AWS environment they were made in (credentials, profile,
+#: endpoint): a process opening many stores makes one.
+_CLIENTS: dict[tuple[str | None, ...], Any] = {}
+_CLIENTS_LOCK = threading.Lock()
+_CLIENT_ENV = (
+    "AWS_ENDPOINT_URL",
+    "AWS_ENDPOINT_URL_KMS",
+    "AWS_PROFILE",
+    "AWS_DEFAULT_REGION",
+    "AWS_REGION",
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "AWS_CONFIG_FILE",
+    "AWS_SHARED_CREDENTIALS_FILE",
 )
 
 
@@ -139,15 +158,22 @@ class KmsProvider:
         return plaintext
 
     def _kms(self) -> Any:
-        """The KMS client, made on first use (so opening a provider needs no AWS configuration)."""
+        """The KMS client, made on first use (so opening a provider needs no AWS configuration) and
+        shared by every provider of this process with the same region and AWS environment (a new
+        client costs tens of ms and, on AWS, a new TLS connection)."""
         with self._lock:
             if self._client is None:
-                config = botocore.config.Config(
-                    retries={"mode": "standard", "max_attempts": _RETRIES},  # Encrypt and Decrypt may be repeated
-                    connect_timeout=5,
-                    read_timeout=10,
-                )
-                self._client = boto3.session.Session().client("kms", region_name=_region(self.key_id), config=config)
+                region = _region(self.key_id)
+                key = (region, *(os.environ.get(name) for name in _CLIENT_ENV))
+                with _CLIENTS_LOCK:
+                    if key not in _CLIENTS:
+                        config = botocore.config.Config(
+                            retries={"mode": "standard", "max_attempts": _RETRIES},  # Encrypt, Decrypt may repeat
+                            connect_timeout=5,
+                            read_timeout=10,
+                        )
+                        _CLIENTS[key] = boto3.session.Session().client("kms", region_name=region, config=config)
+                    self._client = _CLIENTS[key]
             return self._client
 
     def _call(self, action: str, operation: str, **params: Any) -> dict[str, Any]:

@@ -698,3 +698,29 @@ def test_create_refuses_a_service_that_ignores_conditional_writes(tmp_path: Path
     with pytest.raises(InvalidInputError, match="does not honour conditional writes"):
         _create(f"file://{tmp_path / 'bucket'}", tmp_path / "cache")
     assert not any((tmp_path / "bucket").rglob("*.json"))  # nothing of a store was written
+
+
+def test_an_evicted_object_is_fetched_even_when_the_pack_directory_changed(s3_env, tmp_path: Path, monkeypatch) -> None:
+    """A reader whose list of packs is stale (another process evicted or merged packs) lists the
+    directory again and, if the object is still missing, fetches its pack."""
+    url = s3_env.url("stale-list")
+    a = _create(url, tmp_path / "a")
+    for i in range(6):
+        _cmd(a, command="create", path=f"/memories/n{i}.md", file_text=f"note {i} " * 200 + "\n")
+    expected = _files(a)
+    a.close()
+    monkeypatch.setenv("MEMVAULT_CACHE_BYTES", "1")
+    b = _open(url, tmp_path / "b")
+    b.remote.evict()  # type: ignore[union-attr]
+    b.forget_cached_plaintext()
+    from memvault.git.packread import PackReader
+
+    real_rescan = PackReader.rescan
+
+    def changed(self: PackReader) -> bool:  # "the directory changed", yet the object is not there
+        real_rescan(self)
+        return True
+
+    monkeypatch.setattr(PackReader, "rescan", changed)
+    assert _files(b) == expected
+    b.close()

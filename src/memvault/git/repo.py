@@ -444,7 +444,9 @@ class GitStore:
             raw = self._read_loose(obj_id, kind)
             if raw is not None:
                 return _sha256_checked(raw, sha256)
-            if packs.rescan() or self._fetched(obj_id):
+            if packs.rescan():
+                found = packs.get(raw_id, sha256, want_type)
+            if found is None and self._fetched(obj_id):  # a cache that evicted it fetches it again
                 found = packs.get(raw_id, sha256, want_type)
             if found is None:
                 raise IntegrityError("An object of the store is missing.")

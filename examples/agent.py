@@ -16,8 +16,9 @@ a commit attributed to actor ``example-agent`` and this run's session id, so eve
 wrote can be reviewed afterwards with ``memvault --store <dir> log``.
 
 Old tool results are cleared from the context as the conversation grows (the API's
-``clear_tool_uses_20250919`` context edit), except those of the memory tool itself: what Claude
-needs to keep is in the store. Pass ``--no-context-management`` to send the plain conversation.
+``clear_tool_uses_20250919`` context edit, as ``memvault.context_management()`` builds it: the API's
+default thresholds), except those of the memory tool itself: what Claude needs to keep is in the
+store. Pass ``--no-context-management`` to send the plain conversation.
 """
 
 from __future__ import annotations
@@ -32,9 +33,9 @@ from pathlib import Path
 from typing import Any
 
 import anthropic
-from anthropic.types.beta import BetaContextManagementConfigParam
 
 import memvault
+from memvault.context import CONTEXT_MANAGEMENT_BETA
 from memvault.errors import MemvaultError, StoreNotFoundError
 
 DEFAULT_STORE = "./memvault-store"
@@ -43,11 +44,6 @@ DEFAULT_STORE = "./memvault-store"
 DEFAULT_MODEL = "claude-sonnet-4-6"
 DEFAULT_MAX_TOKENS = 4096
 ACTOR = "example-agent"
-
-CONTEXT_MANAGEMENT_BETA = "context-management-2025-06-27"
-CONTEXT_MANAGEMENT: BetaContextManagementConfigParam = {
-    "edits": [{"type": "clear_tool_uses_20250919", "exclude_tools": ["memory"]}],
-}
 
 SYSTEM_PROMPT = (
     "You are a customer-support assistant with a persistent memory directory at /memories. "
@@ -131,7 +127,7 @@ def run_agent(
     """Run the tool loop until Claude answers without using a tool, and return that answer's text."""
     options: dict[str, Any] = {}
     if context_management:
-        options = {"context_management": CONTEXT_MANAGEMENT, "betas": [CONTEXT_MANAGEMENT_BETA]}
+        options = {"context_management": memvault.context_management(), "betas": [CONTEXT_MANAGEMENT_BETA]}
     runner = client.beta.messages.tool_runner(
         model=model,
         max_tokens=max_tokens,

@@ -24,6 +24,7 @@ OWNERS = {
     "pydantic": {"settings"},
     "boto3": {"storage/s3", "keys/kms"},
     "pkcs11": {"keys/hsm"},
+    "mcp": {"mcpserver"},
     "botocore": {"storage/s3", "keys/kms"},
 }
 
@@ -54,6 +55,9 @@ TIERS = {
     "transfer": 7.5,
     "tool": 7,
     "demo": 8,
+    "mcpserver": 8,
+    "templates": 7.5,
+    "context": 2,
     "cli": 9,
     "__init__": 10,
 }

@@ -32,6 +32,10 @@ def _print_log(entries: Sequence[CommitInfo]) -> None:
 def _cmd_init(args: argparse.Namespace) -> int:
     from ..store import MemoryStore
 
+    if args.template is not None:
+        from ..templates import check_template
+
+        check_template(args.template)  # before anything is created
     settings = StoreSettings(
         overwrite_on_create=args.overwrite_on_create,
         durability=args.durability,
@@ -51,7 +55,14 @@ def _cmd_init(args: argparse.Namespace) -> int:
             print(f"memvault: warning: {warning}", file=sys.stderr)
     else:
         print(f"Created an empty memory store in {store.root}")
-    store.close()
+    try:
+        if args.template is not None:
+            from ..templates import apply_template
+
+            done = apply_template(store, args.template)
+            print(f"Wrote the {args.template} template as commit #{done.seq}: {', '.join(done.value)}")
+    finally:
+        store.close()
     return ExitStatus.SUCCESS
 
 
@@ -132,6 +143,13 @@ def register(sub: Any) -> None:
         "--key",
         help="unlock with a key provider instead: aws-kms:<key id, ARN or alias/name>, "
         "pkcs11:token=...;object=..., command:<program>",
+    )
+    s.add_argument(
+        "--template",
+        metavar="NAME",
+        help="seed the files for work over many sessions, as one commit by actor operator: project (progress "
+        "log, feature checklist, init script notes), support (guidelines, customer notes) or research "
+        "(sources, findings, open questions); each with an index, /memories/MEMORY.md",
     )
     s.set_defaults(func=_cmd_init)
 

@@ -57,6 +57,7 @@ TIERS = {
     "demo": 8,
     "mcpserver": 8,
     "templates": 7.5,
+    "audit": 7.5,
     "context": 2,
     "cli": 9,
     "__init__": 10,

@@ -74,14 +74,10 @@ def shred_store(store: MemoryStore, *, after_keys: Callable[[], None] | None = N
         data_keys = len(store.keyring.scan(parsed_only=True).deks)
         commits = store.head[1] + 1 if store.keyring.high_water is not None else 0
         slots = sorted((root / "keys").glob("*.json"))
-        overwritten = 0
-        for path in [*slots, *(root / name for name in KEY_MATERIAL)]:
-            if path.exists():
-                wipe_file(path)
-                overwritten += 1
         deleted = 0
         remaining: tuple[str, ...] = REMAINING
         if store.remote is not None:
+            # The bucket before this host's cache: a run stopped midway can be run again from here.
             warning = store.remote.versioning_warning()
             remaining += (warning,) if warning else ()
             objects = store.remote.objects
@@ -91,6 +87,11 @@ def shred_store(store: MemoryStore, *, after_keys: Callable[[], None] | None = N
             for key in keys:
                 objects.delete(key)
                 deleted += 1
+        overwritten = 0
+        for path in [*slots, *(root / name for name in KEY_MATERIAL)]:
+            if path.exists():
+                wipe_file(path)
+                overwritten += 1
         if after_keys is not None:
             after_keys()
         store.git.close()

@@ -724,3 +724,76 @@ def test_an_evicted_object_is_fetched_even_when_the_pack_directory_changed(s3_en
     monkeypatch.setattr(PackReader, "rescan", changed)
     assert _files(b) == expected
     b.close()
+
+
+def test_a_pull_stopped_before_its_branch_move_is_finished_not_taken_for_a_rollback(s3_env, tmp_path: Path) -> None:
+    from memvault.git.repo import GitStore
+
+    url = s3_env.url("stopped-pull")
+    a = _create(url, tmp_path / "a")
+    b = _open(url, tmp_path / "b")
+    for i in range(3):
+        _cmd(a, command="create", path=f"/memories/{i}.md", file_text=f"{i}\n")
+    real = GitStore.compare_and_swap
+
+    def dies(self: GitStore, old: bytes | None, new: bytes) -> bool:
+        raise KeyboardInterrupt  # the process dies between the keyring append and the branch move
+
+    GitStore.compare_and_swap = dies  # type: ignore[method-assign]
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            _cmd(b, command="view", path="/memories")
+    finally:
+        GitStore.compare_and_swap = real  # type: ignore[method-assign]
+    b.close()
+    again = _open(url, tmp_path / "b")  # the keyring is 3 commits ahead of the branch
+    assert _files(again) == {f"/memories/{i}.md": f"{i}\n".encode() for i in range(3)}
+    assert verify(again).ok
+    again.close()
+    a.close()
+
+
+def test_processes_sharing_a_cache_see_each_others_pack_map(tmp_path: Path, monkeypatch) -> None:
+    """Two store objects on one host's cache (a CLI beside a long-lived server): packs one pulls
+    and the cache evicts are found again by the other."""
+    monkeypatch.setenv("MEMVAULT_CACHE_BYTES", "0")
+    url = f"file://{tmp_path / 'bucket'}"
+    a = _create(url, tmp_path / "a")
+    _cmd(a, command="create", path="/memories/f0.md", file_text="zero")
+    b1 = _open(url, tmp_path / "host")
+    assert "zero" in _cmd(b1, command="view", path="/memories/f0.md")
+    b2 = _open(url, tmp_path / "host")
+    for i in (1, 2, 3):
+        _cmd(a, command="create", path=f"/memories/f{i}.md", file_text=f"file {i}")
+    assert "file 3" in _cmd(b2, command="view", path="/memories/f3.md")  # b2 pulls, records and evicts
+    b1.forget_cached_plaintext()
+    for i in (1, 2):
+        assert f"file {i}" in _cmd(b1, command="view", path=f"/memories/f{i}.md")
+    for s in (a, b1, b2):
+        s.close()
+
+
+def test_a_bad_provider_slot_does_not_hide_a_good_one(tmp_path: Path, monkeypatch) -> None:
+    """Two slots of one provider: the first does not open (altered), the second does."""
+    import json
+    import sys
+
+    from memvault.keymgmt import add_slot
+
+    helper = Path(__file__).parents[2] / "examples" / "key_helper.py"
+    key_file = tmp_path / "helper.key"
+    key_file.write_bytes(os.urandom(32))
+    key_file.chmod(0o600)
+    monkeypatch.setenv("MEMVAULT_HELPER_KEY_FILE", str(key_file))
+    uri = f"command:{sys.executable} {helper}"
+    store = memvault.MemoryStore.create(tmp_path / "s", key=uri)
+    second = add_slot(store, key=uri, label="second")
+    store.close()
+    for path in (tmp_path / "s" / "keys").glob("*.json"):
+        if path.stem != second.slot_id:
+            obj = json.loads(path.read_text())
+            obj["slot_id"] = "0" * 32  # sorts first; its wrapped key no longer matches its context
+            path.unlink()
+            (path.parent / f"{'0' * 32}.json").write_text(json.dumps(obj))
+    with memvault.MemoryStore.open(tmp_path / "s", key=uri) as opened:
+        assert opened.unlocked_slot.hex() == second.slot_id

@@ -8,7 +8,7 @@ from typing import Protocol
 
 from ..errors import InvalidInputError
 
-__all__ = ["KeyProvider", "open_provider", "binding_context", "SCHEMES"]
+__all__ = ["KeyProvider", "open_provider", "binding_context", "shown_uri", "SCHEMES"]
 
 #: URI schemes of the providers this release has, and the module of each.
 SCHEMES = {"aws-kms": "kms", "command": "command", "pkcs11": "hsm"}
@@ -32,6 +32,16 @@ class KeyProvider(Protocol):
     def unwrap(self, wrapped: bytes, context: Mapping[str, str]) -> bytes:
         """The 32-byte key ``wrapped`` holds, if it was wrapped with ``context``."""
         ...
+
+
+def shown_uri(uri: str) -> str:
+    """``uri`` as messages show it: a ``command:`` URI as its program's file name only (its
+    arguments may hold tokens)."""
+    scheme, _, rest = uri.partition(":")
+    if scheme != "command":
+        return uri
+    program = rest.strip().split(maxsplit=1)[0] if rest.strip() else ""
+    return f"command:{program.rsplit('/', 1)[-1]} (arguments not shown)"
 
 
 def binding_context(store_id: bytes, slot_id: bytes) -> dict[str, str]:

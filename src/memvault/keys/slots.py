@@ -29,7 +29,7 @@ from ..crypto import b64decode, b64encode
 from ..errors import IntegrityError, InvalidInputError, KeyUnavailableError, ProviderError, WrongKeyError, read_failure
 from ..fsutil import read_bounded
 from ..settings import DEFAULT_KDF, KdfParams
-from .provider import KeyProvider, binding_context, open_provider
+from .provider import KeyProvider, binding_context, open_provider, shown_uri
 
 __all__ = [
     "Unlock",
@@ -377,23 +377,29 @@ def unlock_master_keys(store_id: bytes, slots: list[KeySlot], unlock: Unlock) ->
         raise IntegrityError("The store has no key slot (keys/ holds none): no passphrase or key can unlock it.")
     # A provider's URI may carry what opens it (a PIN source): the slot records the rest.
     provider = None if unlock.provider is None else open_provider(unlock.provider)
+    failure: ProviderError | None = None  # a slot of the provider that did not open; others may
     for slot in slots:
         if slot.kind != unlock.kind or (provider is not None and slot.provider != provider.uri):
             continue
-        kek = _provider_kek(store_id, slot, provider) if provider is not None else _derive_kek(
-            slot.kind, slot.salt, slot.kdf, unlock)  # fmt: skip
         try:
+            kek = _provider_kek(store_id, slot, provider) if provider is not None else _derive_kek(
+                slot.kind, slot.salt, slot.kdf, unlock)  # fmt: skip
             data = crypto.open_sealed(kek, slot.wrapped, slot.aad(store_id))
+        except ProviderError as err:
+            failure = failure or err
+            continue
         except IntegrityError:
-            if unlock.provider is not None:
-                raise ProviderError(
-                    f"The key provider {slot.provider} returned a key that does not open key slot "
+            if provider is not None:
+                failure = failure or ProviderError(
+                    f"The key provider {shown_uri(slot.provider)} returned a key that does not open key slot "
                     f"{slot.slot_id.hex()} (the slot was altered, or the provider unwrapped for another context)."
-                ) from None
+                )
             continue
         return slot, _decode_master_keys(data)
+    if failure is not None:
+        raise failure
     if provider is not None:
-        raise WrongKeyError(f"No key slot of this memory store uses the key provider {provider.uri}.")
+        raise WrongKeyError(f"No key slot of this memory store uses the key provider {shown_uri(provider.uri)}.")
     raise WrongKeyError("The passphrase or key does not unlock this memory store.")
 
 

@@ -26,6 +26,7 @@ class PackMap:
     def __init__(self, path: Path) -> None:
         self._path = path
         self._index: dict[bytes, str] | None = None
+        self._loaded_size = -1
 
     def add(self, name: str, idx: bytes) -> None:
         """Record the objects of the pack ``name`` (40 hex) from its index bytes (ignored if the
@@ -44,10 +45,21 @@ class PackMap:
             self._index.update(dict.fromkeys(ids, name))
 
     def find(self, raw_id: bytes) -> str | None:
-        """The name of a pack holding the object ``raw_id``, or None if none is recorded."""
+        """The name of a pack holding the object ``raw_id``, or None if none is recorded (the file
+        is read again when another process of the host sharing the cache has added to it)."""
         if self._index is None:
             self._index = self._load()
-        return self._index.get(raw_id)
+        found = self._index.get(raw_id)
+        if found is None and self._size() != self._loaded_size:
+            self._index = self._load()
+            found = self._index.get(raw_id)
+        return found
+
+    def _size(self) -> int:
+        try:
+            return self._path.stat().st_size
+        except FileNotFoundError:
+            return 0
 
     def firsts(self) -> dict[str, bytes]:
         """One object id of every recorded pack, by pack name."""
@@ -62,7 +74,9 @@ class PackMap:
         try:
             data = self._path.read_bytes()
         except FileNotFoundError:
+            self._loaded_size = 0
             return {}
+        self._loaded_size = len(data)
         index: dict[bytes, str] = {}
         pos = 0
         while pos + _HEAD.size <= len(data):

@@ -146,6 +146,7 @@ class Replica:
         self.keyring.refresh()
         hw = self.keyring.high_water
         local = hw.seq if hw is not None else -1
+        self._catch_up_branch()
         mark = self._mark.read()
         first = local if mark is None else min(local, mark[0])
         listed = self._list_log(first, courtesy)
@@ -252,13 +253,29 @@ class Replica:
             append.append(log.chained)
         destroyed = self.keyring.destroyed_ids
         self.keyring.append(b"".join(append), durable=self._durable)
-        ref = self.git.head()
-        if ref != logs[-1].commit_id:
-            self.git.compare_and_swap(ref, logs[-1].commit_id)
+        self._catch_up_branch()
         if self.keyring.destroyed_ids != destroyed:
             self.keyring.purge()  # keys another host destroyed leave this cache too
             # ... and the bucket, again: the redacting host may have stopped before deleting them.
             self.destroyed(self.keyring.destroyed_ids - destroyed)
+
+    def stop_waiting(self) -> None:
+        """Withdraw this host's waiting marker, if it has one (its command committed or gave up)."""
+        if self._waiting is not None:
+            self._pool.submit(self.objects.delete, self._waiting)
+            self._waiting = None
+
+    def _catch_up_branch(self) -> None:
+        """Move the replica's branch to the keyring's newest commit when its objects are here: a
+        pull that stopped between its keyring append and its branch move (or a commit whose branch
+        move failed) is finished, instead of reading as a rollback. The keyring's MAC chain vouches
+        for the commit id; the head check that follows authenticates the commit itself."""
+        hw = self.keyring.high_water
+        if hw is None:
+            return
+        ref = self.git.head()
+        if ref != hw.commit_id and self.git.contains(hw.commit_id):
+            self.git.compare_and_swap(ref, hw.commit_id)
 
     def _list_log(self, first: int, courtesy: bool) -> list[ObjectInfo]:
         """The log's keys from ``log_key(first)`` on; with ``courtesy``, listed again (after short
@@ -332,9 +349,7 @@ class Replica:
             for key in [dek_key(dek_id) for dek_id in deks] + ([wait] if wait else []):
                 self._pool.submit(self.objects.delete, key)
             raise RaceLost()
-        if self._waiting is not None:
-            self._pool.submit(self.objects.delete, self._waiting)
-            self._waiting = None
+        self.stop_waiting()
         self.stats["published"] += 1
         self.packmap.add(name, idx)
         self.evict()

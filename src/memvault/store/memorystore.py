@@ -543,7 +543,7 @@ class MemoryStore:
 
         with self._writer(), self._state_lock:
             try:
-                return run_racing(once)
+                return run_racing(once, self.remote)
             finally:  # also when interrupted: nodes cached before the destruction are stale
                 self.forget_cached_plaintext()
 
@@ -560,7 +560,7 @@ class MemoryStore:
             return self._commit(state, Transaction(self, state), meta, announce_epoch=True)
 
         with self._writer(), self._state_lock:
-            run_racing(once)
+            run_racing(once, self.remote)
 
     def adopt_master_key(self, epoch: int, key: bytes) -> None:
         """Start wrapping new data keys under a new epoch's master key (see keymgmt.rotate)."""
@@ -669,7 +669,7 @@ class MemoryStore:
             return result, self._commit(state, txn, meta), meta
 
         with self._writer(), self._state_lock:
-            result, commit_id, meta = run_racing(once)
+            result, commit_id, meta = run_racing(once, self.remote)
             if self.access_times.due():
                 try:
                     self.access_times.flush(durable=self._durable)

@@ -29,21 +29,24 @@ RACE_SECONDS = 60.0
 T = TypeVar("T")
 
 
-def run_racing(body: Callable[[], T]) -> T:
+def run_racing(body: Callable[[], T], replica: Replica | None = None) -> T:
     """Run ``body`` (one command making one commit, under the writer lock) again on the newer
     head each time another host committed first (:class:`~memvault.remote.replica.RaceLost`),
-    after a random pause growing to at most 0.5 s; ConflictError after :data:`RACE_SECONDS`."""
+    after a random pause of up to 20 ms; ConflictError after :data:`RACE_SECONDS`. However the
+    command ends, ``replica`` then stops waiting (its waiting marker goes)."""
     deadline = time.monotonic() + RACE_SECONDS
-    attempt = 0
-    while True:
-        try:
-            return body()
-        except RaceLost:
-            if time.monotonic() > deadline:
-                break
-            time.sleep(random.uniform(0, 0.02))  # noqa: S311 - jitter, not a secret
-            attempt += 1
-    raise ConflictError("Error: The memory store changed concurrently; retry the command.")
+    try:
+        while True:
+            try:
+                return body()
+            except RaceLost:
+                if time.monotonic() > deadline:
+                    break
+                time.sleep(random.uniform(0, 0.02))  # noqa: S311 - jitter, not a secret
+        raise ConflictError("Error: The memory store changed concurrently; retry the command.")
+    finally:
+        if replica is not None:
+            replica.stop_waiting()
 
 
 def _ensure_dir(path: Path) -> None:

@@ -243,7 +243,6 @@ class Replica:
             if len(data) < 32 or data[-20:].hex() != name:
                 raise IntegrityError(f"The pack {name} in {where} is damaged.")
             self.git.packs.install(data, idx, name)
-            self.packmap.add(name, idx)
         append = []
         for log in logs:
             for dek_id in log.dek_ids:
@@ -253,6 +252,10 @@ class Replica:
             append.append(log.chained)
         destroyed = self.keyring.destroyed_ids
         self.keyring.append(b"".join(append), durable=self._durable)
+        for i, name in enumerate(sorted(packs)):  # mapped only once the records verified
+            idx_bytes = pack_files[2 * i + 1]
+            assert idx_bytes is not None  # _get_required never gives None
+            self.packmap.add(name, idx_bytes)
         self._catch_up_branch()
         if self.keyring.destroyed_ids != destroyed:
             self.keyring.purge()  # keys another host destroyed leave this cache too

@@ -188,3 +188,20 @@ def test_a_store_on_aws_kms(s3_env, tmp_path: Path) -> None:
     target.write_text(json.dumps(obj))
     with pytest.raises(ProviderError, match="InvalidCiphertextException"):
         memvault.MemoryStore.open(tmp_path / "other", key=uri)
+
+
+def test_a_failing_provider_at_create_leaves_nothing(tmp_path: Path) -> None:
+    from memvault.cli import main
+
+    target = tmp_path / "new"
+    with pytest.raises(ProviderError):
+        memvault.MemoryStore.create(target, key=f"command:{sys.executable} -c 'import sys; sys.exit(3)'")
+    assert not target.exists()
+    with pytest.raises(InvalidInputError):
+        memvault.MemoryStore.create(target, key="vault:transit/x")
+    assert not target.exists()
+    # The CLI alike: exit 12, nothing left.
+    assert (
+        main(["--store", str(target), "init", "--key", f"command:{sys.executable} -c 'import sys; sys.exit(3)'"]) == 12
+    )
+    assert not target.exists()

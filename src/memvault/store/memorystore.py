@@ -205,14 +205,14 @@ class MemoryStore:
         cls, root: Path, unlock: Unlock, settings: StoreSettings | None, kdf: KdfParams | None, objects: Any = None
     ) -> MemoryStore:
         settings = settings or StoreSettings()
-        prepare_store_dir(root)
         durable = settings.durability == "full"
         store_id = crypto.random_bytes(16)
         master_keys = {1: crypto.new_key()}
-        make_private_dir(root / "keys")
         fmt2 = chains_key_changes(FORMAT_VERSION)  # slot format 2: a label and a creation time
         first_slot = new_slot(store_id, unlock, master_keys, kdf, label="initial" if fmt2 else None,
                               created=int(time.time()) if fmt2 else None)  # fmt: skip
+        prepare_store_dir(root)  # after the slot: a key provider that fails leaves no directory behind
+        make_private_dir(root / "keys")
         write_slot(root / "keys", first_slot, durable=durable)
         Keyring.create(root / "keyring", store_id, durable=durable)
         git = GitStore.init(root / "repo", durable=durable)

@@ -797,3 +797,16 @@ def test_a_bad_provider_slot_does_not_hide_a_good_one(tmp_path: Path, monkeypatc
             (path.parent / f"{'0' * 32}.json").write_text(json.dumps(obj))
     with memvault.MemoryStore.open(tmp_path / "s", key=uri) as opened:
         assert opened.unlocked_slot.hex() == second.slot_id
+
+
+def test_a_data_key_object_deleted_from_the_bucket_is_reported_not_ignored(s3_env, tmp_path: Path) -> None:
+    """A missing ``deks/`` object counts as destroyed only when a redaction in the log says so;
+    otherwise the pull says the bucket lost it (a redacted one is fine, see the redaction tests)."""
+    url = s3_env.url("lost-key")
+    a = _create(url, tmp_path / "a")
+    _cmd(a, command="create", path="/memories/x.md", file_text="x\n")
+    (dek,) = [k for k in s3_env.keys() if "/deks/" in k][-1:]
+    s3_env.client.delete_object(Bucket=s3_env.bucket, Key=dek)
+    with pytest.raises(IntegrityError, match="lacks the data key objects of 1 version"):
+        _open(url, tmp_path / "b")
+    a.close()

@@ -173,12 +173,22 @@ class Replica:
             if mark is None or mark[0] < local:
                 self._mark.write(local, tags[local], durable=self._durable)
             return 0
+        missing: set[bytes] = set()
         for at in range(0, len(newer), PULL_BATCH):  # bounded memory for a host that starts cold
             batch = newer[at : at + PULL_BATCH]
-            self._apply(batch)
+            missing |= self._apply(batch)
             self._mark.write(batch[-1], tags[batch[-1]], durable=self._durable)
         self.stats["pulled"] += len(newer)
         self.evict()
+        lost = missing - self.keyring.destroyed_ids
+        if lost:  # a redaction committed after this pull listed the log may have deleted them: look again
+            self.pull()
+            lost -= self.keyring.destroyed_ids
+        if lost:
+            raise IntegrityError(
+                f"{where} lacks the data key objects of {len(lost)} version(s) that no redaction destroyed (deleted "
+                "from the bucket?): those versions cannot be read; memvault verify lists them."
+            )
         return len(newer)
 
     def evict(self) -> int:
@@ -219,9 +229,11 @@ class Replica:
             self.git.contains(raw_id.hex().encode())  # fetches the pack when it is missing
         return self.stats["fetched"] - before
 
-    def _apply(self, seqs: list[int]) -> None:
+    def _apply(self, seqs: list[int]) -> set[bytes]:
         """Fetch the log records ``seqs`` (contiguous, after the replica's newest), their packs and
-        data keys, and apply them to the replica (see :meth:`pull`)."""
+        data keys, and apply them to the replica (see :meth:`pull`); return the ids of the data keys
+        whose objects were missing (a redaction later in the log destroyed them, or else they were
+        lost)."""
         where = self.objects.description
         datas = self._all(self._get_required, [log_key(seq) for seq in seqs])
         logs = [decode_log(data, self.store_id, seq) for seq, data in zip(seqs, datas, strict=True)]
@@ -244,10 +256,13 @@ class Replica:
                 raise IntegrityError(f"The pack {name} in {where} is damaged.")
             self.git.packs.install(data, idx, name)
         append = []
+        missing: set[bytes] = set()
         for log in logs:
             for dek_id in log.dek_ids:
                 record = deks[dek_id]
-                if record is not None:  # None: destroyed by a later redaction (its DESTROY record says so)
+                if record is None:  # destroyed by a later redaction (its DESTROY record says so), or lost
+                    missing.add(dek_id)
+                else:
                     append.append(_checked_dek(record, dek_id, where))
             append.append(log.chained)
         destroyed = self.keyring.destroyed_ids
@@ -261,6 +276,7 @@ class Replica:
             self.keyring.purge()  # keys another host destroyed leave this cache too
             # ... and the bucket, again: the redacting host may have stopped before deleting them.
             self.destroyed(self.keyring.destroyed_ids - destroyed)
+        return missing
 
     def stop_waiting(self) -> None:
         """Withdraw this host's waiting marker, if it has one (its command committed or gave up)."""

@@ -92,6 +92,4 @@ def apply_retention(
             return RetentionResult(cutoff, listed, dry_run)
         info: dict[str, object] = {"time": time.time(), "actor": actor, "reason": f"retention: {days:g} days"}
         _count, _live, commit_id = store.destroy_keys(dek_ids, info, actor=actor, session=session)
-        if store.remote is not None:  # the data key objects go from object storage too
-            store.remote.destroyed(dek_ids)
     return RetentionResult(cutoff, listed, False, None if commit_id is None else commit_id.decode())

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import InvalidInputError, PathNotFoundError, ServiceError
+from .errors import InvalidInputError, PathNotFoundError
 from .format.records import Node
 from .history import resolve, shard_diff, walk
 from .paths import parse_path
@@ -141,17 +141,6 @@ def _shred(
         dek_ids = {bytes.fromhex(v.dek_id) for v in targets}
         info: dict[str, object] = {"time": time.time(), "actor": actor, "reason": reason}
         _count, live, commit_id = store.destroy_keys(dek_ids, info, actor=actor, session=session, remove_from_head=True)
-        if store.remote is not None:  # the data key objects go from object storage too
-            try:
-                store.remote.destroyed(store.keyring.destroyed_ids & dek_ids)
-            except ServiceError as err:
-                raise ServiceError(
-                    err.service,
-                    err.action,
-                    f"{err.reason}. The redaction is committed and its keys are gone from this host's cache, but "
-                    "their objects are still in the bucket: the next host to open the store, or `memvault gc`, "
-                    "deletes them",
-                ) from None
     remaining: tuple[str, ...] = REMAINING_COPIES
     if store.remote is not None:
         remaining += REMOTE_COPIES

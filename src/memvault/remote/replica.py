@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TypeVar
 
-from ..errors import IntegrityError, InvalidInputError, RollbackDetectedError, StoreExistsError
+from ..errors import IntegrityError, InvalidInputError, RollbackDetectedError, ServiceError, StoreExistsError
 from ..fsutil import atomic_write, wipe_file
 from ..git.repo import GitStore
 from ..keys.framing import frame_records, is_dek_record, record_seq
@@ -437,6 +437,23 @@ class Replica:
     def destroyed(self, dek_ids: Iterable[bytes]) -> None:
         """Delete the objects of destroyed data keys (after the redaction's commit)."""
         self._all(self.objects.delete, [dek_key(dek_id) for dek_id in dek_ids])
+
+    def delete_destroyed(self, dek_ids: Iterable[bytes]) -> None:
+        """:meth:`destroyed` right after this host's redaction committed: a failure says that the
+        redaction stands and who finishes the deletion.
+
+        Raises:
+            ServiceError: the object store failed (the keys are destroyed all the same).
+        """
+        try:
+            self.destroyed(dek_ids)
+        except ServiceError as err:
+            raise ServiceError(
+                err.service,
+                err.action,
+                f"{err.reason}. The redaction is committed and its keys are gone from this host's cache, but their "
+                "objects are still in the bucket: the next host to open the store, or `memvault gc`, deletes them",
+            ) from None
 
     def push_rewrapped(self) -> None:
         """Replace the data key objects with the replica's DEK records after a master-key rotation

@@ -498,15 +498,9 @@ class MemoryStore:
         session: str = "",
         remove_from_head: bool = False,
     ) -> tuple[int, tuple[str, ...], bytes | None]:
-        """Destroy data keys (crypto-shredding, :mod:`memvault.shred`, docs/format.md §3.2): one
-        ``redact`` commit deletes the head's files that use them (``remove_from_head``) and records
-        the destruction in the keyring (version 3; versions 1 and 2 write tombstones after it).
-
-        Returns ``(keys that were present, paths removed from the head, the commit made or None)``.
-
-        Raises:
-            ConflictError: the head uses one of the keys and ``remove_from_head`` is false.
-        """
+        """Destroy data keys (crypto-shredding, :mod:`memvault.shred`, docs/format.md §3.2) in one ``redact``
+        commit that also deletes the head's files using them (``remove_from_head``; else ConflictError);
+        in object storage their objects go after it. Returns ``(keys present, paths removed, commit or None)``."""
 
         def once() -> tuple[int, tuple[str, ...], bytes | None]:
             state = self._sync(writer=True)
@@ -543,9 +537,12 @@ class MemoryStore:
 
         with self._writer(), self._state_lock:
             try:
-                return run_racing(once, self.remote)
+                result = run_racing(once, self.remote)
             finally:  # also when interrupted: nodes cached before the destruction are stale
                 self.forget_cached_plaintext()
+            if self.remote is not None:  # the data key objects go from object storage too
+                self.remote.delete_destroyed(self.keyring.destroyed_ids & dek_ids)
+            return result
 
     def record_rotation(self, *, actor: str = "operator", session: str = "") -> None:
         """After a master-key rotation (keymgmt.rotate), record its epoch in the keyring's MAC chain

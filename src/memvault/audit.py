@@ -49,7 +49,7 @@ from .paths import MemoryPath, display, parse_path
 if TYPE_CHECKING:
     from .format.records import Node
     from .settings import StoreSettings
-    from .store import MemoryStore, Transaction
+    from .store import AnyBranch, Transaction
 
 __all__ = ["KINDS", "Finding", "AuditReport", "IndexLink", "audit", "index_links"]
 
@@ -166,7 +166,7 @@ def _resolve(target: str, path: str, line: int, settings: StoreSettings | None) 
 
 
 def audit(
-    store: MemoryStore,
+    store: AnyBranch,
     *,
     index: str = INDEX_PATH,
     stale_after: float = DEFAULT_STALE_AFTER,
@@ -227,7 +227,7 @@ def _file_nodes(snap: Transaction) -> Iterator[Node]:
 
 
 def _check_index(
-    store: MemoryStore, snap: Transaction, node: Node, index_path: MemoryPath, reached: set[str]
+    store: AnyBranch, snap: Transaction, node: Node, index_path: MemoryPath, reached: set[str]
 ) -> list[Finding]:
     """Window, outside-window and dangling-link findings; adds the files the links reach."""
     data = store.read_node(node)
@@ -279,7 +279,7 @@ def _check_index(
 
 
 def _stale(
-    store: MemoryStore, snap: Transaction, files: dict[str, Node], stale_after: float, now: float, notes: list[str]
+    store: AnyBranch, snap: Transaction, files: dict[str, Node], stale_after: float, now: float, notes: list[str]
 ) -> list[Finding]:
     last_read, unknown = _reads(store)
     if unknown:
@@ -294,7 +294,7 @@ def _stale(
     return out
 
 
-def _reads(store: MemoryStore) -> tuple[dict[bytes, float], str]:
+def _reads(store: AnyBranch) -> tuple[dict[bytes, float], str]:
     """``(token -> last read, "")``, or ``({}, why reads are unknown)``."""
     times = store.access_times
     try:
@@ -314,7 +314,7 @@ def _day(t: float) -> str:
     return time.strftime("%Y-%m-%d", time.gmtime(t))
 
 
-def _near_limit(store: MemoryStore, files: dict[str, Node]) -> list[Finding]:
+def _near_limit(store: AnyBranch, files: dict[str, Node]) -> list[Finding]:
     limit = store.settings.max_file_bytes
     out = []
     for path, node in sorted(files.items()):
@@ -325,7 +325,7 @@ def _near_limit(store: MemoryStore, files: dict[str, Node]) -> list[Finding]:
     return out
 
 
-def _duplicates(store: MemoryStore, files: dict[str, Node], notes: list[str]) -> list[Finding]:
+def _duplicates(store: AnyBranch, files: dict[str, Node], notes: list[str]) -> list[Finding]:
     groups: dict[bytes, list[str]] = {}
     for path, node in sorted(files.items()):
         if node.size:
@@ -366,7 +366,7 @@ def _duplicates(store: MemoryStore, files: dict[str, Node], notes: list[str]) ->
     return out
 
 
-def _scrubbed(store: MemoryStore, head: bytes, files: dict[str, Node]) -> list[Finding]:
+def _scrubbed(store: AnyBranch, head: bytes, files: dict[str, Node]) -> list[Finding]:
     hits: dict[str, list[str]] = {}
     for _commit, meta, _tree, _parent in walk(store, head):
         if not meta.findings:

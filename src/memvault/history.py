@@ -28,7 +28,7 @@ from typing import Any, Literal
 from .errors import IntegrityError, InvalidInputError, PathNotFoundError
 from .format.records import CommitMeta, Node
 from .paths import ROOT, parse_path
-from .store import MemoryStore, StoreState
+from .store import AnyBranch, StoreState
 
 __all__ = [
     "Operation",
@@ -218,7 +218,7 @@ def parse_time(text: str, *, end: bool = False) -> float:
     return stamp
 
 
-def walk(store: MemoryStore, start: bytes | None = None) -> Iterator[tuple[bytes, CommitMeta, bytes, bytes | None]]:
+def walk(store: AnyBranch, start: bytes | None = None) -> Iterator[tuple[bytes, CommitMeta, bytes, bytes | None]]:
     """``(commit_id, meta, tree_id, parent_id)`` from ``start`` (default head) back to the first."""
     commit_id: bytes | None = start if start is not None else store.head[0]
     expected: int | None = None
@@ -230,7 +230,7 @@ def walk(store: MemoryStore, start: bytes | None = None) -> Iterator[tuple[bytes
         commit_id, expected = parent, meta.seq - 1
 
 
-def resolve(store: MemoryStore, spec: str) -> bytes:
+def resolve(store: AnyBranch, spec: str) -> bytes:
     """The commit id (40 hex bytes) a revision names; see the module docstring for the syntax."""
     text = spec.strip()
     head = store.head[0]
@@ -271,7 +271,7 @@ def resolve(store: MemoryStore, spec: str) -> bytes:
 
 
 def shard_diff(
-    store: MemoryStore, tree_id: bytes, parent_tree: bytes | None
+    store: AnyBranch, tree_id: bytes, parent_tree: bytes | None
 ) -> tuple[list[Node], list[Node], list[Node]]:
     """Nodes created, deleted and modified between ``parent_tree`` and ``tree_id``."""
     new_blobs = store.index_blobs(tree_id)
@@ -294,7 +294,7 @@ def shard_diff(
     return created, deleted, modified
 
 
-def _changes(store: MemoryStore, meta: CommitMeta, tree_id: bytes, parent: bytes | None) -> tuple[Change, ...]:
+def _changes(store: AnyBranch, meta: CommitMeta, tree_id: bytes, parent: bytes | None) -> tuple[Change, ...]:
     parent_tree = store.commit(parent)[1] if parent is not None else None
     created, deleted, modified = shard_diff(store, tree_id, parent_tree)
     out: list[Change] = []
@@ -321,7 +321,7 @@ def _changes(store: MemoryStore, meta: CommitMeta, tree_id: bytes, parent: bytes
     return tuple(sorted(out, key=lambda c: (c.path, c.op)))
 
 
-def changes(store: MemoryStore, rev: str | bytes = "HEAD") -> tuple[Change, ...]:
+def changes(store: AnyBranch, rev: str | bytes = "HEAD") -> tuple[Change, ...]:
     """What the commit ``rev`` changed, node by node."""
     commit_id = rev if isinstance(rev, bytes) else resolve(store, rev)
     meta, tree_id, parent = store.commit(commit_id)
@@ -333,7 +333,7 @@ def _under(path: str, root: str) -> bool:
 
 
 def iter_log(
-    store: MemoryStore,
+    store: AnyBranch,
     *,
     start: str | bytes = "HEAD",
     path: str | None = None,
@@ -387,7 +387,7 @@ def iter_log(
         )
 
 
-def log(store: MemoryStore, *, limit: int | None = None, offset: int = 0, **filters: Any) -> list[CommitInfo]:
+def log(store: AnyBranch, *, limit: int | None = None, offset: int = 0, **filters: Any) -> list[CommitInfo]:
     """A page of :func:`iter_log`: skip ``offset`` matching commits, then at most ``limit``."""
     out: list[CommitInfo] = []
     for i, info in enumerate(iter_log(store, **filters)):
@@ -402,11 +402,11 @@ def log(store: MemoryStore, *, limit: int | None = None, offset: int = 0, **filt
 # -- trees and files at a revision ----------------------------------------------------------------
 
 
-def _state(store: MemoryStore, rev: str | bytes) -> StoreState:
+def _state(store: AnyBranch, rev: str | bytes) -> StoreState:
     return store.state_at(rev if isinstance(rev, bytes) else resolve(store, rev))
 
 
-def tree_at(store: MemoryStore, rev: str | bytes = "HEAD", path: str = ROOT) -> list[TreeEntry]:
+def tree_at(store: AnyBranch, rev: str | bytes = "HEAD", path: str = ROOT) -> list[TreeEntry]:
     """Every file and directory at ``rev`` (below ``path``), sorted by path."""
     root = parse_path(path).text
     state = _state(store, rev)
@@ -419,7 +419,7 @@ def tree_at(store: MemoryStore, rev: str | bytes = "HEAD", path: str = ROOT) -> 
     ]
 
 
-def read_at(store: MemoryStore, path: str, rev: str | bytes = "HEAD") -> bytes:
+def read_at(store: AnyBranch, path: str, rev: str | bytes = "HEAD") -> bytes:
     """The content of the file ``path`` at ``rev``."""
     vpath = parse_path(path).text
     state = _state(store, rev)
@@ -437,7 +437,7 @@ def read_at(store: MemoryStore, path: str, rev: str | bytes = "HEAD") -> bytes:
 
 
 def diff(
-    store: MemoryStore, old: str | bytes | None, new: str | bytes = "HEAD", path: str | None = None
+    store: AnyBranch, old: str | bytes | None, new: str | bytes = "HEAD", path: str | None = None
 ) -> list[FileDiff]:
     """Files that differ between two revisions (whole store, or below ``path``), sorted by path.
 
@@ -503,7 +503,7 @@ def format_diff(diffs: Iterable[FileDiff]) -> str:
 # -- blame ------------------------------------------------------------------------------------------
 
 
-def blame(store: MemoryStore, path: str, rev: str | bytes = "HEAD") -> list[BlameLine]:
+def blame(store: AnyBranch, path: str, rev: str | bytes = "HEAD") -> list[BlameLine]:
     """For each line of ``path`` at ``rev``, the commit that last changed it (following renames)."""
     vpath = parse_path(path).text
     start = rev if isinstance(rev, bytes) else resolve(store, rev)

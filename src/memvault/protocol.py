@@ -28,7 +28,7 @@ from .errors import (
 )
 from .paths import MemoryPath, display, parse_path
 from .scrub.guard import check_path, scrub_text
-from .store import MemoryStore, Transaction
+from .store import AnyBranch, Transaction
 
 __all__ = ["COMMANDS", "ToolResult", "run_command", "format_size", "MAX_LINES"]
 
@@ -91,7 +91,7 @@ def _check_text(name: str, value: str) -> None:
         raise InvalidInputError(f"Error: Field `{name}` is not valid Unicode text (it contains a lone surrogate).")
 
 
-def _path(store: MemoryStore, raw: str) -> MemoryPath:
+def _path(store: AnyBranch, raw: str) -> MemoryPath:
     return parse_path(raw, store.settings)
 
 
@@ -99,7 +99,7 @@ def _path(store: MemoryStore, raw: str) -> MemoryPath:
 _TEXT_FIELDS = ("file_text", "old_str", "new_str", "insert_text")
 
 
-def run_command(store: MemoryStore, data: object, *, actor: str, session: str) -> ToolResult:
+def run_command(store: AnyBranch, data: object, *, actor: str, session: str) -> ToolResult:
     """Validate and execute one memory tool command; raise MemvaultError on any failure."""
     command, args = _validate_input(data)
     limit = store.settings.max_file_bytes
@@ -154,13 +154,13 @@ def _numbered(lines: list[str], first: int) -> str:
 # -- view ------------------------------------------------------------------------------------------
 
 
-def _view(store: MemoryStore, args: dict[str, Any], actor: str, session: str) -> ToolResult:
+def _view(store: AnyBranch, args: dict[str, Any], actor: str, session: str) -> ToolResult:
     path = _path(store, args["path"])
     with store.reading() as snap:
         return _view_at(store, snap, path, args)
 
 
-def _view_at(store: MemoryStore, snap: Transaction, path: MemoryPath, args: dict[str, Any]) -> ToolResult:
+def _view_at(store: AnyBranch, snap: Transaction, path: MemoryPath, args: dict[str, Any]) -> ToolResult:
     if snap.is_dir(path):
         return _view_dir(snap, path)
     node = snap.get(path)
@@ -225,7 +225,7 @@ def _view_range(raw: object, n_lines: int) -> tuple[int, int]:
     return start, end
 
 
-def _view_file(store: MemoryStore, path: MemoryPath, text: str, view_range: object) -> str:
+def _view_file(store: AnyBranch, path: MemoryPath, text: str, view_range: object) -> str:
     """Numbered lines of the file (or of ``view_range``), at most ``view_max_chars`` of output.
 
     A longer view stops at a line boundary and ends with a one-line notice telling Claude which
@@ -285,7 +285,7 @@ def _read_text(txn: Transaction, path: MemoryPath, missing: str) -> str:
     return txn.read(path).decode("utf-8")
 
 
-def _encode(store: MemoryStore, path: MemoryPath, text: str) -> bytes:
+def _encode(store: AnyBranch, path: MemoryPath, text: str) -> bytes:
     data = text.encode("utf-8")
     if len(data) > store.settings.max_file_bytes:
         raise LimitExceededError(
@@ -306,7 +306,7 @@ def _with_note(message: str, findings: dict[str, int]) -> str:
     )
 
 
-def _create(store: MemoryStore, args: dict[str, Any], actor: str, session: str) -> ToolResult:
+def _create(store: AnyBranch, args: dict[str, Any], actor: str, session: str) -> ToolResult:
     path = _path(store, args["path"])
     if path.is_root:
         raise PathExistsError("Error: /memories is a directory; give a file path below it")
@@ -353,7 +353,7 @@ def _line_numbers(content: str, needle: str) -> str:
     return ", ".join(out)
 
 
-def _str_replace(store: MemoryStore, args: dict[str, Any], actor: str, session: str) -> ToolResult:
+def _str_replace(store: AnyBranch, args: dict[str, Any], actor: str, session: str) -> ToolResult:
     path = _path(store, args["path"])
     old_str: str = args["old_str"]
     new_str: str = args.get("new_str", "")
@@ -392,7 +392,7 @@ def _str_replace(store: MemoryStore, args: dict[str, Any], actor: str, session: 
     ).value
 
 
-def _insert(store: MemoryStore, args: dict[str, Any], actor: str, session: str) -> ToolResult:
+def _insert(store: AnyBranch, args: dict[str, Any], actor: str, session: str) -> ToolResult:
     path = _path(store, args["path"])
     line: int = args["insert_line"]
     text: str = args["insert_text"]
@@ -417,7 +417,7 @@ def _insert(store: MemoryStore, args: dict[str, Any], actor: str, session: str) 
     ).value
 
 
-def _delete(store: MemoryStore, args: dict[str, Any], actor: str, session: str) -> ToolResult:
+def _delete(store: AnyBranch, args: dict[str, Any], actor: str, session: str) -> ToolResult:
     path = _path(store, args["path"])
     if path.is_root:
         raise InvalidPathError("Error: Cannot delete the /memories directory itself")
@@ -431,7 +431,7 @@ def _delete(store: MemoryStore, args: dict[str, Any], actor: str, session: str) 
     return store.transact(apply, command="delete", paths=(path.text,), actor=actor, session=session).value
 
 
-def _rename(store: MemoryStore, args: dict[str, Any], actor: str, session: str) -> ToolResult:
+def _rename(store: AnyBranch, args: dict[str, Any], actor: str, session: str) -> ToolResult:
     old = _path(store, args["old_path"])
     new = _path(store, args["new_path"])
     if old.is_root:

@@ -28,14 +28,14 @@ from anyio.to_thread import run_sync
 
 from .errors import InternalError, MemvaultError
 from .protocol import run_command
-from .store import MemoryStore
+from .store import AnyBranch
 
 __all__ = ["MemoryTool", "AsyncMemoryTool"]
 
 _log = logging.getLogger("memvault")
 
 
-def _execute(store: MemoryStore, data: object, actor: str, session: str) -> BetaFunctionToolResultType:
+def _execute(store: AnyBranch, data: object, actor: str, session: str) -> BetaFunctionToolResultType:
     try:
         return run_command(store, data, actor=actor, session=session)  # type: ignore[return-value]
     except MemvaultError as err:
@@ -62,7 +62,7 @@ class MemoryTool(BetaAbstractMemoryTool):
 
     def __init__(
         self,
-        store: MemoryStore,
+        store: AnyBranch,
         *,
         actor: str = "claude",
         session: str | None = None,
@@ -103,7 +103,7 @@ class AsyncMemoryTool(BetaAsyncAbstractMemoryTool):
 
     def __init__(
         self,
-        store: MemoryStore,
+        store: AnyBranch,
         *,
         actor: str = "claude",
         session: str | None = None,

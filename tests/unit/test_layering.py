@@ -18,7 +18,8 @@ SRC = Path(memvault.__file__).parent
 OWNERS = {
     "cryptography": {"crypto"},
     "dulwich": {"git/repo"},
-    "anthropic": {"tool", "demo"},
+    "anthropic": {"tool", "demo", "dream/runner"},
+    "merge3": {"dream/merge"},
     "hyperscan": {"scrub/prefilter"},
     "ahocorasick": {"scrub/validators"},
     "pydantic": {"settings"},
@@ -58,6 +59,7 @@ TIERS = {
     "mcpserver": 8,
     "templates": 7.5,
     "audit": 7.5,
+    "dream": 8,
     "context": 2,
     "cli": 9,
     "__init__": 10,
@@ -69,12 +71,13 @@ ORDER = {
     "format": ["records", "layout"],
     "git": ["objects", "pack", "packread", "packdir", "refs", "repo"],
     "keys": ["framing", "command", "kms", "hsm", "provider", "slots", "keyring"],
-    "store": ["config", "atimes", "access", "state", "head", "transaction", "commit", "replicated", "memorystore"],
+    "store": ["config", "atimes", "access", "state", "head", "transaction", "commit", "branch", "replicated", "memorystore"],
     "scrub": ["prefilter", "validators", "detectors", "rules", "engine", "guard"],
     "verify": ["report", "keys", "checker"],
     "transfer": ["importer", "exporter", "copier"],
     "storage": ["base", "local", "s3", "url"],
     "remote": ["layout", "mark", "packmap", "replica"],
+    "dream": ["merge"],
 }
 
 #: Private names of third-party objects memvault uses knowingly (dulwich's object store).

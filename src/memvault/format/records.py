@@ -13,7 +13,7 @@ import json
 import math
 import re
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from .. import crypto
@@ -52,6 +52,7 @@ _NODE_V2_FILE = struct.Struct(">32s20s32s")
 _SHARD_AAD = b"memvault/v1/index"
 _META_AAD = b"memvault/v1/meta"
 _COMMIT_TAG = b"memvault/v1/commit"
+_BRANCH_TAG = b"memvault/v1/branch-commit"
 
 NodeKind = Literal["file", "dir"]
 
@@ -91,9 +92,13 @@ class CommitMeta:
     command: str
     paths: tuple[str, ...]
     findings: dict[str, int]
+    #: The branch a commit of a side branch belongs to (``dream/<id>``); "" on ``main``.
+    branch: str = ""
+    #: What a command records beside its paths (a dream's fork point and model, a merge's dream id).
+    extra: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "seq": self.seq,
             "time": self.time,
             "actor": self.actor,
@@ -102,6 +107,11 @@ class CommitMeta:
             "paths": list(self.paths),
             "findings": self.findings,
         }
+        if self.branch:
+            out["branch"] = self.branch
+        if self.extra:
+            out["extra"] = self.extra
+        return out
 
 
 def _json_bytes(obj: object) -> bytes:
@@ -398,7 +408,7 @@ def seal_meta(key: bytes, store_id: bytes, meta: CommitMeta) -> bytes:
 def open_meta(key: bytes, store_id: bytes, sealed: bytes) -> CommitMeta:
     """Decrypt and validate commit metadata (exact JSON types and ranges, docs/format.md 5.5).
 
-    Keys other than the seven of format version 1 are ignored.
+    ``branch`` and ``extra`` are optional; other keys are ignored.
     """
     frame = crypto.open_sealed(key, sealed, _META_AAD + store_id)
     r = _json_object(crypto.unpad(frame))
@@ -414,16 +424,32 @@ def open_meta(key: bytes, store_id: bytes, sealed: bytes) -> CommitMeta:
             command=_str(r["command"]),
             paths=tuple(_str(p) for p in paths),
             findings={_str(k): _int(v, 0, _I64_MAX) for k, v in findings.items()},
+            branch=_str(r.get("branch", "")),
+            extra=_str_map(r.get("extra", {})),
         )
     except (ValueError, KeyError, TypeError):
         raise IntegrityError() from None
 
 
-def commit_tag(key: bytes, store_id: bytes, seq: int, parent_id: bytes, tree_id: bytes, sealed_meta: bytes) -> bytes:
-    """HMAC chain link: binds seq, parent, tree and the sealed metadata of a commit."""
+def _str_map(value: object) -> dict[str, str]:
+    if type(value) is not dict:
+        raise ValueError
+    return {_str(k): _str(v) for k, v in value.items()}
+
+
+def commit_tag(
+    key: bytes, store_id: bytes, seq: int, parent_id: bytes, tree_id: bytes, sealed_meta: bytes, *, branch: str = ""
+) -> bytes:
+    """HMAC chain link: binds seq, parent, tree and the sealed metadata of a commit, and for a
+    commit of a side branch (``branch`` not empty) that branch's name, in another domain, so a
+    branch commit never authenticates on ``main`` or on another branch (docs/format.md §5.6)."""
     if not 0 <= seq <= _U64_MAX:
         raise IntegrityError()
-    msg = b"|".join([_COMMIT_TAG, store_id, struct.pack(">Q", seq), parent_id, tree_id, crypto.sha256(sealed_meta)])
+    head = [_COMMIT_TAG, store_id]
+    if branch:
+        name = branch.encode("utf-8")
+        head = [_BRANCH_TAG, store_id, struct.pack(">H", len(name)) + name]
+    msg = b"|".join([*head, struct.pack(">Q", seq), parent_id, tree_id, crypto.sha256(sealed_meta)])
     return crypto.mac(key, msg)
 
 

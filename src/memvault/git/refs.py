@@ -1,4 +1,5 @@
-"""The branch ``refs/heads/main``: read it, move it by compare-and-swap.
+"""The branch ``refs/heads/main`` (and side branches such as ``refs/heads/dream/<id>``): read
+one, move it by compare-and-swap, remove a side branch.
 
 Why a move is a single in-place ``pwrite`` and when it is durable: docs/format.md §7.
 """
@@ -25,7 +26,7 @@ _O_REF_WRITE = os.O_WRONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOE
 
 
 class Branch:
-    """The loose ref file of the store's branch.
+    """The loose ref file of one of the store's branches.
 
     Args:
         repo: the repository directory.
@@ -33,10 +34,21 @@ class Branch:
             IntegrityError for a damaged file.
         durable: make moves durable (durability ``full``).
         syncfs: the next object write's ``syncfs`` makes a move durable (no fsync here).
+        name: the ref (default :data:`BRANCH_NAME`); its parts are checked by the caller.
     """
 
-    def __init__(self, repo: Path, packed: Callable[[], bytes | None], *, durable: bool, syncfs: bool) -> None:
-        self._file = repo / "refs" / "heads" / "main"
+    def __init__(
+        self,
+        repo: Path,
+        packed: Callable[[], bytes | None],
+        *,
+        durable: bool,
+        syncfs: bool,
+        name: bytes = BRANCH_NAME,
+    ) -> None:
+        self.name = name
+        self._repo = repo
+        self._file = repo.joinpath(*name.decode("ascii").split("/"))
         self._path = os.fspath(self._file)
         self._lock = self._path + ".lock"
         self._packed = packed
@@ -103,6 +115,20 @@ class Branch:
             fsync_dir(self._file.parent)
         return True
 
+    def delete(self, old: bytes) -> bool:
+        """Remove the (loose) ref if it still points at ``old``; False if it does not. The caller
+        holds the writer lock. A packed copy of a side branch is not touched.
+
+        Raises:
+            OSError: the ref could not be removed.
+        """
+        if self.head() != old:
+            return False
+        os.unlink(self._path)
+        if self._durable:
+            fsync_dir(self._file.parent)
+        return True
+
     def remove_lock(self) -> None:
         """Remove a ``main.lock`` left behind (best effort; the caller holds the writer lock)."""
         try:
@@ -156,7 +182,8 @@ class Branch:
         except FileExistsError:
             os.unlink(lock)
         except FileNotFoundError:
-            for directory in (self._file.parent.parent, self._file.parent):  # refs, refs/heads
+            # refs, refs/heads, and for a side branch its own directories
+            for directory in list(reversed(self._file.parents))[len(self._repo.parts) :]:
                 try:
                     os.mkdir(directory, DIR_MODE)
                 except FileExistsError:

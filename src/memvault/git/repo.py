@@ -173,12 +173,38 @@ class GitStore:
 
     # -- the branch -----------------------------------------------------------------------------
 
-    def _packed_branch(self) -> bytes | None:
+    def _packed_branch(self, name: bytes = BRANCH_NAME) -> bytes | None:
         try:
-            packed = self._repo.refs.get_packed_refs().get(BRANCH)
+            packed = self._repo.refs.get_packed_refs().get(Ref(name))
         except Exception:  # a damaged packed-refs file
             raise IntegrityError("The store's branch is damaged.") from None
         return None if packed is None else bytes(packed)
+
+    def side_branch(self, name: str) -> Branch:
+        """The side branch ``refs/heads/<name>`` (``name`` already checked: ``dream/<hex>``)."""
+        ref = b"refs/heads/" + name.encode("ascii")
+        return Branch(self.path, lambda: self._packed_branch(ref), durable=self._durable, syncfs=self._syncfs, name=ref)
+
+    def side_branches(self, prefix: str) -> list[str]:
+        """Names of the loose and packed side branches ``refs/heads/<prefix>/<name>``, sorted
+        (``<name>`` as found: the caller checks it)."""
+        names: set[str] = set()
+        directory = self.path.joinpath("refs", "heads", *prefix.split("/"))
+        try:
+            for entry in os.scandir(directory):
+                if entry.is_file(follow_symlinks=False) and not entry.name.endswith(".lock"):
+                    names.add(f"{prefix}/{entry.name}")
+        except (FileNotFoundError, NotADirectoryError):
+            pass
+        try:
+            packed = self._repo.refs.get_packed_refs()
+        except Exception:
+            raise IntegrityError("The store's packed-refs file is damaged.") from None
+        start = f"refs/heads/{prefix}/".encode()
+        for ref in packed:
+            if bytes(ref).startswith(start) and b"/" not in bytes(ref)[len(start) :]:
+                names.add(bytes(ref)[len(b"refs/heads/") :].decode("ascii", "replace"))
+        return sorted(names)
 
     def head(self) -> bytes | None:
         """The branch's commit id (40 hex bytes), or None before the first commit."""

@@ -18,17 +18,17 @@ from memvault.paths import MemoryPath, parse_path
 
 if TYPE_CHECKING:
     from memvault.scrub.engine import Scrubber
-    from memvault.store import MemoryStore
+    from memvault.store import AnyBranch
 
 __all__ = ["scrubber_for", "scrub_text", "check_path", "hook"]
 
 _FAILED = "The sensitive-data scrubber failed; nothing was written."
 
 #: The scrubber of each store object, built on first use (dropped with the store).
-_SCRUBBERS: weakref.WeakKeyDictionary[MemoryStore, Scrubber] = weakref.WeakKeyDictionary()
+_SCRUBBERS: weakref.WeakKeyDictionary[AnyBranch, Scrubber] = weakref.WeakKeyDictionary()
 
 
-def scrubber_for(store: MemoryStore) -> Scrubber:
+def scrubber_for(store: AnyBranch) -> Scrubber:
     """The scrubber configured by ``store.settings.scrub``, built once per store object.
 
     Two threads asking at once may each build one; either serves (they are equal). Raises
@@ -41,7 +41,7 @@ def scrubber_for(store: MemoryStore) -> Scrubber:
     return scrubber
 
 
-def scrub_text(store: MemoryStore, text: str, findings: dict[str, int]) -> str:
+def scrub_text(store: AnyBranch, text: str, findings: dict[str, int]) -> str:
     """``text`` as ``store`` may keep it: every finding masked, and counted per kind in ``findings``.
 
     Raises:
@@ -65,7 +65,7 @@ def scrub_text(store: MemoryStore, text: str, findings: dict[str, int]) -> str:
     return result.text
 
 
-def check_path(store: MemoryStore, path: MemoryPath) -> None:
+def check_path(store: AnyBranch, path: MemoryPath) -> None:
     """Refuse a path holding sensitive data: a path is never masked (the name would change).
 
     Raises:
@@ -86,7 +86,7 @@ def check_path(store: MemoryStore, path: MemoryPath) -> None:
         )
 
 
-def hook(store: MemoryStore, findings: dict[str, int]) -> Callable[[str, str], str]:
+def hook(store: AnyBranch, findings: dict[str, int]) -> Callable[[str, str], str]:
     """The scrubber as a ``hook(field, value) -> value`` for other write paths (imports).
 
     A ``"path"`` value is parsed and checked (:func:`check_path`) and returned as given; any other

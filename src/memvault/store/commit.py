@@ -13,6 +13,7 @@ from ..format import records
 from ..format.layout import content_path, shard_path
 from ..format.records import CommitMeta, Node
 from ..git.objects import MODE_BLOB, MODE_TREE, GitObject
+from ..git.refs import Branch
 from ..git.repo import GitStore
 from ..keys.keyring import ZERO_ID, Keyring
 from ..keys.slots import Subkeys
@@ -80,6 +81,7 @@ class CommitWriter:
         destroy: dict[bytes, dict[str, object]] | None = None,
         announce_epoch: bool = False,
         stored_limit: int | None = None,
+        side: tuple[Branch, bytes | None] | None = None,
     ) -> bytes:
         """Write ``txn`` on top of ``state`` as one commit and fold it into ``state``.
 
@@ -93,6 +95,10 @@ class CommitWriter:
                 format version 3), after a rotation.
             stored_limit: refuse a commit that writes content when the packs would then hold more
                 bytes than this.
+            side: ``(ref, its value now)``: write on this side branch instead of ``main``
+                (``meta.branch`` names it; None: its first commit): the
+                keyring gets the data key records but no commit record, the side branch moves
+                (docs/format.md §5.8).
 
         Returns:
             The new commit's id. If the commit stands but ``state`` could not be updated to it,
@@ -196,15 +202,23 @@ class CommitWriter:
                 )
         tree_id = self._apply_tree(base_tree, tree_changes, objects)
         sealed = records.seal_meta(self._keys.meta, self.store_id, meta)
-        tag = records.commit_tag(self._keys.chain, self.store_id, meta.seq, state.commit_id, tree_id, sealed)
+        tag = records.commit_tag(
+            self._keys.chain, self.store_id, meta.seq, state.commit_id, tree_id, sealed, branch=meta.branch
+        )
         commit = GitStore.commit(tree_id, state.commit_id, records.commit_message(sealed, tag))
         objects.append(commit)
+        if (side is None) == bool(meta.branch) or (side is not None and (destroy or announce_epoch or self.publish)):
+            raise InternalError()
         # Step 1: objects. A failure here leaves only unreferenced objects: the old state.
         try:
             pack = self.git.write_pack(objects, merge=True)
             self._on_objects(len(objects))
         except Exception as err:
             raise _storage_error(err) from None
+        if side is not None:
+            return self._write_side(
+                side, state, txn, dek_records, new_nodes, new_shard_blobs, (commit.id, meta.seq, tree_id)
+            )
         # Step 2: the keyring records the commit (the point of no return once it is durable).
         # The keyring was read by _sync under this same lock: the chain is current.
         prev: bytes | None = None
@@ -254,6 +268,30 @@ class CommitWriter:
         if failure is not None and not isinstance(failure, Exception):
             raise failure  # e.g. KeyboardInterrupt after the branch moved: the commit stands
         return commit.id
+
+    def _write_side(
+        self,
+        side: tuple[Branch, bytes | None],
+        state: StoreState,
+        txn: Transaction,
+        dek_records: list[bytes],
+        new_nodes: dict[str, Node | None],
+        new_shard_blobs: dict[bytes, bytes | None],
+        made: tuple[bytes, int, bytes],
+    ) -> bytes:
+        """Record the data keys of a side-branch commit whose objects are written, then move the
+        side branch. Data key records no commit uses (a failed move) are harmless."""
+        try:
+            if dek_records:
+                self.keyring.append(b"".join(dek_records), durable=self._durable)
+            swapped = side[0].compare_and_swap(side[1], made[0])
+        except OSError as err:
+            raise StorageError.from_os_error(err) from None
+        if not swapped:
+            side[0].remove_lock()
+            raise ConflictError("Error: The branch changed concurrently; retry the command.")
+        self._fold(state, txn, new_nodes, new_shard_blobs, made)
+        return made[0]
 
     def _follow(
         self,

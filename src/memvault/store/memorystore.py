@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from .. import crypto
-from ..errors import ConflictError, IntegrityError, MemvaultError, PathExistsError, StorageError
+from ..errors import ConflictError, IntegrityError, InvalidInputError, MemvaultError, PathExistsError, StorageError
 from ..format import records
 from ..format.records import CommitMeta, Node
 from ..fsutil import (
@@ -48,6 +48,7 @@ from ..storage.url import is_remote
 from .access import AccessLog
 from .atimes import FILE_NAME as ATIMES_FILE
 from .atimes import AccessTimes
+from .branch import BRANCH_PREFIX, BranchStore, check_branch_name, is_branch_name
 from .commit import CommitWriter
 from .config import FORMAT_VERSION, STORE_FILE, chains_key_changes, prepare_store_dir, read_config, write_config
 from .head import Head
@@ -335,14 +336,8 @@ class MemoryStore:
     def upgrade_format(self, *, actor: str = "memvault", session: str = "") -> tuple[int, int]:
         """Move the store to format version :data:`~memvault.store.config.FORMAT_VERSION`
         (``memvault.json``, then one ``upgrade`` commit; idempotent; docs/cli.md, `upgrade`).
-
-        Returns:
-            ``(old version, new version)``.
-
-        Raises:
-            IntegrityError: ``memvault.json`` is damaged, belongs to another store, or names a
-                version this release does not know.
-        """
+        Returns ``(old version, new version)``. Raises IntegrityError: ``memvault.json`` is
+        damaged, belongs to another store, or names a version this release does not know."""
         with self._writer(), self._state_lock:
             config = read_config(self.root)
             if config.store_id != self.store_id:
@@ -388,19 +383,12 @@ class MemoryStore:
         keep_dirs: bool = False,
         merge_bytes: int | None = None,
     ) -> tuple[int, int]:
-        """Store upkeep (``memvault gc``, and :meth:`close` after many writes): pack loose objects,
-        merge the smallest packs (holding at most ``merge_bytes`` together, if given), purge records
-        of destroyed keys; every object stays readable throughout (docs/format.md §7).
-
-        Args:
-            seconds: stop packing after about this long (default: when done).
-            wait: seconds to wait for the writer lock (default :attr:`lock_timeout`).
-            keep_dirs: keep emptied fan-out directories.
-            merge_bytes: merge only packs holding at most this many bytes together.
-
-        Returns:
-            ``(objects packed, packs merged)``.
-        """
+        """Store upkeep (``memvault gc``, and :meth:`close` after many writes): pack loose objects
+        (for about ``seconds``; default: all), merge the smallest packs (holding at most
+        ``merge_bytes`` together, if given), purge records of destroyed keys; every object stays
+        readable throughout (docs/format.md §7). ``wait``: seconds to wait for the writer lock
+        (default :attr:`lock_timeout`); ``keep_dirs``: keep emptied fan-out directories.
+        Returns ``(objects packed, packs merged)``."""
         deadline = None if seconds is None else time.monotonic() + seconds
         with self._lock.hold(timeout=wait):
             try:
@@ -606,11 +594,7 @@ class MemoryStore:
 
     def shard_entries(self, shard: bytes, blob: bytes) -> list[tuple[bytes, bytes, bytes]]:
         """``(token, dek_id, sealed node record)`` of each entry of an index shard blob, the
-        records left sealed (for ``verify``, which opens them one by one).
-
-        Raises:
-            IntegrityError: the shard does not authenticate.
-        """
+        records left sealed (for ``verify``). Raises IntegrityError: it does not authenticate."""
         return records.decode_shard(self._keys.index, self.store_id, shard, blob)
 
     def state_at(self, commit_id: bytes) -> StoreState:
@@ -680,6 +664,25 @@ class MemoryStore:
         return self._writer_of_commits.write(
             state, txn, meta, epoch=self._epoch, version=self.format_version, stored_limit=limit, **options
         )
+
+    # -- side branches (docs/format.md §5.8) -----------------------------------------------------
+
+    def branch(self, name: str) -> BranchStore:
+        """Side branch ``name`` (``dream/<16 hex>``), existing or to :meth:`BranchStore.create`.
+
+        Raises:
+            InvalidInputError: a bad name, or a store in object storage (no side branches there).
+        """
+        if self.remote is not None:
+            raise InvalidInputError("Dream branches are not supported for stores in object storage yet.")
+        ref = self.git.side_branch(check_branch_name(name))
+        return BranchStore(
+            self, name, ref, self._reader, self._writer_of_commits, self._state_lock, lambda: self._epoch
+        )
+
+    def branches(self) -> list[str]:
+        """The names of the store's side branches (``dream/<id>``), sorted."""
+        return [n for n in self.git.side_branches(BRANCH_PREFIX) if is_branch_name(n)]
 
     def put_file(
         self, path: str, data: bytes | str, *, actor: str = "library", session: str = "", overwrite: bool = True

@@ -155,14 +155,18 @@ class StateReader:
 
     # -- commits -----------------------------------------------------------------------------------
 
-    def open_commit(self, commit_id: bytes) -> OpenedCommit:
+    def open_commit(self, commit_id: bytes, *, branch: str = "") -> OpenedCommit:
         """Authenticate a commit (format, chain tag, metadata) once; later calls are cached.
+
+        Args:
+            branch: the side branch the commit must belong to ("": ``main``); a commit of
+                another branch is not authentic here (docs/format.md §5.6).
 
         Raises:
             IntegrityError: the commit is missing, malformed or not authentic.
         """
         opened = self._commits.get(commit_id)
-        if opened is not None:
+        if opened is not None and opened.meta.branch == branch:
             self._commits.move_to_end(commit_id)
             return opened
         tree_id, parents, message = self.git.read_commit(commit_id)
@@ -170,8 +174,12 @@ class StateReader:
             sealed, tag = records.parse_commit_message(message)
             meta = records.open_meta(self._keys.meta, self._store_id, sealed)
             parent_id = parents[0] if parents else ZERO_ID
-            expected = records.commit_tag(self._keys.chain, self._store_id, meta.seq, parent_id, tree_id, sealed)
+            expected = records.commit_tag(
+                self._keys.chain, self._store_id, meta.seq, parent_id, tree_id, sealed, branch=branch
+            )
             if not crypto.consteq(expected, tag) or len(parents) > 1 or (meta.seq == 0) != (not parents):
+                raise IntegrityError()
+            if meta.branch != branch:
                 raise IntegrityError()
         except (IntegrityError, ValueError):
             raise IntegrityError("A commit of the store is not authentic.") from None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Generic, TypeVar
+from typing import Generic, Protocol, TypeVar
 
 from .. import crypto
 from ..errors import LimitExceededError, PathExistsError
@@ -13,10 +13,19 @@ from ..paths import MemoryPath, fold_key
 from ..settings import StoreSettings
 from .state import StoreState, split_path
 
-if TYPE_CHECKING:
-    from .memorystore import MemoryStore
+__all__ = ["Transaction", "Committed", "StoreView"]
 
-__all__ = ["Transaction", "Committed"]
+
+class StoreView(Protocol):
+    """What a transaction needs of its store: settings, path tokens, decrypted contents."""
+
+    @property
+    def settings(self) -> StoreSettings: ...
+
+    def token(self, path: str) -> bytes: ...
+
+    def read_node(self, node: Node) -> bytes: ...
+
 
 T = TypeVar("T")
 
@@ -37,7 +46,7 @@ class Transaction:
     Nothing here touches storage: the store turns the overlay into objects at commit time.
     """
 
-    def __init__(self, store: MemoryStore, state: StoreState) -> None:
+    def __init__(self, store: StoreView, state: StoreState) -> None:
         self._store = store
         self._base = state
         self.changes: dict[str, Node | None] = {}

@@ -1,0 +1,1 @@
+"""Consolidation on a branch ("dreaming"): run it, review it, merge or discard it."""

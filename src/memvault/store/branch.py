@@ -1,0 +1,295 @@
+"""A side branch of a store (``dream/<id>``): a memory of its own, forked from ``main``.
+
+A side branch starts with a ``fork`` commit on top of a commit of ``main`` (the fork point) and
+takes commits like ``main`` does: the same path grammar, transactions and limits, one commit per
+command, each sealed with fresh data keys. Its commits are authenticated in their own domain,
+bound to the branch's name (docs/format.md §5.8), so none of them is ever accepted on ``main``
+or on another branch. ``main`` never moves here: a branch is brought into it by a merge commit
+(:mod:`memvault.dream.review`).
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from ..errors import IntegrityError, InvalidInputError
+from ..format.records import CommitMeta, Node
+from ..git.refs import Branch
+from ..settings import StoreSettings
+from .atimes import AccessTimes
+from .commit import CommitWriter
+from .state import OpenedCommit, StateReader, StoreState
+from .transaction import Committed, Transaction
+
+if TYPE_CHECKING:
+    from ..keys.keyring import Keyring
+    from .memorystore import MemoryStore
+
+__all__ = ["BranchStore", "BRANCH_PREFIX", "FORK_COMMAND", "check_branch_name", "is_branch_name", "fork_meta"]
+
+T = TypeVar("T")
+
+#: Side branches live under ``refs/heads/dream/``.
+BRANCH_PREFIX = "dream"
+#: The command of a side branch's first commit.
+FORK_COMMAND = "fork"
+_NAME = re.compile(r"dream/[0-9a-f]{16}")
+#: Commits walked from a side branch's head before its fork commit must have been found.
+MAX_BRANCH_COMMITS = 100_000
+
+
+def is_branch_name(name: str) -> bool:
+    """Whether ``name`` names a side branch (``dream/`` and 16 lowercase hex digits)."""
+    return isinstance(name, str) and _NAME.fullmatch(name) is not None
+
+
+def check_branch_name(name: str) -> str:
+    """``name`` if it names a side branch (``dream/`` and 16 lowercase hex digits).
+
+    Raises:
+        InvalidInputError: it does not.
+    """
+    if not is_branch_name(name):
+        raise InvalidInputError("A dream branch is named dream/ and 16 hex digits (see `memvault dream list`).")
+    return name
+
+
+class BranchStore:
+    """One side branch of an open :class:`~memvault.store.MemoryStore`, with the reading and
+    writing methods the memory tool, history, and audit use on a store.
+
+    Made by :meth:`MemoryStore.fork <memvault.store.MemoryStore.fork>` and
+    :meth:`MemoryStore.branch <memvault.store.MemoryStore.branch>`, not directly. Thread-safe
+    (it shares the store's locks). Reads of files record no access time.
+
+    Attributes:
+        name: the branch (``dream/<id>``).
+        guard: if set, called with each transaction after its command ran and before it is
+            committed; what it raises fails the command with nothing written (quotas).
+    """
+
+    def __init__(
+        self,
+        store: MemoryStore,
+        name: str,
+        ref: Branch,
+        reader: StateReader,
+        writer: CommitWriter,
+        state_lock: threading.RLock,
+        epoch: Callable[[], int],
+    ) -> None:
+        self.store = store
+        self.name = name
+        self._ref = ref
+        self._reader = reader
+        self._writer = writer
+        self._state_lock = state_lock
+        self._epoch = epoch
+        self._state: StoreState | None = None
+        self._ids: dict[bytes, OpenedCommit] = {}
+        self._fork_commit: bytes = b""
+        self.guard: Callable[[Transaction], None] | None = None
+
+    # -- what the store facade offers, for this branch ----------------------------------------------
+
+    @property
+    def settings(self) -> StoreSettings:
+        return self.store.settings
+
+    @property
+    def keyring(self) -> Keyring:
+        return self.store.keyring
+
+    @property
+    def access_times(self) -> AccessTimes:
+        return self.store.access_times
+
+    def is_recorded_access_file(self, digest: bytes) -> bool:
+        return self.store.is_recorded_access_file(digest)
+
+    def token(self, path: str) -> bytes:
+        return self.store.token(path)
+
+    def read_node(self, node: Node) -> bytes:
+        return self.store.read_node(node)
+
+    def note_read(self, node: Node) -> None:
+        """Reads on a side branch are not recorded (access times describe ``main``)."""
+
+    def index_blobs(self, tree_id: bytes) -> dict[bytes, bytes]:
+        return self.store.index_blobs(tree_id)
+
+    def shard_nodes(self, shard: bytes, blob_id: bytes) -> dict[bytes, Node]:
+        return self.store.shard_nodes(shard, blob_id)
+
+    # -- the branch's history ------------------------------------------------------------------------
+
+    def _walk(self) -> StoreState:
+        """Authenticate the branch from its head down to its fork commit; load the head state.
+        The caller holds the state lock."""
+        head = self._ref.head()
+        if head is None:
+            raise InvalidInputError(f"No dream branch {self.name} (see `memvault dream list`).")
+        state = self._state
+        if state is not None and state.commit_id == head:
+            return state
+        ids: dict[bytes, OpenedCommit] = {}
+        commit: bytes | None = head
+        while commit is not None and len(ids) < MAX_BRANCH_COMMITS:
+            opened = self._reader.open_commit(commit, branch=self.name)
+            ids[commit] = opened
+            if opened.meta.command == FORK_COMMAND:
+                break
+            commit = opened.parent_id
+        else:
+            raise IntegrityError(f"The dream branch {self.name} has no fork commit.")
+        fork_commit, fork = commit, ids[commit]
+        if fork.parent_id is None or fork.meta.extra.get("fork") != fork.parent_id.decode("ascii"):
+            raise IntegrityError(f"The fork commit of the dream branch {self.name} is not authentic.")
+        parent = self.store.opened_commit(fork.parent_id)  # a commit of main
+        if fork.meta.seq != parent.seq + 1 or fork.tree_id != parent.tree_id:
+            raise IntegrityError(f"The fork commit of the dream branch {self.name} is not authentic.")
+        top = ids[head]
+        self._state = None
+        self._state = self._reader.load_state(head, top.seq, top.tree_id, state)
+        self._ids, self._fork_commit = ids, fork_commit
+        return self._state
+
+    @property
+    def head(self) -> tuple[bytes, int]:
+        """``(commit_id, seq)`` of the branch's head."""
+        with self._state_lock:
+            state = self._walk()
+            return state.commit_id, state.seq
+
+    @property
+    def fork_meta(self) -> CommitMeta:
+        """The metadata of the branch's fork commit (``extra["fork"]``: the fork point on ``main``)."""
+        with self._state_lock:
+            self._walk()
+            return self._ids[self._fork_commit].meta
+
+    @property
+    def fork_point(self) -> bytes:
+        """The commit of ``main`` the branch was forked from."""
+        return self.fork_meta.extra["fork"].encode("ascii")
+
+    def branch_commits(self) -> list[bytes]:
+        """The branch's own commits, newest first, down to its fork commit."""
+        with self._state_lock:
+            self._walk()
+            return list(self._ids)
+
+    def opened_commit(self, commit_id: bytes) -> OpenedCommit:
+        """An authentic commit of this branch, or of ``main`` at or before the fork point."""
+        with self._state_lock:
+            self._walk()
+            opened = self._ids.get(commit_id)
+        if opened is None:
+            return self.store.opened_commit(commit_id)
+        return replace(opened, meta=replace(opened.meta, findings=dict(opened.meta.findings)))
+
+    def commit(self, commit_id: bytes) -> tuple[CommitMeta, bytes, bytes | None]:
+        """``(metadata, tree_id, parent_id)`` of an authentic commit (see :meth:`opened_commit`)."""
+        opened = self.opened_commit(commit_id)
+        return opened.meta, opened.tree_id, opened.parent_id
+
+    def commit_meta(self, commit_id: bytes) -> CommitMeta:
+        return self.opened_commit(commit_id).meta
+
+    def state_at(self, commit_id: bytes) -> StoreState:
+        """The decrypted state of a commit of this branch or of ``main`` (a copy)."""
+        with self._state_lock:
+            self._walk()
+            opened = self._ids.get(commit_id)
+            if opened is None:
+                return self.store.state_at(commit_id)
+            return self._reader.load_state(commit_id, opened.seq, opened.tree_id, None)
+
+    def snapshot(self) -> Transaction:
+        """An isolated read-only view of the branch's head."""
+        with self._state_lock:
+            return Transaction(self, self.state_at(self._walk().commit_id))
+
+    @contextmanager
+    def reading(self) -> Iterator[Transaction]:
+        """A view of the branch's head, valid inside the ``with`` block."""
+        with self._state_lock:
+            yield Transaction(self, self._walk())
+
+    # -- writing -------------------------------------------------------------------------------------
+
+    def transact(
+        self,
+        fn: Callable[[Transaction], T],
+        *,
+        command: str,
+        paths: tuple[str, ...],
+        actor: str,
+        session: str,
+        findings: dict[str, int] | None = None,
+        extra: dict[str, str] | None = None,
+    ) -> Committed[T]:
+        """Run ``fn`` on the branch's head and commit what it changed as one commit of the branch
+        (as :meth:`MemoryStore.transact <memvault.store.MemoryStore.transact>`; :attr:`guard`
+        checks the transaction first)."""
+        with self.store.writing(), self._state_lock:
+            state = self._walk()
+            txn = Transaction(self, state)
+            result = fn(txn)
+            if self.guard is not None:
+                self.guard(txn)
+            meta = CommitMeta(
+                state.seq + 1, time.time(), actor, session, command, paths, dict(findings or {}),
+                branch=self.name, extra=dict(extra or {}),
+            )  # fmt: skip
+            commit_id = self.write(state, txn, meta)
+            self._ids = {commit_id: self._reader.open_commit(commit_id, branch=self.name), **self._ids}
+            return Committed(result, commit_id, meta.seq)
+
+    def create(self, *, actor: str, session: str = "", extra: dict[str, str] | None = None) -> None:
+        """Create the branch at the head of ``main`` with its ``fork`` commit (``extra`` recorded
+        in its metadata besides the fork point).
+
+        Raises:
+            InvalidInputError: the branch exists already.
+        """
+        with self.store.writing(), self._state_lock:
+            if self._ref.head() is not None:
+                raise InvalidInputError(f"The dream branch {self.name} exists already.")
+            commit_id, seq = self.store.head
+            start = StoreState(commit_id, seq, self.store.opened_commit(commit_id).tree_id)
+            meta = fork_meta(start, self.name, actor, session, extra or {})
+            self.write(start, Transaction(self, start), meta, first=True)
+
+    def delete(self) -> bool:
+        """Remove the branch's ref (its objects stay: :mod:`memvault.dream.review` destroys their
+        keys first). False if it does not exist."""
+        with self.store.writing(), self._state_lock:
+            head = self._ref.head()
+            self._state, self._ids = None, {}
+            return head is not None and self._ref.delete(head)
+
+    def write(self, state: StoreState, txn: Transaction, meta: CommitMeta, *, first: bool = False) -> bytes:
+        """Write one commit on the branch on top of ``state`` (its head, or for the ``first``
+        commit the fork point); the caller holds the writer and state locks."""
+        return self._writer.write(
+            state, txn, meta, epoch=self._epoch(), version=self.store.format_version,
+            stored_limit=self.settings.max_stored_bytes, side=(self._ref, None if first else state.commit_id),
+        )  # fmt: skip
+
+    def __repr__(self) -> str:
+        return f"BranchStore({self.name!r})"
+
+
+def fork_meta(state: StoreState, name: str, actor: str, session: str, extra: dict[str, Any]) -> CommitMeta:
+    """The metadata of the fork commit of branch ``name`` on top of ``state`` (a state of ``main``)."""
+    fields = {str(k): str(v) for k, v in extra.items()}
+    fields["fork"] = state.commit_id.decode("ascii")
+    return CommitMeta(state.seq + 1, time.time(), actor, session, FORK_COMMAND, (), {}, branch=name, extra=fields)

@@ -45,11 +45,12 @@ from .errors import IntegrityError, InvalidInputError, InvalidPathError, Redacte
 from .expiry import stale_files
 from .history import walk
 from .paths import MemoryPath, display, parse_path
+from .store import Transaction
 
 if TYPE_CHECKING:
     from .format.records import Node
     from .settings import StoreSettings
-    from .store import AnyBranch, Transaction
+    from .store import AnyBranch
 
 __all__ = ["KINDS", "Finding", "AuditReport", "IndexLink", "audit", "index_links"]
 
@@ -171,6 +172,7 @@ def audit(
     index: str = INDEX_PATH,
     stale_after: float = DEFAULT_STALE_AFTER,
     now: float | None = None,
+    at: bytes | None = None,
 ) -> AuditReport:
     """Lint the memory at the head of ``store`` (read-only: no commit, no recorded read).
 
@@ -178,6 +180,7 @@ def audit(
         index: the index file (default ``/memories/MEMORY.md``).
         stale_after: seconds without a read or write after which a file is stale (default 90 days).
         now: the time to judge staleness at (default: now).
+        at: lint this commit instead of the head.
 
     Raises:
         InvalidPathError: ``index`` is not a memory path.
@@ -188,7 +191,7 @@ def audit(
         raise InvalidInputError("The stale-after duration must be positive.")
     index_path = parse_path(index, store.settings)
     now = time.time() if now is None else now
-    snap = store.snapshot()
+    snap = store.snapshot() if at is None else Transaction(store, store.state_at(at))
     notes: list[str] = []
     files: dict[str, Node] = {}
     redacted = 0

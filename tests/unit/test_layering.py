@@ -77,7 +77,7 @@ ORDER = {
     "transfer": ["importer", "exporter", "copier"],
     "storage": ["base", "local", "s3", "url"],
     "remote": ["layout", "mark", "packmap", "replica"],
-    "dream": ["merge"],
+    "dream": ["merge", "review"],
 }
 
 #: Private names of third-party objects memvault uses knowingly (dulwich's object store).

@@ -72,11 +72,10 @@ def _now() -> float:
     return time.time()
 
 
-def _meta(
-    state: StoreState, actor: str, session: str, command: str, paths: tuple[str, ...] = (), findings: Any = None
-) -> CommitMeta:
+def _meta(state: StoreState, actor: str, session: str, command: str, paths: Any = (), findings: Any = None,
+          extra: Any = None) -> CommitMeta:  # fmt: skip
     """The metadata of the commit after ``state``."""
-    return CommitMeta(state.seq + 1, _now(), actor, session, command, paths, dict(findings or {}))
+    return CommitMeta(state.seq + 1, _now(), actor, session, command, paths, dict(findings or {}), extra=extra or {})
 
 
 class MemoryStore:
@@ -621,6 +620,7 @@ class MemoryStore:
         actor: str,
         session: str,
         findings: dict[str, int] | None = None,
+        extra: dict[str, str] | None = None,
     ) -> Committed[T]:
         """Run ``fn`` on a fresh view of the head and commit what it changed, as one commit.
 
@@ -630,8 +630,8 @@ class MemoryStore:
         Args:
             fn: builds the change on the :class:`Transaction` it is given; its return value is
                 handed back.
-            command, paths, actor, session, findings: recorded in the commit's (encrypted)
-                metadata.
+            command, paths, actor, session, findings, extra: recorded in the commit's
+                (encrypted) metadata.
 
         Returns:
             :class:`Committed`: ``fn``'s value, the new commit's id and sequence number.
@@ -646,7 +646,7 @@ class MemoryStore:
             state = self._sync(writer=True)
             txn = Transaction(self, state)
             result = fn(txn)
-            meta = _meta(state, actor, session, command, paths, findings)
+            meta = _meta(state, actor, session, command, paths, findings, dict(extra or {}))
             return result, self._commit(state, txn, meta), meta
 
         with self._writer(), self._state_lock:

@@ -1,0 +1,316 @@
+"""Reviewing a dream: list the dream branches, show one's decrypted diff and its audit before and
+after, merge it into ``main`` as one commit, or discard it by destroying its data keys.
+
+A merge never lets the dream win a conflict: when ``main`` moved since the fork, each file is
+merged three ways (:mod:`memvault.dream.merge`) and any conflict blocks the whole merge.
+"""
+
+from __future__ import annotations
+
+import difflib
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..audit import AuditReport, audit
+from ..errors import ConflictError, IntegrityError, InvalidInputError, RedactedError
+from ..format.records import Node
+from ..history import FileDiff, diff
+from ..paths import parse_path
+from ..store import BranchStore, MemoryStore, StoreState, Transaction
+from ..store.branch import BRANCH_PREFIX, FORK_COMMAND, is_branch_name
+from .merge import FileConflict, three_way
+
+__all__ = [
+    "DreamInfo",
+    "DreamDiff",
+    "MergeResult",
+    "DiscardResult",
+    "DreamConflictError",
+    "MERGED_COMMAND",
+    "MERGE_COMMAND",
+    "list_dreams",
+    "open_dream",
+    "dream_diff",
+    "merge_dream",
+    "discard_dream",
+]
+
+#: The command of the commit a merge adds on ``main``.
+MERGE_COMMAND = "dream-merge"
+#: The command of the commit a merge adds on the dream branch (a merged dream is not merged again).
+MERGED_COMMAND = "merged"
+#: A changed file keeping less than this share of its lines is flagged as rewritten.
+REWRITE_SIMILARITY = 0.5
+
+
+@dataclass(frozen=True)
+class DreamInfo:
+    """One dream branch as :func:`list_dreams` sees it."""
+
+    id: str  #: 16 hex digits
+    branch: str  #: ``dream/<id>``
+    status: str  #: ``open``, ``merged`` or ``damaged``
+    fork_point: str = ""  #: hex id of the main commit it forked from
+    head: str = ""  #: hex id of the branch's newest commit
+    created: float = 0.0  #: time of the fork commit
+    actor: str = ""  #: who ran it
+    model: str = ""
+    commits: int = 0  #: commits after the fork commit (a merge's ``merged`` commit included)
+    merge_commit: str = ""  #: for a merged dream: the commit of ``main`` that merged it
+    problem: str = ""  #: for a damaged one: why
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id, "branch": self.branch, "status": self.status, "fork_point": self.fork_point,
+            "head": self.head, "created": self.created, "actor": self.actor, "model": self.model,
+            "commits": self.commits, "merge_commit": self.merge_commit, "problem": self.problem,
+        }  # fmt: skip
+
+
+def _name(dream_id: str) -> str:
+    name = dream_id if dream_id.startswith(BRANCH_PREFIX + "/") else f"{BRANCH_PREFIX}/{dream_id}"
+    if not is_branch_name(name):
+        raise InvalidInputError("A dream id is 16 hex digits (see `memvault dream list`).")
+    return name
+
+
+def open_dream(store: MemoryStore, dream_id: str) -> BranchStore:
+    """The branch of dream ``dream_id`` (16 hex digits, or ``dream/<id>``).
+
+    Raises:
+        InvalidInputError: a bad id, or no such dream.
+        IntegrityError: its branch does not authenticate.
+    """
+    name = _name(dream_id)
+    if name not in store.branches():
+        raise InvalidInputError(f"No dream {name.split('/', 1)[1]} (see `memvault dream list`).")
+    branch = store.branch(name)
+    branch.head  # noqa: B018 - authenticates the branch down to its fork commit
+    return branch
+
+
+def _info(store: MemoryStore, name: str) -> DreamInfo:
+    dream_id = name.split("/", 1)[1]
+    try:
+        branch = store.branch(name)
+        commits = branch.branch_commits()
+        fork = branch.fork_meta
+        head = branch.commit_meta(commits[0])
+    except IntegrityError as err:
+        return DreamInfo(dream_id, name, "damaged", problem=str(err))
+    merged = head.command == MERGED_COMMAND
+    return DreamInfo(
+        dream_id, name, "merged" if merged else "open", fork_point=fork.extra.get("fork", ""),
+        head=commits[0].decode("ascii"), created=fork.time, actor=fork.actor, model=fork.extra.get("model", ""),
+        commits=len(commits) - 1, merge_commit=head.extra.get("merge", "") if merged else "",
+    )  # fmt: skip
+
+
+def list_dreams(store: MemoryStore) -> list[DreamInfo]:
+    """Every dream branch of ``store``, oldest first (a damaged one is listed as such)."""
+    dreams = [_info(store, name) for name in store.branches()]
+    return sorted(dreams, key=lambda d: (d.created, d.id))
+
+
+@dataclass(frozen=True)
+class DreamDiff:
+    """What a dream changed, from its fork point to its head, decrypted."""
+
+    info: DreamInfo
+    files: list[FileDiff]
+    #: ``path -> flag`` for changes a reviewer should look at first: ``deleted``, ``rewritten``
+    #: (a changed file keeping less than half its lines), ``renamed``.
+    flags: dict[str, str]
+    audit_before: AuditReport
+    audit_after: AuditReport
+    #: Whether ``main`` has commits after the fork point (a merge is then three-way).
+    main_moved: bool
+
+    def to_json(self, *, content: bool = True) -> dict[str, Any]:
+        """JSON of the diff; with ``content`` each file's old and new text (UTF-8, replaced)."""
+        files = []
+        for f in self.files:
+            entry: dict[str, Any] = {"path": f.path, "old_path": f.old_path, "status": f.status}
+            entry["flag"] = self.flags.get(f.path, "")
+            counts = f.line_counts()
+            entry["added"], entry["removed"] = counts if counts is not None else (None, None)
+            if content:
+                entry["old"] = None if f.old is None else f.old.decode("utf-8", "replace")
+                entry["new"] = None if f.new is None else f.new.decode("utf-8", "replace")
+            files.append(entry)
+        return {
+            "dream": self.info.to_json(), "main_moved": self.main_moved, "files": files,
+            "audit_before": self.audit_before.to_json(), "audit_after": self.audit_after.to_json(),
+        }  # fmt: skip
+
+
+def _flag(f: FileDiff) -> str:
+    if f.status == "deleted":
+        return "deleted"
+    if f.status == "renamed":
+        return "renamed"
+    if f.status == "modified" and not f.binary:
+        old = (f.old or b"").decode("utf-8").splitlines()
+        new = (f.new or b"").decode("utf-8").splitlines()
+        kept = sum(size for _a, _b, size in difflib.SequenceMatcher(a=old, b=new, autojunk=False).get_matching_blocks())
+        if old and kept / len(old) < REWRITE_SIMILARITY:
+            return "rewritten"
+    return ""
+
+
+def dream_diff(store: MemoryStore, dream_id: str, *, now: float | None = None) -> DreamDiff:
+    """The decrypted diff of a dream from its fork point, flagged, with the audit of the fork
+    point's memory (``audit_before``: ``main`` as the dream saw it) and of the dream's result.
+
+    Raises:
+        InvalidInputError: no such dream. IntegrityError: its branch does not authenticate.
+    """
+    branch = open_dream(store, dream_id)
+    info = _info(store, branch.name)
+    fork = branch.fork_point
+    files = diff(branch, fork, "HEAD")
+    flags = {f.path: flag for f in files if (flag := _flag(f))}
+    after = audit(branch, now=now)
+    before = audit(branch, now=now, at=fork)
+    return DreamDiff(info, files, flags, before, after, store.head[0] != fork)
+
+
+class DreamConflictError(ConflictError):
+    """A merge is blocked: ``conflicts`` says which files both sides changed incompatibly
+    (their rendering shows content: only for the operator who asked)."""
+
+    def __init__(self, message: str, conflicts: list[FileConflict]) -> None:
+        super().__init__(message)
+        self.conflicts = conflicts
+
+
+@dataclass(frozen=True)
+class MergeResult:
+    """A merged dream: the commit on ``main`` and what it changed."""
+
+    dream_id: str
+    commit: str  #: hex id of the merge commit on main
+    seq: int
+    changed: list[str] = field(default_factory=list)  #: paths written or deleted on main
+    three_way: bool = False  #: main had moved since the fork
+
+    def to_json(self) -> dict[str, Any]:
+        return {"dream": self.dream_id, "commit": self.commit, "seq": self.seq, "changed": self.changed,
+                "three_way": self.three_way}  # fmt: skip
+
+
+def _files(store: MemoryStore | BranchStore, state: StoreState, paths: set[str], side: str) -> dict[str, bytes]:
+    out: dict[str, bytes] = {}
+    for path in paths:
+        node = state.nodes.get(path)
+        if node is None or node.is_dir:
+            continue
+        if node.redacted:
+            raise RedactedError(f"A version the merge needs on {side} was redacted; the dream cannot be merged.")
+        out[path] = store.read_node(node)
+    return out
+
+
+def _files_differ(a: Node | None, b: Node | None) -> bool:
+    if a is None or b is None:
+        return (a is None) != (b is None)
+    return a.is_dir != b.is_dir or a.sha256 != b.sha256 or a.redacted or b.redacted
+
+
+def merge_dream(store: MemoryStore, dream_id: str, *, actor: str = "operator", session: str = "") -> MergeResult:
+    """Merge a dream into ``main`` as one commit attributed to ``actor`` (its metadata records the
+    dream id, the fork point and the model); then mark the dream merged on its branch.
+
+    Raises:
+        InvalidInputError: no such dream, or it was merged already.
+        DreamConflictError: ``main`` changed a file the dream changed too, incompatibly (nothing
+            written).
+        RedactedError: a version the merge needs was redacted. IntegrityError: a damaged branch.
+    """
+    branch = open_dream(store, dream_id)
+    with store.writing():
+        info = _info(store, branch.name)
+        if info.status == "merged":
+            raise InvalidInputError(f"The dream {info.id} was merged already (commit {info.merge_commit[:12]}).")
+        fork = branch.fork_point
+        base, theirs = branch.state_at(fork), branch.state_at(branch.head[0])
+        ours = store.state_at(store.head[0])
+        touched = {
+            p for p in base.nodes.keys() | theirs.nodes.keys() if _files_differ(base.nodes.get(p), theirs.nodes.get(p))
+        }
+        binary = {p for s in (base, ours, theirs) for p in touched if (n := s.nodes.get(p)) is not None and n.binary}
+        plan = three_way(
+            _files(branch, base, touched, "the fork point"), _files(store, ours, touched, "main"),
+            _files(branch, theirs, touched, "the dream"), binary=binary,
+        )  # fmt: skip
+        if not plan.ok:
+            paths = ", ".join(c.path for c in plan.conflicts)
+            raise DreamConflictError(
+                f"Error: The dream {info.id} conflicts with changes made on main since it forked "
+                f"({len(plan.conflicts)} file(s): {paths}); nothing was merged.",
+                plan.conflicts,
+            )
+        dirs_gone = sorted((p for p in touched if (n := base.nodes.get(p)) is not None and n.is_dir
+                            and p not in theirs.nodes), key=lambda p: -p.count("/"))  # fmt: skip
+
+        def apply(txn: Transaction) -> None:
+            for path, content in sorted(plan.changes.items()):
+                vpath = parse_path(path, store.settings)
+                if content is None:
+                    if txn.get(vpath) is not None:
+                        txn.delete(vpath)
+                else:
+                    txn.write_file(vpath, content, binary=path in binary)
+            for path in dirs_gone:  # directories the dream removed, if nothing is left in them
+                vpath = parse_path(path, store.settings)
+                node = txn.get(vpath)
+                if node is not None and node.is_dir and next(iter(txn.descendants(vpath)), None) is None:
+                    txn.delete(vpath)
+
+        extra = {"dream": info.id, "fork": fork.decode("ascii"), "model": info.model, "dream_head": info.head}
+        changed = sorted(plan.changes)
+        done = store.transact(apply, command=MERGE_COMMAND, paths=tuple(changed), actor=actor, session=session,
+                              extra=extra)  # fmt: skip
+        branch.transact(lambda _txn: None, command=MERGED_COMMAND, paths=(), actor=actor, session=session,
+                        extra={"merge": done.commit_id.decode("ascii")})  # fmt: skip
+    return MergeResult(info.id, done.commit_id.decode("ascii"), done.seq, changed, ours.commit_id != fork)
+
+
+@dataclass(frozen=True)
+class DiscardResult:
+    """A discarded dream: how many of its data keys were destroyed, by which ``redact`` commit."""
+
+    dream_id: str
+    keys_destroyed: int
+    commit: str  #: hex id of the redaction commit on main ("" if there was nothing to destroy)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"dream": self.dream_id, "keys_destroyed": self.keys_destroyed, "commit": self.commit}
+
+
+def discard_dream(store: MemoryStore, dream_id: str, *, actor: str = "operator", session: str = "") -> DiscardResult:
+    """Discard a dream: destroy the data keys of every version its commits wrote (one ``redact``
+    commit on ``main``, crypto-shredding: those versions' content and names are gone for good),
+    then remove its branch. Versions it inherited from ``main`` are not touched.
+
+    Raises:
+        InvalidInputError: no such dream. IntegrityError: a damaged branch.
+    """
+    branch = open_dream(store, dream_id)
+    with store.writing():
+        commits = branch.branch_commits()
+        fork = branch.state_at(branch.fork_point)
+        inherited = {n.dek_id for n in fork.nodes.values()}
+        keys: set[bytes] = set()
+        for commit in commits:
+            if branch.commit_meta(commit).command == FORK_COMMAND:
+                continue
+            keys |= {n.dek_id for n in branch.state_at(commit).nodes.values() if not n.redacted} - inherited
+        name = branch.name.split("/", 1)[1]
+        commit_id: bytes | None = None
+        if keys:
+            info: dict[str, object] = {"time": time.time(), "actor": actor, "reason": f"dream {name} discarded"}
+            _count, _live, commit_id = store.destroy_keys(keys, info, actor=actor, session=session)
+        branch.delete()
+    return DiscardResult(name, len(keys), commit_id.decode("ascii") if commit_id else "")

@@ -57,7 +57,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     n = len(result.changed_files)
     print(f"dream {result.dream_id}  ({result.branch}, model {result.model}, forked from {result.fork_point[:12]})")
     print(
-        f"{result.commits} commit(s), {n} file(s) changed, {result.deleted_bytes} bytes deleted; stopped: {result.stopped}"
+        f"{result.commits} commit(s), {n} file(s) changed, {result.deleted_bytes} bytes deleted; "
+        f"stopped: {result.stopped}"
     )
     for path in result.changed_files:
         print(f"  {terminal_safe(path)}")

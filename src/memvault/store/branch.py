@@ -64,8 +64,8 @@ class BranchStore:
     """One side branch of an open :class:`~memvault.store.MemoryStore`, with the reading and
     writing methods the memory tool, history, and audit use on a store.
 
-    Made by :meth:`MemoryStore.fork <memvault.store.MemoryStore.fork>` and
-    :meth:`MemoryStore.branch <memvault.store.MemoryStore.branch>`, not directly. Thread-safe
+    Made by :meth:`MemoryStore.branch <memvault.store.MemoryStore.branch>`, not directly; a new
+    branch then needs :meth:`create`. Thread-safe
     (it shares the store's locks). Reads of files record no access time.
 
     Attributes:

@@ -20,7 +20,7 @@ from memvault.dream.review import (
     list_dreams,
     merge_dream,
 )
-from memvault.errors import IntegrityError, InvalidInputError, PathNotFoundError, RedactedError
+from memvault.errors import IntegrityError, InvalidInputError, InvalidPathError, PathNotFoundError, RedactedError
 from memvault.protocol import run_command
 from memvault.settings import StoreSettings
 from memvault.store import BranchStore
@@ -272,3 +272,14 @@ def test_cli_discard(cli_store: memvault.MemoryStore, capsys: pytest.CaptureFixt
     assert main(["dream", "list"]) == 0
     assert capsys.readouterr().out == "No dreams.\n"
     assert main(["dream", "discard", DREAM]) == 2
+
+
+def test_the_dream_writes_through_the_scrubber_and_path_grammar(store: memvault.MemoryStore) -> None:
+    branch = _dream(store)
+    _run(branch, command="create", path="/memories/contact.md", file_text="mail tomas.patel@monarchsolutions.de\n")
+    assert _read(branch, "/memories/contact.md") == "mail [REDACTED:email]\n"
+    [commit] = branch.branch_commits()[:1]
+    assert branch.commit_meta(commit).findings == {"email": 1}
+    with pytest.raises(InvalidPathError):
+        _run(branch, command="create", path="/etc/cron.d/x", file_text="x\n")
+    assert len(branch.branch_commits()) == 2  # the fork and the scrubbed create

@@ -71,13 +71,24 @@ ORDER = {
     "format": ["records", "layout"],
     "git": ["objects", "pack", "packread", "packdir", "refs", "repo"],
     "keys": ["framing", "command", "kms", "hsm", "provider", "slots", "keyring"],
-    "store": ["config", "atimes", "access", "state", "head", "transaction", "commit", "branch", "replicated", "memorystore"],
+    "store": [
+        "config",
+        "atimes",
+        "access",
+        "state",
+        "head",
+        "transaction",
+        "commit",
+        "branch",
+        "replicated",
+        "memorystore",
+    ],
     "scrub": ["prefilter", "validators", "detectors", "rules", "engine", "guard"],
-    "verify": ["report", "keys", "checker"],
+    "verify": ["report", "keys", "branches", "checker"],
     "transfer": ["importer", "exporter", "copier"],
     "storage": ["base", "local", "s3", "url"],
     "remote": ["layout", "mark", "packmap", "replica"],
-    "dream": ["merge", "review"],
+    "dream": ["merge", "prompt", "review", "runner"],
 }
 
 #: Private names of third-party objects memvault uses knowingly (dulwich's object store).

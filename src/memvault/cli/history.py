@@ -3,6 +3,8 @@
 A thin shell over :mod:`memvault.history`: each command resolves revisions, calls the library
 and prints its typed results, as git would (colour on a terminal only) or as JSON built from the
 results' ``to_json()`` with ``--json``. Revisions use the syntax of :func:`memvault.history.resolve`.
+With ``--branch NAME`` a command reads the history of the dream branch ``NAME`` (its commits, then
+``main``'s before its fork point) instead of ``main``'s: revisions are resolved on that branch.
 """
 
 from __future__ import annotations
@@ -34,12 +36,13 @@ from ..history import (
     tree_at,
 )
 from ..paths import parse_path
+from ..store.branch import BRANCH_PREFIX
 from ._common import color, fmt_time, open_store, print_json, terminal_safe, use_color
 
 if TYPE_CHECKING:
-    from ..store import MemoryStore
+    from ..store import AnyBranch, MemoryStore
 
-__all__ = ["register", "format_log_line", "parse_when"]
+__all__ = ["register", "format_log_line", "parse_when", "branch_name"]
 
 SHORT = 10
 REVISION_HELP = (
@@ -47,6 +50,7 @@ REVISION_HELP = (
     "@{ISO-TIME} (newest commit at or before it; UTC without an offset); ~N and ^ follow any revision"
 )
 _RELATIVE = re.compile(r"(\d+)\s*([smhdw])")
+_BRANCH_ID = re.compile(r"[0-9a-fA-F]{16}")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 _OP_COLORS = {"created": "green", "modified": "yellow", "deleted": "red", "renamed": "cyan"}
 
@@ -93,11 +97,42 @@ def _count(text: str) -> int:
     return n
 
 
-def _parent(store: MemoryStore, commit_id: bytes) -> bytes | None:
+def branch_name(text: str) -> str:
+    """``--branch``: ``dream/<16 hex digits>``, or the 16 hex digits alone, as the branch's name.
+
+    Raises:
+        InvalidInputError: ``text`` is neither.
+    """
+    ident = text.strip()
+    if ident.startswith(BRANCH_PREFIX + "/"):
+        ident = ident[len(BRANCH_PREFIX) + 1 :]
+    if not _BRANCH_ID.fullmatch(ident):
+        raise InvalidInputError(
+            f"{text!r} is not a dream branch; give {BRANCH_PREFIX}/ and 16 hex digits, or the 16 hex digits alone."
+        )
+    return f"{BRANCH_PREFIX}/{ident.lower()}"
+
+
+def _history_of(store: MemoryStore, branch: str | None) -> AnyBranch:
+    """What the command reads: ``main`` (the store), or the side branch ``branch`` (already
+    checked by :func:`branch_name`).
+
+    Raises:
+        InvalidInputError: the store has no such branch (or cannot have any: object storage).
+    """
+    if branch is None:
+        return store
+    side = store.branch(branch)
+    if branch not in store.branches():
+        raise InvalidInputError(f"There is no dream branch {branch} in this store.")
+    return side
+
+
+def _parent(store: AnyBranch, commit_id: bytes) -> bytes | None:
     return store.commit(commit_id)[2]
 
 
-def _commit_diff(store: MemoryStore, commit_id: bytes) -> list[FileDiff]:
+def _commit_diff(store: AnyBranch, commit_id: bytes) -> list[FileDiff]:
     """What one commit changed in file contents (against its parent; the first against nothing)."""
     return diff(store, _parent(store, commit_id), commit_id)
 
@@ -195,10 +230,13 @@ def _content_json(commit_id: bytes, path: str, data: bytes) -> dict[str, Any]:
 
 
 def format_log_line(e: CommitInfo, on: bool = False) -> str:
-    """One commit on one line: short id, #seq, local time, actor, command, paths, findings."""
+    """One commit on one line: short id, #seq, local time, actor, command, paths, the side branch
+    of a branch commit (``[dream/<id>]``), findings."""
     paths = " -> ".join(e.paths) if e.command == "rename" else " ".join(e.paths)
     short = color(e.commit_id[:SHORT], "yellow", on)
     line = f"{short}  #{e.seq:<4} {fmt_time(e.time)}  {e.actor:<10} {e.command:<11} {paths}"
+    if e.branch:  # in the paths column when there are none (a fork commit)
+        line += ("  " if paths else "") + color(f"[{e.branch}]", "cyan", on)
     if e.findings:
         line += "  " + color("[" + ", ".join(f"{k}:{v}" for k, v in sorted(e.findings.items())) + "]", "red", on)
     redacted = [c.redacted for c in e.changes if c.redacted is not None]
@@ -213,8 +251,10 @@ def _cmd_log(args: argparse.Namespace) -> int:
         raise InvalidInputError("--follow needs a PATH (memvault log --follow -- PATH).")
     since = parse_when(args.since) if args.since is not None else None
     until = parse_when(args.until, end=True) if args.until is not None else None
+    branch = branch_name(args.branch) if args.branch is not None else None
     on = use_color() and not args.json
-    with open_store(args) as store:
+    with open_store(args) as main:
+        store = _history_of(main, branch)
         entries = iter_log(
             store,
             start=args.rev,
@@ -281,6 +321,10 @@ def _show_header(info: CommitInfo, on: bool) -> list[str]:
         f"Session:  {info.session or '-'}",
         f"Command:  {info.command} " + (" -> ".join(info.paths) if info.command == "rename" else " ".join(info.paths)),
     ]
+    if info.branch:
+        lines.append(f"Branch:   {info.branch}")
+    if info.extra:
+        lines.append("Extra:    " + terminal_safe(" ".join(f"{k}={v}" for k, v in sorted(info.extra.items()))))
     if info.findings:
         lines.append("Findings: " + ", ".join(f"{k}:{v}" for k, v in sorted(info.findings.items())))
     return [line.rstrip() for line in lines]
@@ -288,7 +332,9 @@ def _show_header(info: CommitInfo, on: bool) -> list[str]:
 
 def _cmd_show(args: argparse.Namespace) -> int:
     rev, path = split_rev_path(args.rev)
-    with open_store(args) as store:
+    branch = branch_name(args.branch) if args.branch is not None else None
+    with open_store(args) as main:
+        store = _history_of(main, branch)
         commit_id = resolve(store, rev)
         if path is not None:
             path = parse_path(path).text
@@ -329,7 +375,9 @@ def _cmd_diff(args: argparse.Namespace) -> int:
     if len(paths) > 1:
         raise InvalidInputError("diff takes at most one PATH.")
     path = paths[0] if paths else None
-    with open_store(args) as store:
+    branch = branch_name(args.branch) if args.branch is not None else None
+    with open_store(args) as main:
+        store = _history_of(main, branch)
         old: bytes | None
         if not revs:
             new = resolve(store, "HEAD")
@@ -366,7 +414,9 @@ def format_blame(lines: Sequence[BlameLine], on: bool = False) -> list[str]:
 
 
 def _cmd_blame(args: argparse.Namespace) -> int:
-    with open_store(args) as store:
+    branch = branch_name(args.branch) if args.branch is not None else None
+    with open_store(args) as main:
+        store = _history_of(main, branch)
         lines = blame(store, args.path, resolve(store, args.rev))
     if args.json:
         print_json([b.to_json() for b in lines])
@@ -377,7 +427,9 @@ def _cmd_blame(args: argparse.Namespace) -> int:
 
 
 def _cmd_cat(args: argparse.Namespace) -> int:
-    with open_store(args) as store:
+    branch = branch_name(args.branch) if args.branch is not None else None
+    with open_store(args) as main:
+        store = _history_of(main, branch)
         commit_id = resolve(store, args.rev)
         path = parse_path(args.path).text
         data = read_at(store, path, commit_id)
@@ -395,7 +447,9 @@ def format_ls(entries: Sequence[TreeEntry]) -> list[str]:
 
 
 def _cmd_ls(args: argparse.Namespace) -> int:
-    with open_store(args) as store:
+    branch = branch_name(args.branch) if args.branch is not None else None
+    with open_store(args) as main:
+        store = _history_of(main, branch)
         commit_id = resolve(store, args.rev)
         entries = tree_at(store, commit_id, args.path) if args.path else tree_at(store, commit_id)
     if args.json:
@@ -410,6 +464,14 @@ def _cmd_ls(args: argparse.Namespace) -> int:
 
 def _json_flag(s: argparse.ArgumentParser) -> None:
     s.add_argument("--json", action="store_true", help="machine-readable output")
+
+
+def _branch_flag(s: argparse.ArgumentParser) -> None:
+    s.add_argument(
+        "--branch",
+        metavar="NAME",
+        help="read the history of this dream branch (dream/<16 hex digits>, or the digits alone) instead of main's",
+    )
 
 
 def register(sub: Any) -> None:
@@ -433,6 +495,7 @@ def register(sub: Any) -> None:
     s.add_argument("--until", help="only commits at or before: ISO 8601 time, or an age like 30m, 2h, 3d, 1w")
     s.add_argument("-n", type=_count, default=None, metavar="N", help="show at most N commits")
     s.add_argument("--skip", type=_count, default=0, metavar="N", help="skip the first N matching commits")
+    _branch_flag(s)
     _json_flag(s)
     s.set_defaults(func=_cli(_cmd_log))
 
@@ -444,6 +507,7 @@ def register(sub: Any) -> None:
         + ".",
     )
     s.add_argument("rev", metavar="REV[:PATH]", nargs="?", default="HEAD", help="default: HEAD")
+    _branch_flag(s)
     _json_flag(s)
     s.set_defaults(func=_cli(_cmd_show))
 
@@ -453,26 +517,30 @@ def register(sub: Any) -> None:
         description="No revision: HEAD against its parent (what the last commit did). One revision REV: "
         "REV against HEAD. Two revisions (or A..B): the first against the second. A PATH (after --) "
         "limits the diff to that file or directory. " + REVISION_HELP + ".",
-        usage="memvault diff [--json] [REV [REV]] [-- PATH]",
+        usage="memvault diff [--json] [--branch NAME] [REV [REV]] [-- PATH]",
     )
     s.add_argument("args", nargs="*", metavar="REV|PATH", help=argparse.SUPPRESS)
+    _branch_flag(s)
     _json_flag(s)
     s.set_defaults(func=_cli(_cmd_diff))
 
     s = sub.add_parser("blame", help="for each line of a file, the commit and actor that last changed it")
     s.add_argument("path", metavar="PATH")
     s.add_argument("--rev", default="HEAD", help="blame the file as of this revision (default: HEAD)")
+    _branch_flag(s)
     _json_flag(s)
     s.set_defaults(func=_cli(_cmd_blame))
 
     s = sub.add_parser("cat", help="write a file's content at a revision to stdout")
     s.add_argument("path", metavar="PATH")
     s.add_argument("--rev", default="HEAD", help="revision (default: HEAD)")
+    _branch_flag(s)
     _json_flag(s)
     s.set_defaults(func=_cli(_cmd_cat))
 
     s = sub.add_parser("ls", help="list the files and directories at a revision: kind, size, path")
     s.add_argument("path", metavar="PATH", nargs="?", help="only this file or directory (default: /memories)")
     s.add_argument("--rev", default="HEAD", help="revision (default: HEAD)")
+    _branch_flag(s)
     _json_flag(s)
     s.set_defaults(func=_cli(_cmd_ls))

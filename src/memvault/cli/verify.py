@@ -1,4 +1,5 @@
-"""``memvault verify``: check every object, commit, file version, the freshness mark and the keys.
+"""``memvault verify``: check every object, commit and file version (of ``main`` and of each dream
+branch), the freshness mark and the keys.
 
 Exit status 0 when no error was found (warnings allowed), 3 (``ExitStatus.INTEGRITY``) when any
 error was. A progress indicator goes to stderr, and only when stderr is a terminal.
@@ -19,8 +20,9 @@ __all__ = ["register", "format_problem", "format_summary"]
 
 
 def format_problem(problem: Problem) -> str:
-    """``error  forged-commit  #5 abc1234…  message`` (the location part only where known)."""
-    where = []
+    """``error  forged-commit  #5 abc1234…  message`` (the location part only where known; a
+    problem on a side branch: ``error  bad-blob  dream/0123456789abcdef #5 abc1234…  message``)."""
+    where = [problem.branch] if problem.branch is not None else []
     if problem.seq is not None:
         where.append(f"#{problem.seq}")
     if problem.commit is not None:
@@ -56,6 +58,9 @@ def _cmd_verify(args: argparse.Namespace) -> int:
 
 
 def register(sub: Any) -> None:
-    s = sub.add_parser("verify", help="check every object, commit, file version, the freshness mark and the keys")
+    s = sub.add_parser(
+        "verify",
+        help="check every object, commit and file version (main and dream branches), the freshness mark and the keys",
+    )
     s.add_argument("--json", action="store_true", help="machine-readable output")
     s.set_defaults(func=_cmd_verify)

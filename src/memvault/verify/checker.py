@@ -1,7 +1,8 @@
-"""The checks of :func:`verify`: every object, commit, index shard and file version, the
-freshness mark, the keyring and the key slots, each problem reported (an IntegrityError is caught
-per item). What is checked, at what cost, and the problem codes: docs/format.md §11. Messages name
-paths, commit, object and data key ids, never file contents or key bytes.
+"""The checks of :func:`verify`: every object, commit, index shard and file version (on main and
+on its side branches, walked by ``branches``), the freshness mark, the keyring and the key slots,
+each problem reported (an IntegrityError is caught per item). What is checked, at what cost, and
+the problem codes: docs/format.md §11. Messages name paths, commit, object and data key ids, never
+file contents or key bytes.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from ..format.records import Node
 from ..keys.keyring import ZERO_ID, freshness_problem
 from ..store import MemoryStore
 from . import keys
+from .branches import NOWHERE, BranchWalk, ChainEntry, Where, absent, seq_text, walk_branches
 from .report import Problem, Severity, VerifyReport
 
 __all__ = ["verify"]
@@ -24,30 +26,13 @@ __all__ = ["verify"]
 def verify(store: MemoryStore, *, progress: Callable[[int, int], None] | None = None) -> VerifyReport:
     """Check the whole store and report every problem found (see the module docstring).
 
-    ``progress(done, total)`` is called as commits are checked (``total`` = commits on the
-    branch). Nothing is written. Run it on a store opened with ``check_head=False``.
+    ``progress(done, total)`` is called as commits are checked (``total`` = commits on main and
+    on its side branches). Nothing is written. Run it on a store opened with ``check_head=False``.
     """
     return _Verifier(store, progress).run()
 
 
 # -- implementation ------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class _Where:
-    commit: str | None
-    seq: int | None
-
-
-_NOWHERE = _Where(None, None)
-
-
-@dataclass(frozen=True)
-class _ChainEntry:
-    commit_id: bytes
-    seq: int | None
-    tree_id: bytes | None
-    authentic: bool
 
 
 @dataclass
@@ -59,7 +44,7 @@ class _Pending:
     message: str  #: may contain ``{path}``
     path: str | None
     token: bytes | None
-    where: _Where
+    where: Where
 
 
 class _Verifier:
@@ -78,7 +63,7 @@ class _Verifier:
         self.referenced: set[bytes] = set()
         self.reported_keys: set[bytes] = set()
         self.token_paths: dict[bytes, str] = {}
-        self.content_entries: dict[bytes, tuple[bytes, _Where]] = {}  #: blob id -> (token, where)
+        self.content_entries: dict[bytes, tuple[bytes, Where]] = {}  #: blob id -> (token, where)
         self.checked_blobs: set[bytes] = set()
         #: tokens whose node record could not be opened, shards with an unreadable blob: the
         #: content blobs under them are checked as objects but not called stray.
@@ -86,8 +71,8 @@ class _Verifier:
         self.redacted_tokens: set[bytes] = set()
         self.unread_shards: set[bytes] = set()
         self.recorded: dict[bytes, tuple[int, bytes]] = {}  #: commit id -> (seq, parent) per keyring
-        self.walked: set[bytes] = set()  #: every commit id met on the branch
-        self.complete = True  #: the walk reached the first commit
+        self.walked: set[bytes] = set()  #: every commit id met on main
+        self.complete = True  #: the walk of main reached the first commit
 
     # -- reporting ---------------------------------------------------------------------------
 
@@ -99,7 +84,7 @@ class _Verifier:
         *,
         path: str | None = None,
         token: bytes | None = None,
-        where: _Where = _NOWHERE,
+        where: Where = NOWHERE,
     ) -> None:
         self.pending.append(_Pending(severity, code, message, path, token, where))
 
@@ -108,14 +93,12 @@ class _Verifier:
         for p in self.pending:
             path = p.path if p.path is not None else self.token_paths.get(p.token or b"")
             message = p.message.replace("{path}", path if path is not None else "an unknown path")
-            out.append(Problem(p.severity, p.code, message, path, p.where.commit, p.where.seq))
+            branch = p.where.branch or None
+            out.append(Problem(p.severity, p.code, message, path, p.where.commit, p.where.seq, branch))
         return out
 
     def absent(self, obj_id: bytes) -> bool:
-        try:
-            return not self.git.contains(obj_id)
-        except Exception:  # noqa: BLE001 - a damaged object store: treat as unreadable, not absent
-            return False
+        return absent(self.git, obj_id)
 
     # -- the run -----------------------------------------------------------------------------
 
@@ -129,23 +112,28 @@ class _Verifier:
         chain = self.walk_chain(head) if head is not None else []
         if head is not None and keyring_ok:
             self.check_freshness(head, chain)
-        total = len(chain)
+        side = walk_branches(self.store, self.add, main=self.walked, main_known=head is not None and self.complete)
+        self.explain_forged(side)
+        self.objects.update(entry.commit_id for entry in side.entries)
+        # Oldest first ("first where it appears"): main, then each branch from its fork commit.
+        entries = [*reversed(chain), *side.entries]
+        total = len(entries)
         if self.progress is not None:
             self.progress(0, total)
-        for done, entry in enumerate(reversed(chain), 1):  # oldest first: "first where it appears"
+        for done, entry in enumerate(entries, 1):
             self.check_commit_tree(entry)
             if self.progress is not None:
                 self.progress(done, total)
         self.check_stray_blobs()
         key_count = keys.check_keys(
-            self.store, scan, self.add, bad_key=lambda dek_id: self.bad_key(dek_id, None, _NOWHERE),
-            orphans_known=self.complete, referenced=self.referenced,
+            self.store, scan, self.add, bad_key=lambda dek_id: self.bad_key(dek_id, None, NOWHERE),
+            orphans_known=self.complete and side.complete, referenced=self.referenced,
         )  # fmt: skip
         keys.check_access_times(self.store, self.add)
         head_seq = chain[0].seq if chain and chain[0].authentic else None
         return VerifyReport(
             problems=self._problems(),
-            commits=len(chain),
+            commits=total,
             objects=len(self.objects),
             versions=len(self.versions),
             keys=key_count,
@@ -187,7 +175,7 @@ class _Verifier:
                 "unpublished-commit",
                 f"Commit #{hw.seq} {hw.commit_id.decode()} is recorded but the branch still points at its "
                 "parent (a writer stopped before moving it); the next write publishes it.",
-                where=_Where(hw.commit_id.decode(), hw.seq),
+                where=Where(hw.commit_id.decode(), hw.seq),
             )
             return hw.commit_id
         if self.store.settings.durability == "full":
@@ -196,7 +184,7 @@ class _Verifier:
                 "rollback",
                 f"Rollback detected: the store recorded commit #{hw.seq} {hw.commit_id.decode()}, but it is "
                 "missing and the branch points at its parent.",
-                where=_Where(hw.commit_id.decode(), hw.seq),
+                where=Where(hw.commit_id.decode(), hw.seq),
             )
         else:
             self.add(
@@ -204,18 +192,18 @@ class _Verifier:
                 "unpublished-commit",
                 f"Commit #{hw.seq} {hw.commit_id.decode()} was recorded but its objects were lost (durability "
                 '"none": a power loss may drop unsynced writes).',
-                where=_Where(hw.commit_id.decode(), hw.seq),
+                where=Where(hw.commit_id.decode(), hw.seq),
             )
         return ref
 
-    def walk_chain(self, head: bytes) -> list[_ChainEntry]:
+    def walk_chain(self, head: bytes) -> list[ChainEntry]:
         """The commits from the head back to the first, newest first; problems recorded."""
-        chain: list[_ChainEntry] = []
+        chain: list[ChainEntry] = []
         seen: set[bytes] = set()
         commit_id: bytes | None = head
         expected: int | None = None  # the seq the child's seq implies
         while commit_id is not None:
-            here = _Where(commit_id.decode(), expected)
+            here = Where(commit_id.decode(), expected)
             if commit_id in seen:
                 self.add(
                     "error", "broken-chain", f"The history loops back to commit {commit_id[:10].decode()}.", where=here
@@ -231,7 +219,7 @@ class _Verifier:
                 recorded = self.recorded.get(commit_id)
                 if recorded is not None:
                     expected = recorded[0]
-                    here = _Where(commit_id.decode(), expected)
+                    here = Where(commit_id.decode(), expected)
                     after = "the walk goes on from the parent the keyring records for it"
                 else:
                     self.complete = False
@@ -247,7 +235,7 @@ class _Verifier:
                         ),
                     )
                 self.add(
-                    "error", code, f"Commit {_seq_text(expected)}{commit_id.decode()} {state}; {after}.", where=here
+                    "error", code, f"Commit {seq_text(expected)}{commit_id.decode()} {state}; {after}.", where=here
                 )
                 if recorded is None:
                     break
@@ -267,15 +255,15 @@ class _Verifier:
                     "broken-chain",
                     f"Commit {commit_id.decode()} is #{seq} but its child expects #{expected}: the history "
                     "is not contiguous.",
-                    where=_Where(commit_id.decode(), seq),
+                    where=Where(commit_id.decode(), seq),
                 )
-            chain.append(_ChainEntry(commit_id, seq, tree_id, authentic))
+            chain.append(ChainEntry(commit_id, seq, tree_id, authentic))
             if parent is None and not authentic and seq not in (None, 0):
                 self.add(
                     "error",
                     "broken-chain",
                     f"The history ends at commit #{seq}, not at #0.",
-                    where=_Where(commit_id.decode(), seq),
+                    where=Where(commit_id.decode(), seq),
                 )
             expected = seq - 1 if seq is not None else None
             if expected is not None and expected < 0 and parent is not None:
@@ -285,19 +273,30 @@ class _Verifier:
         for i in range(len(chain) - 2, -1, -1):
             entry, older = chain[i], chain[i + 1]
             if entry.seq is None and older.seq is not None:
-                chain[i] = _ChainEntry(entry.commit_id, older.seq + 1, entry.tree_id, entry.authentic)
+                chain[i] = ChainEntry(entry.commit_id, older.seq + 1, entry.tree_id, entry.authentic)
         for entry in chain:
             if not entry.authentic:
                 self.add(
                     "error",
                     "forged-commit",
-                    f"Commit {_seq_text(entry.seq)}{entry.commit_id.decode()} does not authenticate (forged "
+                    f"Commit {seq_text(entry.seq)}{entry.commit_id.decode()} does not authenticate (forged "
                     "or altered: its Memvault-Tag, metadata or parents do not verify).",
-                    where=_Where(entry.commit_id.decode(), entry.seq),
+                    where=Where(entry.commit_id.decode(), entry.seq),
                 )
         return chain
 
-    def check_freshness(self, head: bytes, chain: list[_ChainEntry]) -> None:
+    def explain_forged(self, side: BranchWalk) -> None:
+        """A commit on main that does not authenticate there but does on a side branch was moved
+        from that branch: say so."""
+        for p in self.pending:
+            branch = side.owners.get(p.where.commit.encode()) if p.where.commit is not None else None
+            if p.code == "forged-commit" and branch is not None:
+                p.message = (
+                    f"Commit {seq_text(p.where.seq)}{p.where.commit} is a commit of the dream branch {branch}, not "
+                    "of main: it authenticates only on that branch."
+                )
+
+    def check_freshness(self, head: bytes, chain: list[ChainEntry]) -> None:
         hw = self.store.keyring.high_water
         if hw is None:
             self.add("error", "rollback", "The keyring records no commit: it is older than the history.")
@@ -305,7 +304,7 @@ class _Verifier:
         if chain and chain[0].authentic and chain[0].seq is not None:
             problem = freshness_problem(head, chain[0].seq, hw)
             if problem is not None:
-                self.add("error", "rollback", str(problem), where=_Where(head.decode(), chain[0].seq))
+                self.add("error", "rollback", str(problem), where=Where(head.decode(), chain[0].seq))
             return
         # The head does not authenticate (reported): the recorded commit must still be on the branch.
         if hw.commit_id not in self.walked and hw.parent_id not in self.walked:
@@ -318,7 +317,7 @@ class _Verifier:
 
     # -- trees -----------------------------------------------------------------------------------
 
-    def tree(self, tree_id: bytes, role: str, where: _Where) -> dict[bytes, tuple[int, bytes]] | None:
+    def tree(self, tree_id: bytes, role: str, where: Where) -> dict[bytes, tuple[int, bytes]] | None:
         """The entries of a tree of ``role``, or None if it is bad (reported once)."""
         key = (tree_id, role)
         if key in self.trees:
@@ -366,10 +365,10 @@ class _Verifier:
         self.trees[key] = entries
         return entries
 
-    def check_commit_tree(self, entry: _ChainEntry) -> None:
+    def check_commit_tree(self, entry: ChainEntry) -> None:
         if entry.tree_id is None:
             return
-        where = _Where(entry.commit_id.decode(), entry.seq)
+        where = Where(entry.commit_id.decode(), entry.seq, entry.branch)
 
         def read(tree_id: bytes, role: str, prefix: bytes) -> layout.Entries | None:
             entries = self.tree(tree_id, role, where)
@@ -386,7 +385,7 @@ class _Verifier:
 
     # -- index shards and node records --------------------------------------------------------
 
-    def check_shard(self, shard: bytes, blob_id: bytes, where: _Where) -> None:
+    def check_shard(self, shard: bytes, blob_id: bytes, where: Where) -> None:
         if (shard, blob_id) in self.shards:
             return
         self.shards.add((shard, blob_id))
@@ -415,7 +414,7 @@ class _Verifier:
         for node in nodes:
             self.check_node(node, where)
 
-    def diagnose_shard(self, shard: bytes, blob_id: bytes, blob: bytes, where: _Where) -> list[Node]:
+    def diagnose_shard(self, shard: bytes, blob_id: bytes, blob: bytes, where: Where) -> list[Node]:
         """Open a shard that failed entry by entry: report each bad entry, return the good nodes."""
         store, name = self.store, shard.decode()
         label = f"index shard {name} (blob {blob_id[:10].decode()})"
@@ -441,7 +440,7 @@ class _Verifier:
         return good
 
     def open_entry(
-        self, shard: bytes, token: bytes, dek_id: bytes, sealed: bytes, label: str, where: _Where
+        self, shard: bytes, token: bytes, dek_id: bytes, sealed: bytes, label: str, where: Where
     ) -> Node | None:
         store = self.store
         if store.keyring.is_destroyed(dek_id):
@@ -473,7 +472,7 @@ class _Verifier:
             return None
         return node
 
-    def missing_key(self, dek_id: bytes, token: bytes | None, where: _Where) -> None:
+    def missing_key(self, dek_id: bytes, token: bytes | None, where: Where) -> None:
         if dek_id in self.reported_keys:
             return
         self.reported_keys.add(dek_id)
@@ -485,7 +484,7 @@ class _Verifier:
             where=where,
         )
 
-    def bad_key(self, dek_id: bytes, token: bytes | None, where: _Where) -> None:
+    def bad_key(self, dek_id: bytes, token: bytes | None, where: Where) -> None:
         if dek_id in self.reported_keys:
             return
         self.reported_keys.add(dek_id)
@@ -498,7 +497,7 @@ class _Verifier:
             where=where,
         )
 
-    def check_node(self, node: Node, where: _Where) -> None:
+    def check_node(self, node: Node, where: Where) -> None:
         self.referenced.add(node.dek_id)
         if node.redacted:
             self.redacted_tokens.add(node.token)
@@ -509,7 +508,7 @@ class _Verifier:
         self.versions.add(node.dek_id)
         self.check_content(node, where)
 
-    def check_content(self, node: Node, where: _Where) -> None:
+    def check_content(self, node: Node, where: Where) -> None:
         """Authenticate and decrypt one file version (the plaintext is dropped at once).
 
         Reads the blob itself rather than through ``MemoryStore.read_node``, whose content
@@ -580,7 +579,3 @@ class _Verifier:
                 token=token,
                 where=where,
             )
-
-
-def _seq_text(seq: int | None) -> str:
-    return f"#{seq} " if seq is not None else ""

@@ -9,7 +9,7 @@ from ..errors import IntegrityError, StorageError
 from ..keys.keyring import KeyringScan
 from ..keys.slots import read_slot_file, slot_file_names
 from ..store import MemoryStore
-from .report import Severity
+from .report import Severity, printable
 
 __all__ = ["check_access_times", "check_key_slots", "check_keys", "refresh_keyring", "scan_keyring"]
 
@@ -68,7 +68,7 @@ def check_key_slots(store: MemoryStore, add: Add) -> int:
         try:
             read_slot_file(keys_dir / name)
         except IntegrityError:
-            add("error", "bad-key-slot", f"Key slot keys/{_printable(name)} is malformed.")
+            add("error", "bad-key-slot", f"Key slot keys/{printable(name)} is malformed.")
             continue
         except StorageError as err:
             add("error", "bad-key-slot", str(err))
@@ -125,11 +125,13 @@ def check_keys(
     orphans_known: bool,
     referenced: set[bytes],
 ) -> int:
-    """Every data key record authenticates (else ``bad_key``); unreferenced ones are orphans
-    (when ``orphans_known``: the walk reached the first commit). A rotation re-wraps every record
-    under the new epoch, so an older-epoch record after a newest-epoch one was written by a
-    process that did not know of the rotation (and the retired key reads it); older ones before
-    any newest one are a rotation that did not finish re-wrapping. Returns how many records."""
+    """Every data key record authenticates (else ``bad_key``); unreferenced ones (``referenced``:
+    the keys of the versions on main and on its side branches) are orphans (when
+    ``orphans_known``: the walks reached main's first commit and every side branch's fork
+    commit). A rotation re-wraps every record under the new epoch, so an older-epoch record after
+    a newest-epoch one was written by a process that did not know of the rotation (and the retired
+    key reads it); older ones before any newest one are a rotation that did not finish
+    re-wrapping. Returns how many records."""
     newest = max((epoch for epoch, _sealed in scan.deks.values()), default=0)
     seen_newest, unfinished = False, 0
     for dek_id, (epoch, _sealed) in scan.deks.items():  # file order
@@ -169,12 +171,7 @@ def check_keys(
             add(
                 "warning",
                 "orphan-key",
-                f"Data key {dek_id.hex()} is used by no version on the branch (left by an aborted or "
-                "rolled-back commit).",
+                f"Data key {dek_id.hex()} is used by no version on main or on a dream branch (left by an "
+                "aborted or rolled-back commit).",
             )
     return len(scan.deks)
-
-
-def _printable(name: str) -> str:
-    """A file name from the store directory, safe to print (no control characters)."""
-    return "".join(ch if ch.isprintable() else "?" for ch in name)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-__all__ = ["Problem", "VerifyReport", "Severity"]
+__all__ = ["Problem", "VerifyReport", "Severity", "printable"]
 
 Severity = Literal["error", "warning"]
 
@@ -13,7 +13,9 @@ Severity = Literal["error", "warning"]
 @dataclass(frozen=True)
 class Problem:
     """One thing :func:`verify` found wrong. ``commit``/``seq``: the first (oldest) commit where
-    the damaged item appears, where known; ``path``: the memory path affected, where known."""
+    the damaged item appears, where known; ``path``: the memory path affected, where known;
+    ``branch``: the side branch (``dream/<id>``) that commit is on, or the branch the problem is
+    about (None: ``main``, or not about a commit)."""
 
     severity: Severity
     code: str
@@ -21,9 +23,11 @@ class Problem:
     path: str | None = None
     commit: str | None = None
     seq: int | None = None
+    branch: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        """The fields as JSON; ``branch`` only when set (a problem on a side branch)."""
+        out: dict[str, Any] = {
             "severity": self.severity,
             "code": self.code,
             "message": self.message,
@@ -31,6 +35,9 @@ class Problem:
             "commit": self.commit,
             "seq": self.seq,
         }
+        if self.branch is not None:
+            out["branch"] = self.branch
+        return out
 
 
 @dataclass(frozen=True)
@@ -38,7 +45,7 @@ class VerifyReport:
     """The result of :func:`verify`: every problem found, and how much was checked."""
 
     problems: list[Problem]
-    commits: int  #: commits read on the branch
+    commits: int  #: commits read on main and on its side branches
     objects: int  #: distinct git objects checked (commits, trees, shard and content blobs)
     versions: int  #: distinct file versions (content blobs) authenticated and decrypted
     keys: int  #: data key records in the keyring checked
@@ -73,3 +80,9 @@ class VerifyReport:
             "warnings": len(self.warnings),
             "problems": [p.to_json() for p in self.problems],
         }
+
+
+def printable(name: str) -> str:
+    """A file or ref name from the store directory, safe to put in a message (no control
+    characters)."""
+    return "".join(ch if ch.isprintable() else "?" for ch in name)

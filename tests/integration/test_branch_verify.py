@@ -279,6 +279,8 @@ def test_fork_commit_naming_another_fork_point_is_bad_branch(seeded: Seeded) -> 
         None, fork.decode(), None, NAME,
     )  # fmt: skip
     assert _codes(report) == [("error", "bad-branch"), ("warning", "orphan-key"), ("warning", "orphan-key")]
+    with _open(seeded.path) as store, pytest.raises(IntegrityError, match="fork commit .* is not authentic"):
+        store.branch(NAME).check_fork()  # the library refuses it too
 
 
 def test_branch_forked_from_a_commit_off_mains_history_is_bad_branch(seeded: Seeded) -> None:
@@ -296,6 +298,8 @@ def test_branch_forked_from_a_commit_off_mains_history_is_bad_branch(seeded: See
         None, fork.decode(), 3, NAME,
     )  # fmt: skip
     assert _codes(report) == [("error", "bad-branch"), ("warning", "orphan-key"), ("warning", "orphan-key")]
+    with _open(seeded.path) as store, pytest.raises(IntegrityError, match="not in main's history"):
+        store.branch(NAME).check_fork()  # the library refuses it too (review and merge check it)
 
 
 def test_branch_ref_pointing_at_a_main_commit_is_bad_branch(seeded: Seeded) -> None:

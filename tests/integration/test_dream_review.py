@@ -283,3 +283,44 @@ def test_the_dream_writes_through_the_scrubber_and_path_grammar(store: memvault.
     with pytest.raises(InvalidPathError):
         _run(branch, command="create", path="/etc/cron.d/x", file_text="x\n")
     assert len(branch.branch_commits()) == 2  # the fork and the scrubbed create
+
+
+def test_discard_removes_a_packed_branch(store: memvault.MemoryStore, tmp_path: Path) -> None:
+    """After ``git pack-refs`` (what ``git gc`` runs) the branch lives in packed-refs, or in both
+    places with the loose ref newer: discarding removes it from both, it does not come back."""
+    from dulwich.repo import Repo
+
+    branch = _dream(store)
+    _run(branch, command="create", path="/memories/x.md", file_text="x\n")
+    repo = Repo(str(tmp_path / "s" / "repo"))
+    repo.refs.pack_refs(all=True)
+    assert not (tmp_path / "s" / "repo" / "refs" / "heads" / "dream" / DREAM).exists()
+    _run(branch, command="create", path="/memories/y.md", file_text="y\n")  # a loose ref over the packed one
+    assert (tmp_path / "s" / "repo" / "refs" / "heads" / "dream" / DREAM).exists()
+    discard_dream(store, DREAM)
+    repo.refs._invalidate_packed_refs_cache()  # noqa: SLF001 - see what is on disk now
+    assert b"refs/heads/dream/" + DREAM.encode() not in repo.refs.get_packed_refs()
+    assert store.branches() == [] and list_dreams(store) == []
+    repo.close()
+
+
+def test_a_gap_in_a_branch_is_refused(store: memvault.MemoryStore) -> None:
+    """A key holder's commit on the branch that skips a sequence number does not authenticate the branch."""
+    from memvault.format import records
+    from memvault.format.records import CommitMeta
+    from memvault.git.repo import GitStore
+
+    branch = _dream(store)
+    head, seq = branch.head
+    tree = branch.commit(head)[1]
+    meta = CommitMeta(seq + 2, 1.0, "mallory", "", "create", (), {}, branch=branch.name)
+    keys = store._keys  # noqa: SLF001 - forging needs the keys
+    sealed = records.seal_meta(keys.meta, store.store_id, meta)
+    tag = records.commit_tag(keys.chain, store.store_id, seq + 2, head, tree, sealed, branch=branch.name)
+    commit = GitStore.commit(tree, head, records.commit_message(sealed, tag))
+    store.git.write([commit])
+    ref = tmp = store.git.side_branch(branch.name)
+    assert ref.compare_and_swap(head, commit.id)
+    del tmp
+    with pytest.raises(IntegrityError, match="not contiguous"):
+        store.branch(branch.name).head  # noqa: B018

@@ -86,7 +86,7 @@ def open_dream(store: MemoryStore, dream_id: str) -> BranchStore:
     if name not in store.branches():
         raise InvalidInputError(f"No dream {name.split('/', 1)[1]} (see `memvault dream list`).")
     branch = store.branch(name)
-    branch.head  # noqa: B018 - authenticates the branch down to its fork commit
+    branch.check_fork()  # authenticates the branch down to its fork commit, and that on main
     return branch
 
 
@@ -94,6 +94,7 @@ def _info(store: MemoryStore, name: str) -> DreamInfo:
     dream_id = name.split("/", 1)[1]
     try:
         branch = store.branch(name)
+        branch.check_fork()
         commits = branch.branch_commits()
         fork = branch.fork_meta
         head = branch.commit_meta(commits[0])

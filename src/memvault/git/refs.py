@@ -1,5 +1,5 @@
 """The branch ``refs/heads/main`` (and side branches such as ``refs/heads/dream/<id>``): read
-one, move it by compare-and-swap, remove a side branch.
+one, move it by compare-and-swap.
 
 Why a move is a single in-place ``pwrite`` and when it is durable: docs/format.md §7.
 """
@@ -112,20 +112,6 @@ class Branch:
             raise
         os.replace(lock, self._path)
         if sync:
-            fsync_dir(self._file.parent)
-        return True
-
-    def delete(self, old: bytes) -> bool:
-        """Remove the (loose) ref if it still points at ``old``; False if it does not. The caller
-        holds the writer lock. A packed copy of a side branch is not touched.
-
-        Raises:
-            OSError: the ref could not be removed.
-        """
-        if self.head() != old:
-            return False
-        os.unlink(self._path)
-        if self._durable:
             fsync_dir(self._file.parent)
         return True
 

@@ -185,6 +185,20 @@ class GitStore:
         ref = b"refs/heads/" + name.encode("ascii")
         return Branch(self.path, lambda: self._packed_branch(ref), durable=self._durable, syncfs=self._syncfs, name=ref)
 
+    def delete_side_branch(self, name: str, old: bytes) -> bool:
+        """Remove the side branch ``refs/heads/<name>`` (loose and packed) if it points at ``old``;
+        False if it does not. The caller holds the writer lock.
+
+        Raises:
+            OSError: the ref or ``packed-refs`` could not be changed.
+        """
+        try:
+            return bool(self._repo.refs.remove_if_equals(Ref(b"refs/heads/" + name.encode("ascii")), ObjectID(old)))
+        except OSError:
+            raise
+        except Exception:  # a damaged packed-refs file
+            raise IntegrityError("The store's packed-refs file is damaged.") from None
+
     def side_branches(self, prefix: str) -> list[str]:
         """Names of the loose and packed side branches ``refs/heads/<prefix>/<name>``, sorted
         (``<name>`` as found: the caller checks it)."""

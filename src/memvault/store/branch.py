@@ -94,6 +94,7 @@ class BranchStore:
         self._state: StoreState | None = None
         self._ids: dict[bytes, OpenedCommit] = {}
         self._fork_commit: bytes = b""
+        self._on_main: set[bytes] = set()
         self.guard: Callable[[Transaction], None] | None = None
 
     # -- what the store facade offers, for this branch ----------------------------------------------
@@ -141,9 +142,12 @@ class BranchStore:
             return state
         ids: dict[bytes, OpenedCommit] = {}
         commit: bytes | None = head
+        child: OpenedCommit | None = None
         while commit is not None and len(ids) < MAX_BRANCH_COMMITS:
             opened = self._reader.open_commit(commit, branch=self.name)
-            ids[commit] = opened
+            if child is not None and opened.seq + 1 != child.seq:
+                raise IntegrityError(f"The history of the dream branch {self.name} is not contiguous.")
+            ids[commit] = child = opened
             if opened.meta.command == FORK_COMMAND:
                 break
             commit = opened.parent_id
@@ -160,6 +164,28 @@ class BranchStore:
         self._state = self._reader.load_state(head, top.seq, top.tree_id, state)
         self._ids, self._fork_commit = ids, fork_commit
         return self._state
+
+    def check_fork(self) -> None:
+        """Require the fork point in ``main``'s history (a key holder could fork from a commit of
+        ``main``'s domain that ``main`` never pointed at): walk back from ``main``'s head to the
+        fork point's sequence number; once per branch object. Review and merge call it.
+
+        Raises:
+            IntegrityError: it is not (or the branch does not authenticate).
+        """
+        commit_id = self.fork_point
+        if commit_id in self._on_main:
+            return
+        seq = self.store.opened_commit(commit_id).seq
+        current: bytes | None = self.store.head[0]
+        while current is not None:
+            opened = self.store.opened_commit(current)
+            if opened.seq <= seq:
+                break
+            current = opened.parent_id
+        if current != commit_id:
+            raise IntegrityError(f"The dream branch {self.name} forks from a commit that is not in main's history.")
+        self._on_main.add(commit_id)
 
     @property
     def head(self) -> tuple[bytes, int]:
@@ -274,7 +300,7 @@ class BranchStore:
         with self.store.writing(), self._state_lock:
             head = self._ref.head()
             self._state, self._ids = None, {}
-            return head is not None and self._ref.delete(head)
+            return head is not None and self.store.git.delete_side_branch(self.name, head)
 
     def write(self, state: StoreState, txn: Transaction, meta: CommitMeta, *, first: bool = False) -> bytes:
         """Write one commit on the branch on top of ``state`` (its head, or for the ``first``

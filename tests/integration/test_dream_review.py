@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import memvault
-from conftest import PASSPHRASE, all_store_bytes, make_store
+from conftest import FAST_KDF, PASSPHRASE, all_store_bytes, make_store
 from memvault import history, undo
 from memvault.cli import main
 from memvault.dream.review import (
@@ -20,7 +20,14 @@ from memvault.dream.review import (
     list_dreams,
     merge_dream,
 )
-from memvault.errors import IntegrityError, InvalidInputError, InvalidPathError, PathNotFoundError, RedactedError
+from memvault.errors import (
+    ConflictError,
+    IntegrityError,
+    InvalidInputError,
+    InvalidPathError,
+    PathNotFoundError,
+    RedactedError,
+)
 from memvault.protocol import run_command
 from memvault.settings import StoreSettings
 from memvault.store import BranchStore
@@ -324,3 +331,106 @@ def test_a_gap_in_a_branch_is_refused(store: memvault.MemoryStore) -> None:
     del tmp
     with pytest.raises(IntegrityError, match="not contiguous"):
         store.branch(branch.name).head  # noqa: B018
+
+
+# -- what an adversarial review found ---------------------------------------------------------------
+
+
+def test_merged_status_comes_from_main_and_survives_more_branch_commits(store: memvault.MemoryStore) -> None:
+    branch = _dream(store)
+    _consolidate(branch)
+    result = merge_dream(store, DREAM)
+    _run(branch, command="create", path="/memories/late.md", file_text="late\n")  # the pass wrote on
+    [info] = list_dreams(store)
+    assert (info.status, info.merge_commit) == ("merged", result.commit)
+    with pytest.raises(InvalidInputError, match="merged already"):
+        merge_dream(store, DREAM)
+
+
+def test_merge_refuses_a_branch_that_moved_since_review(store: memvault.MemoryStore) -> None:
+    branch = _dream(store)
+    _consolidate(branch)
+    reviewed = dream_diff(store, DREAM).info.head
+    _run(branch, command="delete", path="/memories/facts.md")  # after the review
+    head = store.head
+    with pytest.raises(ConflictError, match="not at the reviewed"):
+        merge_dream(store, DREAM, expect_head=reviewed[:12])
+    assert store.head == head
+    with pytest.raises(ConflictError):
+        merge_dream(store, DREAM, expect_head="abc")  # too short to name a commit
+    result = merge_dream(store, DREAM, expect_head=branch.head[0].decode()[:7])
+    assert "/memories/facts.md" in result.changed
+
+
+def test_a_three_way_merge_is_scrubbed_whole(store: memvault.MemoryStore) -> None:
+    """A value that is a secret only next to main's new context line is masked in the merge."""
+    secret = "Zk8Qp2Rv7Xw3Ly5Nt9Bm4Hc6Jd1Fg0Ks/Ta+Ue2W"
+    _run(store, command="create", path="/memories/ops.md", file_text="ops\n\nnotes\n")
+    branch = _dream(store)
+    _run(branch, command="str_replace", path="/memories/ops.md", old_str="notes\n", new_str=f"notes\n{secret}\n")
+    assert _read(branch, "/memories/ops.md") == f"ops\n\nnotes\n{secret}\n"  # alone it is not flagged
+    _run(store, command="str_replace", path="/memories/ops.md", old_str="ops\n", new_str="aws secret access key:\n")
+    result = merge_dream(store, DREAM)
+    merged = _read(store, "/memories/ops.md")
+    assert secret not in merged
+    assert merged == "aws secret access key:\n\nnotes\n[REDACTED:aws_secret_access_key]\n"
+    assert store.commit_meta(result.commit.encode()).findings == {"aws_secret_access_key": 1}
+
+
+def test_a_renamed_file_keeps_its_lineage_through_the_merge(store: memvault.MemoryStore) -> None:
+    before = store.state_at(store.head[0]).nodes["/memories/facts.md"]
+    branch = _dream(store)
+    _run(branch, command="rename", old_path="/memories/facts.md", new_path="/memories/known-facts.md")
+    merge_dream(store, DREAM)
+    after = store.state_at(store.head[0]).nodes["/memories/known-facts.md"]
+    assert after.file_id == before.file_id and after.version > before.version
+    assert "/memories/facts.md" not in store.state_at(store.head[0]).nodes
+
+
+def test_a_branch_write_after_a_rotation_elsewhere_is_refused(store: memvault.MemoryStore, tmp_path: Path) -> None:
+    from memvault import keymgmt
+    from memvault.errors import KeyRotatedError
+
+    branch = _dream(store)
+    head = branch.head[0]
+    other = memvault.MemoryStore.open(tmp_path / "s", passphrase=PASSPHRASE)
+    keymgmt.rotate(other, passphrase=PASSPHRASE, kdf=FAST_KDF)
+    other.close()
+    with pytest.raises((KeyRotatedError, IntegrityError), match="rotated"):
+        _run(branch, command="create", path="/memories/c.md", file_text="c\n")
+    assert store.git.side_branch(branch.name).head() == head  # nothing written
+
+
+def test_directory_and_file_swaps_and_case_renames_merge(store: memvault.MemoryStore) -> None:
+    _run(store, command="create", path="/memories/d/x.md", file_text="x\n")
+    _run(store, command="create", path="/memories/note.md", file_text="n\n")
+    branch = _dream(store)
+    _run(branch, command="delete", path="/memories/d")
+    _run(branch, command="create", path="/memories/d", file_text="d is a file now\n")
+    _run(branch, command="rename", old_path="/memories/note.md", new_path="/memories/Note.md")
+    merge_dream(store, DREAM)
+    assert _read(store, "/memories/d") == "d is a file now\n"
+    assert _read(store, "/memories/Note.md") == "n\n"
+
+
+def test_a_directory_on_main_where_the_dream_made_a_file_is_a_conflict(store: memvault.MemoryStore) -> None:
+    branch = _dream(store)
+    _run(branch, command="create", path="/memories/n", file_text="file\n")
+    _run(store, command="create", path="/memories/n/inside.md", file_text="dir\n")
+    head = store.head
+    with pytest.raises(DreamConflictError) as caught:
+        merge_dream(store, DREAM)
+    assert [(c.path, c.reason) for c in caught.value.conflicts] == [
+        ("/memories/n", "a directory on main, a file in the dream")
+    ]
+    assert store.head == head
+
+
+def test_a_redaction_on_main_does_not_block_an_unrelated_dream(store: memvault.MemoryStore) -> None:
+    from memvault.shred import shred_file
+
+    branch = _dream(store)
+    _run(branch, command="str_replace", path="/memories/facts.md", old_str="one\n", new_str="ONE\n")
+    shred_file(store, "/memories/dup-b.md", actor="operator", reason="gdpr")
+    result = merge_dream(store, DREAM)
+    assert result.changed == ["/memories/facts.md"]

@@ -196,7 +196,8 @@ def test_a_consolidation_pass_on_its_branch(store: memvault.MemoryStore) -> None
         model=MODEL,
         commits=4,
         changed_files=[INDEX, DEPLOY_COPY, MERGED, SPRINT],
-        deleted_bytes=len(DEPLOY_TEXT.encode()) + len(SPRINT_TEXT.encode()),
+        # two whole files gone, and what the index lost by its edit (a shrinking file counts)
+        deleted_bytes=len(DEPLOY_TEXT.encode()) + len(SPRINT_TEXT.encode()) + len(INDEX_OLD_TAIL) - len(INDEX_NEW_TAIL),
         stopped="quota",
         summary=FINAL_TEXT,
         refused=2,
@@ -208,7 +209,7 @@ def test_a_consolidation_pass_on_its_branch(store: memvault.MemoryStore) -> None
         "model": MODEL,
         "commits": 4,
         "changed_files": [INDEX, DEPLOY_COPY, MERGED, SPRINT],
-        "deleted_bytes": len(DEPLOY_TEXT) + len(SPRINT_TEXT),
+        "deleted_bytes": len(DEPLOY_TEXT) + len(SPRINT_TEXT) + len(INDEX_OLD_TAIL) - len(INDEX_NEW_TAIL),
         "stopped": "quota",
         "summary": FINAL_TEXT,
         "refused": 2,
@@ -488,3 +489,11 @@ def test_read_transcripts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> No
     ]
     with pytest.raises(InvalidInputError):
         read_transcripts(tmp_path / "missing", str.upper)
+
+
+def test_emptying_or_shrinking_a_file_counts_as_deleting_its_bytes() -> None:
+    from memvault.dream.runner import changes_since
+
+    fork = {"/memories/a.md": (b"a" * 32, 100), "/memories/b.md": (b"b" * 32, 40), "/memories/c.md": (b"c" * 32, 7)}
+    now = {"/memories/a.md": (b"x" * 32, 0), "/memories/b.md": (b"y" * 32, 50), "/memories/d.md": (b"d" * 32, 9)}
+    assert changes_since(fork, now) == (["/memories/a.md", "/memories/b.md", "/memories/c.md", "/memories/d.md"], 107)

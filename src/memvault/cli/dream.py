@@ -144,7 +144,7 @@ def _cmd_merge(args: argparse.Namespace) -> int:
 
     with open_store(args) as store:
         try:
-            result = merge_dream(store, args.id, actor=args.actor)
+            result = merge_dream(store, args.id, actor=args.actor, expect_head=args.head)
         except DreamConflictError as err:
             if args.json:
                 conflicts: list[dict[str, Any]] = [{"path": c.path, "reason": c.reason} for c in err.conflicts]
@@ -210,4 +210,8 @@ def register(sub: Any) -> None:
         p.add_argument("--json", action="store_true", help="machine-readable output")
         if name in ("merge", "discard"):
             p.add_argument("--actor", default="operator", help="who approves (recorded in the commit)")
+        if name == "merge":
+            p.add_argument(
+                "--head", metavar="COMMIT", help="the dream's head as reviewed (from `dream diff`): refuse if it moved"
+            )
         p.set_defaults(func=func)

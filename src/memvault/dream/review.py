@@ -13,10 +13,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..audit import AuditReport, audit
-from ..errors import ConflictError, IntegrityError, InvalidInputError, RedactedError
+from ..errors import ConflictError, IntegrityError, InvalidInputError, PathExistsError, RedactedError
 from ..format.records import Node
 from ..history import FileDiff, diff
 from ..paths import parse_path
+from ..scrub.guard import check_path, scrub_text
 from ..store import BranchStore, MemoryStore, StoreState, Transaction
 from ..store.branch import BRANCH_PREFIX, FORK_COMMAND, is_branch_name
 from .merge import FileConflict, three_way
@@ -27,7 +28,6 @@ __all__ = [
     "MergeResult",
     "DiscardResult",
     "DreamConflictError",
-    "MERGED_COMMAND",
     "MERGE_COMMAND",
     "list_dreams",
     "open_dream",
@@ -38,8 +38,8 @@ __all__ = [
 
 #: The command of the commit a merge adds on ``main``.
 MERGE_COMMAND = "dream-merge"
-#: The command of the commit a merge adds on the dream branch (a merged dream is not merged again).
-MERGED_COMMAND = "merged"
+#: Commits of ``main`` after a dream's fork point looked at to tell whether it was merged.
+MAX_MERGE_SEARCH = 100_000
 #: A changed file keeping less than this share of its lines is flagged as rewritten.
 REWRITE_SIMILARITY = 0.5
 
@@ -56,7 +56,7 @@ class DreamInfo:
     created: float = 0.0  #: time of the fork commit
     actor: str = ""  #: who ran it
     model: str = ""
-    commits: int = 0  #: commits after the fork commit (a merge's ``merged`` commit included)
+    commits: int = 0  #: commits after the fork commit
     merge_commit: str = ""  #: for a merged dream: the commit of ``main`` that merged it
     problem: str = ""  #: for a damaged one: why
 
@@ -97,15 +97,30 @@ def _info(store: MemoryStore, name: str) -> DreamInfo:
         branch.check_fork()
         commits = branch.branch_commits()
         fork = branch.fork_meta
-        head = branch.commit_meta(commits[0])
     except IntegrityError as err:
         return DreamInfo(dream_id, name, "damaged", problem=str(err))
-    merged = head.command == MERGED_COMMAND
+    merge = _merge_commit(store, dream_id, fork.seq - 1)
     return DreamInfo(
-        dream_id, name, "merged" if merged else "open", fork_point=fork.extra.get("fork", ""),
+        dream_id, name, "merged" if merge else "open", fork_point=fork.extra.get("fork", ""),
         head=commits[0].decode("ascii"), created=fork.time, actor=fork.actor, model=fork.extra.get("model", ""),
-        commits=len(commits) - 1, merge_commit=head.extra.get("merge", "") if merged else "",
+        commits=len(commits) - 1, merge_commit=merge,
     )  # fmt: skip
+
+
+def _merge_commit(store: MemoryStore, dream_id: str, fork_seq: int) -> str:
+    """The commit of ``main`` (after the fork point, of sequence number ``fork_seq``) that merged
+    the dream, as hex, or ""."""
+    current: bytes | None = store.head[0]
+    for _ in range(MAX_MERGE_SEARCH):
+        if current is None:
+            break
+        meta, _tree, parent = store.commit(current)
+        if meta.seq <= fork_seq:
+            break
+        if meta.command == MERGE_COMMAND and meta.extra.get("dream") == dream_id:
+            return current.decode("ascii")
+        current = parent
+    return ""
 
 
 def list_dreams(store: MemoryStore) -> list[DreamInfo]:
@@ -216,26 +231,46 @@ def _files(store: MemoryStore | BranchStore, state: StoreState, paths: set[str],
 def _files_differ(a: Node | None, b: Node | None) -> bool:
     if a is None or b is None:
         return (a is None) != (b is None)
+    if a.dek_id == b.dek_id:
+        return False  # the very same version (also when a redaction on main destroyed it)
     return a.is_dir != b.is_dir or a.sha256 != b.sha256 or a.redacted or b.redacted
 
 
-def merge_dream(store: MemoryStore, dream_id: str, *, actor: str = "operator", session: str = "") -> MergeResult:
-    """Merge a dream into ``main`` as one commit attributed to ``actor`` (its metadata records the
-    dream id, the fork point and the model); then mark the dream merged on its branch.
+def _conflict(path: str, reason: str) -> FileConflict:
+    return FileConflict(path, reason, None, None, None)
+
+
+def merge_dream(
+    store: MemoryStore, dream_id: str, *, actor: str = "operator", session: str = "", expect_head: str | None = None
+) -> MergeResult:
+    """Merge a dream into ``main`` as one commit attributed to ``actor``; its metadata records the
+    dream id, the fork point, the model and the branch head merged. The merged contents go
+    through the store's scrubber again (text that meets across the merge is checked whole); a
+    file the dream renamed keeps its lineage. Nothing is written unless all of it is.
+
+    Args:
+        expect_head: the dream's head as reviewed (hex, a prefix of at least 7 digits): refuse
+            the merge if the branch has moved on since.
 
     Raises:
         InvalidInputError: no such dream, or it was merged already.
-        DreamConflictError: ``main`` changed a file the dream changed too, incompatibly (nothing
-            written).
-        RedactedError: a version the merge needs was redacted. IntegrityError: a damaged branch.
+        ConflictError: the branch moved past ``expect_head``.
+        DreamConflictError: ``main`` changed a file the dream changed too, incompatibly.
+        SensitiveDataError: the scrubber refuses a merged content. RedactedError: a version the
+            merge needs was redacted. IntegrityError: a damaged branch.
     """
     branch = open_dream(store, dream_id)
     with store.writing():
         info = _info(store, branch.name)
         if info.status == "merged":
             raise InvalidInputError(f"The dream {info.id} was merged already (commit {info.merge_commit[:12]}).")
+        if expect_head is not None and (len(expect_head) < 7 or not info.head.startswith(expect_head.lower())):
+            raise ConflictError(
+                f"Error: The dream {info.id} is at {info.head[:12]}, not at the reviewed {expect_head[:12]}: "
+                "review it again (memvault dream diff)."
+            )
         fork = branch.fork_point
-        base, theirs = branch.state_at(fork), branch.state_at(branch.head[0])
+        base, theirs = branch.state_at(fork), branch.state_at(info.head.encode("ascii"))
         ours = store.state_at(store.head[0])
         touched = {
             p for p in base.nodes.keys() | theirs.nodes.keys() if _files_differ(base.nodes.get(p), theirs.nodes.get(p))
@@ -245,37 +280,70 @@ def merge_dream(store: MemoryStore, dream_id: str, *, actor: str = "operator", s
             _files(branch, base, touched, "the fork point"), _files(store, ours, touched, "main"),
             _files(branch, theirs, touched, "the dream"), binary=binary,
         )  # fmt: skip
-        if not plan.ok:
-            paths = ", ".join(c.path for c in plan.conflicts)
+        conflicts = list(plan.conflicts)
+        for path, content in plan.changes.items():  # a file where main keeps a directory with files in it
+            node = ours.nodes.get(path)
+            if content is not None and node is not None and node.is_dir:
+                below = (p for p, n in ours.nodes.items() if p.startswith(path + "/") and not n.is_dir)
+                if any(plan.changes.get(p, b"") is not None for p in below):
+                    conflicts.append(_conflict(path, "a directory on main, a file in the dream"))
+        if conflicts:
+            conflicts.sort(key=lambda c: c.path)
+            paths = ", ".join(c.path for c in conflicts)
             raise DreamConflictError(
                 f"Error: The dream {info.id} conflicts with changes made on main since it forked "
-                f"({len(plan.conflicts)} file(s): {paths}); nothing was merged.",
-                plan.conflicts,
+                f"({len(conflicts)} file(s): {paths}); nothing was merged.",
+                conflicts,
             )
+        findings: dict[str, int] = {}
+        writes: dict[str, bytes] = {}
+        for path, content in sorted(plan.changes.items()):
+            check_path(store, parse_path(path, store.settings))
+            if content is not None:
+                writes[path] = content if path in binary else _scrubbed(store, content, findings)
+        deletes = sorted((p for p, c in plan.changes.items() if c is None), key=lambda p: -p.count("/"))
+        gone = set(deletes)
+        lineage = {n.file_id: n for n in ours.nodes.values() if not n.is_dir and n.path in gone}
         dirs_gone = sorted((p for p in touched if (n := base.nodes.get(p)) is not None and n.is_dir
-                            and p not in theirs.nodes), key=lambda p: -p.count("/"))  # fmt: skip
+                            and not getattr(theirs.nodes.get(p), "is_dir", False)),
+                           key=lambda p: -p.count("/"))  # fmt: skip
 
         def apply(txn: Transaction) -> None:
-            for path, content in sorted(plan.changes.items()):
+            for path in deletes:  # first, so a file may take a removed directory's name (or case)
                 vpath = parse_path(path, store.settings)
-                if content is None:
-                    if txn.get(vpath) is not None:
-                        txn.delete(vpath)
-                else:
-                    txn.write_file(vpath, content, binary=path in binary)
+                if txn.get(vpath) is not None:
+                    txn.delete(vpath)
             for path in dirs_gone:  # directories the dream removed, if nothing is left in them
                 vpath = parse_path(path, store.settings)
                 node = txn.get(vpath)
                 if node is not None and node.is_dir and next(iter(txn.descendants(vpath)), None) is None:
                     txn.delete(vpath)
+            for path, content in writes.items():
+                vpath = parse_path(path, store.settings)
+                mine = theirs.nodes.get(path)
+                moved = lineage.get(mine.file_id) if mine is not None and txn.get(vpath) is None else None
+                txn.write_file(vpath, content, binary=path in binary, lineage=moved)
 
         extra = {"dream": info.id, "fork": fork.decode("ascii"), "model": info.model, "dream_head": info.head}
         changed = sorted(plan.changes)
-        done = store.transact(apply, command=MERGE_COMMAND, paths=tuple(changed), actor=actor, session=session,
-                              extra=extra)  # fmt: skip
-        branch.transact(lambda _txn: None, command=MERGED_COMMAND, paths=(), actor=actor, session=session,
-                        extra={"merge": done.commit_id.decode("ascii")})  # fmt: skip
+        try:
+            done = store.transact(apply, command=MERGE_COMMAND, paths=tuple(changed), actor=actor, session=session,
+                                  findings=findings, extra=extra)  # fmt: skip
+        except PathExistsError as err:  # a file and a directory meet at a path (nothing written)
+            raise DreamConflictError(
+                f"Error: The dream {info.id} cannot be merged: {str(err).removeprefix('Error: ')}; nothing was merged.",
+                [],
+            ) from None
     return MergeResult(info.id, done.commit_id.decode("ascii"), done.seq, changed, ours.commit_id != fork)
+
+
+def _scrubbed(store: MemoryStore, content: bytes, findings: dict[str, int]) -> bytes:
+    """``content`` through the store's scrubber (UTF-8 text; other bytes as they are)."""
+    try:
+        text = content.decode("utf-8")
+    except UnicodeDecodeError:
+        return content
+    return scrub_text(store, text, findings).encode("utf-8")
 
 
 @dataclass(frozen=True)
@@ -292,8 +360,10 @@ class DiscardResult:
 
 def discard_dream(store: MemoryStore, dream_id: str, *, actor: str = "operator", session: str = "") -> DiscardResult:
     """Discard a dream: destroy the data keys of every version its commits wrote (one ``redact``
-    commit on ``main``, crypto-shredding: those versions' content and names are gone for good),
-    then remove its branch. Versions it inherited from ``main`` are not touched.
+    commit on ``main``, crypto-shredding: those versions' contents and the names in their node
+    records are gone for good), then remove its branch. Versions it inherited from ``main`` are
+    not touched. As with ``redact``, the paths each of its commits named stay in that commit's
+    sealed metadata, readable to key holders while the commit objects exist.
 
     Raises:
         InvalidInputError: no such dream. IntegrityError: a damaged branch.

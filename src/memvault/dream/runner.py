@@ -155,10 +155,11 @@ def changes_since(fork: Mapping[str, tuple[bytes, int]], now: Mapping[str, tuple
 
     Returns:
         ``(changed, deleted_bytes)``: the paths whose content differs (added, changed or gone),
-        sorted, and the bytes of the files of ``fork`` whose path ``now`` has no file at.
+        sorted, and the bytes of ``fork``'s files that are gone: a whole file whose path ``now``
+        has no file at, and for a file that shrank, what it lost (emptying a file is deleting it).
     """
     changed = sorted(p for p in fork.keys() | now.keys() if (fork.get(p) or (None,))[0] != (now.get(p) or (None,))[0])
-    deleted = sum(size for path, (_digest, size) in fork.items() if path not in now)
+    deleted = sum(size - min(size, now[path][1] if path in now else 0) for path, (_digest, size) in fork.items())
     return changed, deleted
 
 

@@ -305,6 +305,7 @@ class BranchStore:
     def write(self, state: StoreState, txn: Transaction, meta: CommitMeta, *, first: bool = False) -> bytes:
         """Write one commit on the branch on top of ``state`` (its head, or for the ``first``
         commit the fork point); the caller holds the writer and state locks."""
+        self.store.keyring.refresh()  # a rotation by another process: no data key under a retired epoch
         return self._writer.write(
             state, txn, meta, epoch=self._epoch(), version=self.store.format_version,
             stored_limit=self.settings.max_stored_bytes, side=(self._ref, None if first else state.commit_id),

@@ -47,6 +47,7 @@ TIERS = {
     "protocol": 6,
     "undo": 7,
     "writes": 7,
+    "status": 7,
     "shred": 7,
     "retention": 7,
     "erase": 7,

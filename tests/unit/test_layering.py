@@ -47,6 +47,9 @@ TIERS = {
     "protocol": 6,
     "undo": 7,
     "writes": 7,
+    "grep": 7,
+    "settings_change": 7,
+    "operator_writes": 7.75,  # put/edit/rm/mv: writes, protocol, transfer.importer's image suffixes
     "status": 7,
     "shred": 7,
     "retention": 7,

@@ -14,6 +14,9 @@ Revision syntax (:func:`resolve`):
 - ``@{TIME}``: the newest commit made at or before TIME, an ISO 8601 date or date-time
   (``@{2026-11-01}``, ``@{2026-11-01 14:30}``, ``@{2026-11-01T14:30:00+01:00}``); a time
   without an offset is UTC.
+
+A range ``A..B`` (:func:`split_range`; an empty side is ``HEAD``) names the commits reachable
+from B and not from A: ``iter_log(start=B, exclude=A)``.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from dataclasses import dataclass, fields
 from datetime import datetime, timezone
 from typing import Any, Literal
 
-from .errors import IntegrityError, InvalidInputError, PathNotFoundError
+from .errors import IntegrityError, InvalidInputError, InvalidPathError, PathNotFoundError
 from .format.records import CommitMeta, Node
 from .paths import ROOT, parse_path
 from .store import AnyBranch, StoreState
@@ -38,6 +41,8 @@ __all__ = [
     "FileDiff",
     "BlameLine",
     "resolve",
+    "split_range",
+    "looks_like_revision",
     "iter_log",
     "log",
     "changes",
@@ -55,6 +60,7 @@ Operation = Literal["created", "modified", "deleted", "renamed"]
 OPERATIONS: tuple[Operation, ...] = ("created", "modified", "deleted", "renamed")
 _META_FIELDS = tuple(f.name for f in fields(CommitMeta))
 _HEX = re.compile(r"[0-9a-f]{4,40}")
+_REVISION_SYNTAX = re.compile(r"(?:HEAD|@|[0-9a-fA-F]{4,40}|#\d+|@\{[^}]+\})?(?:~\d*|\^+)*")
 
 
 @dataclass(frozen=True)
@@ -267,6 +273,31 @@ def resolve(store: AnyBranch, spec: str) -> bytes:
     raise InvalidInputError(f"Error: Unknown revision {spec!r}.")
 
 
+def split_range(spec: str) -> tuple[str, str] | None:
+    """``A..B`` -> ``(A, B)`` (an empty side is ``HEAD``); None when ``spec`` is not a range.
+
+    Raises:
+        InvalidInputError: ``A...B`` (history is linear: there is nothing symmetric to show).
+    """
+    if ".." not in spec:
+        return None
+    if "..." in spec:
+        raise InvalidInputError(f"Error: {spec!r}: A...B is not supported (history is linear); use A..B.")
+    left, right = spec.split("..", 1)
+    return left.strip() or "HEAD", right.strip() or "HEAD"
+
+
+def looks_like_revision(text: str) -> bool:
+    """Whether ``text`` has the syntax of a revision (see the module docstring) or of a range of
+    two; it may still name no commit."""
+    try:
+        pair = split_range(text)
+    except InvalidInputError:
+        return False
+    sides = pair if pair is not None else (text,)
+    return bool(text.strip()) and all(_REVISION_SYNTAX.fullmatch(side.strip()) for side in sides)
+
+
 # -- what a commit changed ------------------------------------------------------------------------
 
 
@@ -343,8 +374,12 @@ def iter_log(
     operations: Iterable[str] | None = None,
     since: float | None = None,
     until: float | None = None,
+    exclude: str | bytes | None = None,
 ) -> Iterator[CommitInfo]:
     """Commits newest first, with what each changed, filtered.
+
+    With ``exclude`` (a revision), the commits reachable from it are left out: ``start=B,
+    exclude=A`` is the range ``A..B``, empty when B is A or one of its ancestors.
 
     ``path`` keeps commits that changed that file or anything below that directory; with
     ``follow`` the path is followed back across renames. ``operations`` keeps commits with a
@@ -356,7 +391,13 @@ def iter_log(
         raise InvalidInputError(f"Error: Unknown operation; use one of {', '.join(OPERATIONS)}.")
     tracked = parse_path(path).text if path is not None else None
     start_id = start if isinstance(start, bytes) else resolve(store, start)
+    # One linear history: the commits reachable from ``exclude`` are it and those with lower numbers.
+    stop = None
+    if exclude is not None:
+        stop = store.commit(exclude if isinstance(exclude, bytes) else resolve(store, exclude))[0].seq
     for commit_id, meta, tree_id, parent in walk(store, start_id):
+        if stop is not None and meta.seq <= stop:
+            break
         if until is not None and meta.time > until:
             continue
         if since is not None and meta.time < since:
@@ -428,7 +469,9 @@ def read_at(store: AnyBranch, path: str, rev: str | bytes = "HEAD") -> bytes:
         # A redacted version keeps only its opaque token, which the path still determines.
         token = store.token(vpath)
         node = next((n for n in state.nodes.values() if n.redacted and n.token == token), None)
-    if node is None or node.is_dir:
+    if vpath == ROOT or (node is not None and node.is_dir):
+        raise InvalidPathError(f"Error: {vpath} is a directory, not a file.")
+    if node is None:
         raise PathNotFoundError(f"Error: The file {vpath} does not exist at that revision.")
     return store.read_node(node)
 

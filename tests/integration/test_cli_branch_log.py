@@ -72,6 +72,11 @@ def expect(template: str, ids: dict[str, Any]) -> str:
     return template.format(**ids)
 
 
+def utc(t: float) -> str:
+    """How ``--json`` writes a time: ISO 8601, UTC, to the second, with its offset."""
+    return time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime(t))
+
+
 BRANCH_LOG = """\
 {b3}  #3    {u3}  dream      str_replace /memories/a.md  [dream/0123456789abcdef]
 {b2}  #2    {u2}  dream      fork        [dream/0123456789abcdef]
@@ -112,21 +117,21 @@ def test_log_of_a_branch(ids: dict[str, Any], capsys: pytest.CaptureFixture[str]
 
 def test_log_of_a_branch_as_json(ids: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
     entries = json.loads(run_cli(capsys, "log", "--branch", NAME, "--json"))
-    assert entries == [e.to_json() for e in history.log(ids["branch"])]
+    assert entries == [{**e.to_json(), "time": utc(e.time), "timestamp": e.time} for e in history.log(ids["branch"])]
     times = [e.time for e in history.log(ids["branch"])]
     assert entries[:3] == [
         {
-            "commit": ids["B3"], "seq": 3, "time": times[0], "actor": "dream", "session": "night-1",
+            "commit": ids["B3"], "seq": 3, "time": utc(times[0]), "timestamp": times[0], "actor": "dream", "session": "night-1",
             "command": "str_replace", "paths": ["/memories/a.md"], "findings": {}, "branch": NAME,
             "changes": [{"op": "modified", "path": "/memories/a.md", "kind": "file"}],
         },
         {
-            "commit": ids["B2"], "seq": 2, "time": times[1], "actor": "dream", "session": "night-1",
+            "commit": ids["B2"], "seq": 2, "time": utc(times[1]), "timestamp": times[1], "actor": "dream", "session": "night-1",
             "command": "fork", "paths": [], "findings": {}, "branch": NAME,
             "extra": {"fork": ids["C1"], "model": "claude-test"}, "changes": [],
         },
         {
-            "commit": ids["C1"], "seq": 1, "time": times[2], "actor": "claude", "session": "s-1",
+            "commit": ids["C1"], "seq": 1, "time": utc(times[2]), "timestamp": times[2], "actor": "claude", "session": "s-1",
             "command": "create", "paths": ["/memories/a.md"], "findings": {},
             "changes": [{"op": "created", "path": "/memories/a.md", "kind": "file"}],
         },
@@ -168,7 +173,8 @@ Extra:    fork={C1} model=claude-test
     assert run_cli(capsys, "show", "#2").startswith(expect("commit {C2}\nSeq:      #2\n", ids))
     assert run_cli(capsys, "show", "--branch", ID, "HEAD:/memories/a.md") == "ALPHA\nbeta\n"
     shown = json.loads(run_cli(capsys, "show", "--branch", ID, "--json", "HEAD~1"))
-    assert shown == {**history.log(ids["branch"], start="HEAD~1", limit=1)[0].to_json(), "stat": [], "patch": ""}
+    [fork] = history.log(ids["branch"], start="HEAD~1", limit=1)
+    assert shown == {**fork.to_json(), "time": utc(fork.time), "timestamp": fork.time, "stat": [], "patch": ""}
     assert shown["branch"] == NAME and shown["extra"] == {"fork": ids["C1"], "model": "claude-test"}
 
 
@@ -232,8 +238,7 @@ def test_branch_tag_colour_only_on_a_terminal(
     ids: dict[str, Any], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     plain = run_cli(capsys, "log", "--branch", ID)
-    monkeypatch.setattr("memvault.cli.history.use_color", lambda stream=None: True)
-    colored = run_cli(capsys, "log", "--branch", ID)
+    colored = run_cli(capsys, "log", "--branch", ID, "--color")
     assert colored.splitlines()[1] == expect(
         "\x1b[33m{b2}\x1b[0m  #2    {u2}  dream      fork        \x1b[36m[dream/0123456789abcdef]\x1b[0m", ids
     )

@@ -104,6 +104,16 @@ def expect(template: str, ids: dict[str, Any]) -> str:
     return template.format(**ids)
 
 
+def utc(t: float) -> str:
+    """How ``--json`` writes a time: ISO 8601, UTC, to the second, with its offset."""
+    return time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime(t))
+
+
+def as_cli_json(row: dict[str, Any]) -> dict[str, Any]:
+    """A library ``to_json()`` row as the CLI prints it: ``time`` in ISO 8601, the number as ``timestamp``."""
+    return {**row, "time": utc(row["time"]), "timestamp": row["time"]}
+
+
 LOG = """\
 {c9}  #9    {t9}  claude     create      /memories/customers/dana.md  [email:1]
 {c8}  #8    {t8}  operator   put         /memories/customers/logo.png
@@ -147,11 +157,13 @@ def test_log_and_filters(session: dict[str, Any], capsys: pytest.CaptureFixture[
     assert run_cli(capsys, "log", "--actor", "nobody") == ""
 
     entries = json.loads(run_cli(capsys, "log", "--json", "--actor", "helper"))
-    assert entries == [e.to_json() for e in history.log(session["store"], actor="helper")]
+    assert entries == [as_cli_json(e.to_json()) for e in history.log(session["store"], actor="helper")]
+    assert list(entries[1])[:4] == ["commit", "seq", "time", "timestamp"]
     assert entries[1] == {
         "commit": session["C5"],
         "seq": 5,
-        "time": float(session["start"] + 12 * HOUR * 5),
+        "time": utc(session["start"] + 12 * HOUR * 5),
+        "timestamp": float(session["start"] + 12 * HOUR * 5),
         "actor": "helper",
         "session": "s-2",
         "command": "rename",
@@ -257,7 +269,7 @@ Binary files /dev/null and b/memories/customers/logo.png differ
     )
     [entry] = json.loads(run_cli(capsys, "log", "--json", "--stat", "-p", "-n", "1", "--skip", "5"))
     assert entry == {
-        **history.log(session["store"], limit=1, offset=5)[0].to_json(),
+        **as_cli_json(history.log(session["store"], limit=1, offset=5)[0].to_json()),
         "stat": [{"op": "modified", "path": "/memories/notes/acme.md", "kind": "file", "added": 1, "removed": 0}],
         "patch": (
             "diff --memvault a/memories/notes/acme.md b/memories/notes/acme.md\n"
@@ -335,7 +347,7 @@ diff --memvault a/memories/customers/dana.md b/memories/customers/dana.md
     }
     shown = json.loads(run_cli(capsys, "show", "--json", "#6"))
     assert shown == {
-        **history.log(session["store"], start="#6", limit=1)[0].to_json(),
+        **as_cli_json(history.log(session["store"], start="#6", limit=1)[0].to_json()),
         "stat": [{"op": "deleted", "path": "/memories/customers/todo.md", "kind": "file", "added": 0, "removed": 1}],
         "patch": (
             "diff --memvault a/memories/customers/todo.md b/memories/customers/todo.md\n"
@@ -449,7 +461,8 @@ def test_blame_cat_ls(session: dict[str, Any], capsys: pytest.CaptureFixture[str
             "text": "close ticket",
             "commit": session["C7"],
             "seq": 7,
-            "time": float(session["start"] + 12 * HOUR * 7),
+            "time": utc(session["start"] + 12 * HOUR * 7),
+            "timestamp": float(session["start"] + 12 * HOUR * 7),
             "actor": "operator",
         }
     ]
@@ -484,7 +497,8 @@ file  15  /memories/notes/todo.md
         "file  15  /memories/customers/todo.md\n"
     )
     assert json.loads(run_cli(capsys, "ls", "--json", "--rev", "#2", "/memories/notes")) == [
-        e.to_json() for e in history.tree_at(session["store"], "#2")
+        {**e.to_json(), "mtime": utc(e.mtime), "mtime_timestamp": e.mtime}
+        for e in history.tree_at(session["store"], "#2")
     ]
     assert [e["path"] for e in json.loads(run_cli(capsys, "ls", "--json", "--rev", "#2"))] == [
         "/memories/notes",
@@ -547,8 +561,7 @@ def test_color_only_on_a_terminal(
 ) -> None:
     plain = run_cli(capsys, "log", "-p", "-n", "1", "--skip", "6")
     assert "\x1b[" not in plain
-    monkeypatch.setattr("memvault.cli.history.use_color", lambda stream=None: True)
-    colored = run_cli(capsys, "log", "-p", "-n", "1", "--skip", "6")
+    colored = run_cli(capsys, "log", "-p", "-n", "1", "--skip", "6", "--color=always")
     assert colored.startswith(f"\x1b[33m{session['c3']}\x1b[0m  #3 ")
     assert "\x1b[31m-- prefers email\x1b[0m\n\x1b[32m+- prefers email follow-ups\x1b[0m\n" in colored
     assert "\x1b[36m@@ -1,2 +1,2 @@\x1b[0m\n" in colored

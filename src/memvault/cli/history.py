@@ -1,10 +1,13 @@
 """Read commands: ``log``, ``show``, ``diff``, ``blame``, ``cat`` and ``ls``.
 
 A thin shell over :mod:`memvault.history`: each command resolves revisions, calls the library
-and prints its typed results, as git would (colour on a terminal only) or as JSON built from the
-results' ``to_json()`` with ``--json``. Revisions use the syntax of :func:`memvault.history.resolve`.
-With ``--branch NAME`` a command reads the history of the dream branch ``NAME`` (its commits, then
-``main``'s before its fork point) instead of ``main``'s: revisions are resolved on that branch.
+and prints its typed results, as git would, or as JSON built from the results' ``to_json()`` with
+``--json`` (times as ISO 8601 with the exact number beside them: :mod:`._output`). ``log``,
+``show``, ``diff`` and ``blame`` go through a pager on a terminal and take ``--color``; ``log``
+and ``show`` take ``--date`` (:mod:`._output`); ``log`` lines are laid out by :mod:`._logfmt`.
+Revisions use the syntax of :func:`memvault.history.resolve`. With ``--branch NAME`` a command
+reads the history of the dream branch ``NAME`` (its commits, then ``main``'s before its fork
+point) instead of ``main``'s: revisions are resolved on that branch.
 """
 
 from __future__ import annotations
@@ -12,7 +15,6 @@ from __future__ import annotations
 import argparse
 import base64
 import functools
-import re
 import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -30,28 +32,35 @@ from ..history import (
     diff,
     format_diff,
     iter_log,
-    parse_time,
     read_at,
     resolve,
+    split_range,
     tree_at,
 )
 from ..paths import parse_path
-from ..store.branch import BRANCH_PREFIX
-from ._common import color, fmt_time, open_store, print_json, terminal_safe, use_color
+from ._common import open_store, print_json, terminal_safe
+from ._logfmt import ONELINE, PAGE, SHORT, LogFormat, format_log_line, paint
+from ._output import COLOR_CHOICES, DATE_STYLES, color_enabled, format_date, json_times, paged
+from ._revargs import (
+    branch_name,
+    count,
+    history_of,
+    log_selection,
+    parse_when,
+    path_arg,
+    resolve_arg,
+    split_rev_path,
+)
 
 if TYPE_CHECKING:
-    from ..store import AnyBranch, MemoryStore
+    from ..store import AnyBranch
 
 __all__ = ["register", "format_log_line", "parse_when", "branch_name"]
 
-SHORT = 10
 REVISION_HELP = (
     "revisions: HEAD (or @), HEAD~N, HEAD^, a full or abbreviated (4+ hex) commit id, #SEQ, "
     "@{ISO-TIME} (newest commit at or before it; UTC without an offset); ~N and ^ follow any revision"
 )
-_RELATIVE = re.compile(r"(\d+)\s*([smhdw])")
-_BRANCH_ID = re.compile(r"[0-9a-fA-F]{16}")
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 _OP_COLORS = {"created": "green", "modified": "yellow", "deleted": "red", "renamed": "cyan"}
 
 
@@ -73,61 +82,6 @@ def _cli(func: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namesp
     return run
 
 
-def parse_when(text: str, now: float | None = None, *, end: bool = False) -> float:
-    """``--since``/``--until``: an ISO 8601 date or time, or ``N{s,m,h,d,w}`` meaning that long ago."""
-    m = _RELATIVE.fullmatch(text.strip())
-    if m:
-        return (time.time() if now is None else now) - int(m.group(1)) * _UNITS[m.group(2)]
-    try:
-        return parse_time(text, end=end)
-    except InvalidInputError:
-        raise InvalidInputError(
-            f"{text!r} is not a time; use ISO 8601 (2026-11-01, 2026-11-01T14:30:00Z) "
-            "or an age such as 30m, 2h, 3d, 1w."
-        ) from None
-
-
-def _count(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"invalid count: {text!r}") from None
-    if n < 0:
-        raise argparse.ArgumentTypeError(f"invalid count: {text!r}")
-    return n
-
-
-def branch_name(text: str) -> str:
-    """``--branch``: ``dream/<16 hex digits>``, or the 16 hex digits alone, as the branch's name.
-
-    Raises:
-        InvalidInputError: ``text`` is neither.
-    """
-    ident = text.strip()
-    if ident.startswith(BRANCH_PREFIX + "/"):
-        ident = ident[len(BRANCH_PREFIX) + 1 :]
-    if not _BRANCH_ID.fullmatch(ident):
-        raise InvalidInputError(
-            f"{text!r} is not a dream branch; give {BRANCH_PREFIX}/ and 16 hex digits, or the 16 hex digits alone."
-        )
-    return f"{BRANCH_PREFIX}/{ident.lower()}"
-
-
-def _history_of(store: MemoryStore, branch: str | None) -> AnyBranch:
-    """What the command reads: ``main`` (the store), or the side branch ``branch`` (already
-    checked by :func:`branch_name`).
-
-    Raises:
-        InvalidInputError: the store has no such branch (or cannot have any: object storage).
-    """
-    if branch is None:
-        return store
-    side = store.branch(branch)
-    if branch not in store.branches():
-        raise InvalidInputError(f"There is no dream branch {branch} in this store.")
-    return side
-
-
 def _parent(store: AnyBranch, commit_id: bytes) -> bytes | None:
     return store.commit(commit_id)[2]
 
@@ -137,13 +91,13 @@ def _commit_diff(store: AnyBranch, commit_id: bytes) -> list[FileDiff]:
     return diff(store, _parent(store, commit_id), commit_id)
 
 
-def _display_path(c: Change) -> str:
+def _display_path(c: Change, date: str = "local") -> str:
     path = c.path + ("/" if c.kind == "dir" else "")
     if c.op == "renamed" and c.old_path is not None:
         path = f"{c.old_path}{'/' if c.kind == 'dir' else ''} -> {path}"
     if c.redacted is not None:
         by = f" by {c.redacted['actor']}" if c.redacted.get("actor") else ""
-        when = f" at {fmt_time(float(c.redacted['time']))}" if c.redacted.get("time") else ""
+        when = f" at {format_date(float(c.redacted['time']), date)}" if c.redacted.get("time") else ""
         path += f"  [redacted{by}{when}]"
     return path
 
@@ -165,17 +119,17 @@ def _stat_json(rows: Iterable[tuple[Change, tuple[int, int] | None]]) -> list[di
     return [{**c.to_json(), "added": n[0] if n else None, "removed": n[1] if n else None} for c, n in rows]
 
 
-def _stat_lines(rows: Iterable[tuple[Change, tuple[int, int] | None]], on: bool) -> list[str]:
+def _stat_lines(rows: Iterable[tuple[Change, tuple[int, int] | None]], on: bool, date: str = "local") -> list[str]:
     out: list[str] = []
     for c, n in rows:
-        op = color(f"{c.op:<9}", _OP_COLORS[c.op], on)
+        op = paint(f"{c.op:<9}", _OP_COLORS[c.op], on)
         if c.kind == "dir":
             counts = ""
         elif n is None:
             counts = "  binary"
         else:
-            counts = "  " + color(f"+{n[0]}", "green", on) + " " + color(f"-{n[1]}", "red", on)
-        out.append(f"    {op} {_display_path(c)}{counts}")
+            counts = "  " + paint(f"+{n[0]}", "green", on) + " " + paint(f"-{n[1]}", "red", on)
+        out.append(f"    {op} {_display_path(c, date)}{counts}")
     return out
 
 
@@ -186,13 +140,13 @@ def _color_patch(text: str, on: bool) -> str:
     for line in text.splitlines(keepends=True):
         body, end = (line[:-1], "\n") if line.endswith("\n") else (line, "")
         if line.startswith(("diff --memvault", "rename from", "rename to", "--- ", "+++ ", "Binary files")):
-            body = color(body, "bold", on)
+            body = paint(body, "bold", on)
         elif line.startswith("@@"):
-            body = color(body, "cyan", on)
+            body = paint(body, "cyan", on)
         elif line.startswith("+"):
-            body = color(body, "green", on)
+            body = paint(body, "green", on)
         elif line.startswith("-"):
-            body = color(body, "red", on)
+            body = paint(body, "red", on)
         out.append(body + end)
     return "".join(out)
 
@@ -229,36 +183,33 @@ def _content_json(commit_id: bytes, path: str, data: bytes) -> dict[str, Any]:
 # -- log -------------------------------------------------------------------------------------------
 
 
-def format_log_line(e: CommitInfo, on: bool = False) -> str:
-    """One commit on one line: short id, #seq, local time, actor, command, paths, the side branch
-    of a branch commit (``[dream/<id>]``), findings."""
-    paths = " -> ".join(e.paths) if e.command == "rename" else " ".join(e.paths)
-    short = color(e.commit_id[:SHORT], "yellow", on)
-    line = f"{short}  #{e.seq:<4} {fmt_time(e.time)}  {e.actor:<10} {e.command:<11} {paths}"
-    if e.branch:  # in the paths column when there are none (a fork commit)
-        line += ("  " if paths else "") + color(f"[{e.branch}]", "cyan", on)
-    if e.findings:
-        line += "  " + color("[" + ", ".join(f"{k}:{v}" for k, v in sorted(e.findings.items())) + "]", "red", on)
-    redacted = [c.redacted for c in e.changes if c.redacted is not None]
-    if redacted:
-        by = sorted({str(r.get("actor")) for r in redacted if r.get("actor")})
-        line += "  " + color(f"[{len(redacted)} redacted{' by ' + ', '.join(by) if by else ''}]", "red", on)
-    return line.rstrip()
+def _log_format(args: argparse.Namespace, on: bool, now: float) -> LogFormat:
+    if args.oneline and args.format is not None:
+        raise InvalidInputError("Give --oneline or --format, not both.")
+    if args.json and (args.oneline or args.format is not None):
+        raise InvalidInputError("--json has its own layout: --oneline and --format do not apply to it.")
+    template = ONELINE if args.oneline else args.format
+    return LogFormat(template=template, tags=args.oneline, color=on, date=args.date, now=now)
 
 
 def _cmd_log(args: argparse.Namespace) -> int:
-    if args.follow and not args.path:
+    start, exclude, path, limit = log_selection(args)
+    if args.follow and not path:
         raise InvalidInputError("--follow needs a PATH (memvault log --follow -- PATH).")
     since = parse_when(args.since) if args.since is not None else None
     until = parse_when(args.until, end=True) if args.until is not None else None
     branch = branch_name(args.branch) if args.branch is not None else None
-    on = use_color() and not args.json
+    on = color_enabled(args.color) and not args.json
+    fmt = _log_format(args, on, time.time())
     with open_store(args) as main:
-        store = _history_of(main, branch)
+        store = history_of(main, branch)
+        start_id = resolve_arg(store, start, "log")
+        exclude_id = resolve_arg(store, exclude, "log") if exclude is not None else None
         entries = iter_log(
             store,
-            start=args.rev,
-            path=args.path,
+            start=start_id,
+            exclude=exclude_id,
+            path=path,
             follow=args.follow,
             actor=args.actor,
             session=args.session,
@@ -267,59 +218,59 @@ def _cmd_log(args: argparse.Namespace) -> int:
             until=until,
         )
         rows: list[dict[str, Any]] = []
-        first = True
-        for i, info in enumerate(entries):
-            if i < args.skip:
-                continue
-            if args.n is not None and i >= args.skip + args.n:
-                break
-            diffs = _commit_diff(store, info.commit_id.encode()) if (args.patch or args.stat) else []
-            if args.json:
-                row = info.to_json()
+        page: list[tuple[CommitInfo, list[FileDiff]]] = []
+        first = [True]
+
+        def flush() -> None:
+            for (info, diffs), line in zip(page, fmt.lines([info for info, _ in page]), strict=True):
+                block = [line]
                 if args.stat:
-                    row["stat"] = _stat_json(_stat(info, diffs))
+                    block.extend(_stat_lines(_stat(info, diffs), on, args.date))
+                text = "\n".join(block) + "\n"
                 if args.patch:
-                    row["patch"] = format_diff(diffs)
-                rows.append(row)
-                continue
-            block = [format_log_line(info, on)]
-            if args.stat:
-                block.extend(_stat_lines(_stat(info, diffs), on))
-            text = "\n".join(block) + "\n"
-            if args.patch:
-                text += _color_patch(terminal_safe(format_diff(diffs)), on)
-            if (args.patch or args.stat) and not first:
-                text = "\n" + text
-            first = False
-            _write(text)
-        if args.json:
-            print_json(rows)
+                    text += _color_patch(terminal_safe(format_diff(diffs)), on)
+                if (args.patch or args.stat) and not first[0]:
+                    text = "\n" + text
+                first[0] = False
+                _write(text)
+            page.clear()
+
+        with paged(not args.no_pager):
+            for i, info in enumerate(entries):
+                if i < args.skip:
+                    continue
+                if limit is not None and i >= args.skip + limit:
+                    break
+                diffs = _commit_diff(store, info.commit_id.encode()) if (args.patch or args.stat) else []
+                if args.json:
+                    row = json_times(info.to_json())
+                    if args.stat:
+                        row["stat"] = _stat_json(_stat(info, diffs))
+                    if args.patch:
+                        row["patch"] = format_diff(diffs)
+                    rows.append(row)
+                    continue
+                page.append((info, diffs))
+                if len(page) >= PAGE:
+                    flush()
+            flush()
+            if args.json:
+                print_json(rows)
     return ExitStatus.SUCCESS
 
 
 # -- show ------------------------------------------------------------------------------------------
 
 
-def split_rev_path(spec: str) -> tuple[str, str | None]:
-    """``REV[:PATH]`` -> ``(REV, PATH or None)``; a ``@{time}`` may itself contain colons."""
-    end = spec.rfind("}")
-    cut = spec.find(":", end + 1 if end >= 0 else 0)
-    if cut < 0:
-        return spec, None
-    rev, path = spec[:cut], spec[cut + 1 :]
-    if not path:
-        raise InvalidInputError(f"No path after the colon in {spec!r}; use REV:/memories/...")
-    return rev, path if path.startswith("/") else "/" + path
-
-
-def _show_header(info: CommitInfo, on: bool) -> list[str]:
+def _show_header(info: CommitInfo, on: bool, date: str = "local") -> list[str]:
     lines = [
-        color(f"commit {info.commit_id}", "yellow", on),
+        paint(f"commit {info.commit_id}", "yellow", on),
         f"Seq:      #{info.seq}",
-        f"Date:     {fmt_time(info.time)}",
-        f"Actor:    {info.actor}",
-        f"Session:  {info.session or '-'}",
-        f"Command:  {info.command} " + (" -> ".join(info.paths) if info.command == "rename" else " ".join(info.paths)),
+        f"Date:     {format_date(info.time, date)}",
+        f"Actor:    {terminal_safe(info.actor)}",
+        f"Session:  {terminal_safe(info.session) or '-'}",
+        f"Command:  {info.command} "
+        + terminal_safe(" -> ".join(info.paths) if info.command == "rename" else " ".join(info.paths)),
     ]
     if info.branch:
         lines.append(f"Branch:   {info.branch}")
@@ -333,31 +284,33 @@ def _show_header(info: CommitInfo, on: bool) -> list[str]:
 def _cmd_show(args: argparse.Namespace) -> int:
     rev, path = split_rev_path(args.rev)
     branch = branch_name(args.branch) if args.branch is not None else None
+    on = color_enabled(args.color)
     with open_store(args) as main:
-        store = _history_of(main, branch)
-        commit_id = resolve(store, rev)
+        store = history_of(main, branch)
+        commit_id = resolve_arg(store, rev, "show")
         if path is not None:
             path = parse_path(path).text
             data = read_at(store, path, commit_id)
-            if args.json:
-                print_json(_content_json(commit_id, path, data))
-            else:
-                _emit_bytes(data)
+            with paged(not args.no_pager):
+                if args.json:
+                    print_json(_content_json(commit_id, path, data))
+                else:
+                    _emit_bytes(data)
             return ExitStatus.SUCCESS
         info = next(iter_log(store, start=commit_id))
         diffs = _commit_diff(store, commit_id)
         stat = _stat(info, diffs)
-        if args.json:
-            print_json({**info.to_json(), "stat": _stat_json(stat), "patch": format_diff(diffs)})
-            return ExitStatus.SUCCESS
-        on = use_color()
-        text = "\n".join(_show_header(info, on)) + "\n"
-        if stat:
-            text += "\n" + "\n".join(_stat_lines(stat, on)) + "\n"
-        patch = terminal_safe(format_diff(diffs))
-        if patch:
-            text += "\n" + _color_patch(patch, on)
-        _write(text)
+        with paged(not args.no_pager):
+            if args.json:
+                print_json({**json_times(info.to_json()), "stat": _stat_json(stat), "patch": format_diff(diffs)})
+                return ExitStatus.SUCCESS
+            text = "\n".join(_show_header(info, on, args.date)) + "\n"
+            if stat:
+                text += "\n" + "\n".join(_stat_lines(stat, on, args.date)) + "\n"
+            patch = terminal_safe(format_diff(diffs))
+            if patch:
+                text += "\n" + _color_patch(patch, on)
+            _write(text)
     return ExitStatus.SUCCESS
 
 
@@ -367,36 +320,38 @@ def _cmd_show(args: argparse.Namespace) -> int:
 def _cmd_diff(args: argparse.Namespace) -> int:
     revs = [a for a in args.args if not a.startswith("/")]
     paths = [a for a in args.args if a.startswith("/")]
-    if len(revs) == 1 and ".." in revs[0]:
-        left, right = revs[0].split("..", 1)
-        revs = [left or "HEAD", right or "HEAD"]
+    if len(revs) == 1:
+        pair = split_range(revs[0])
+        revs = list(pair) if pair is not None else revs
     if len(revs) > 2:
         raise InvalidInputError("diff takes at most two revisions.")
     if len(paths) > 1:
         raise InvalidInputError("diff takes at most one PATH.")
     path = paths[0] if paths else None
     branch = branch_name(args.branch) if args.branch is not None else None
+    on = color_enabled(args.color) and not args.json
     with open_store(args) as main:
-        store = _history_of(main, branch)
+        store = history_of(main, branch)
         old: bytes | None
         if not revs:
             new = resolve(store, "HEAD")
             old = _parent(store, new)
         else:
-            old = resolve(store, revs[0])
-            new = resolve(store, revs[1]) if len(revs) == 2 else resolve(store, "HEAD")
+            old = resolve_arg(store, revs[0], "diff")
+            new = resolve_arg(store, revs[1], "diff") if len(revs) == 2 else resolve(store, "HEAD")
         diffs = diff(store, old, new, path)
-        if args.json:
-            print_json(
-                {
-                    "old": old.decode() if old is not None else None,
-                    "new": new.decode(),
-                    "path": path,
-                    "files": [d.to_json() for d in diffs],
-                }
-            )
-        else:
-            _write(_color_patch(terminal_safe(format_diff(diffs)), use_color()))
+        with paged(not args.no_pager):
+            if args.json:
+                print_json(
+                    {
+                        "old": old.decode() if old is not None else None,
+                        "new": new.decode(),
+                        "path": path,
+                        "files": [d.to_json() for d in diffs],
+                    }
+                )
+            else:
+                _write(_color_patch(terminal_safe(format_diff(diffs)), on))
     return ExitStatus.SUCCESS
 
 
@@ -405,33 +360,37 @@ def _cmd_diff(args: argparse.Namespace) -> int:
 
 def format_blame(lines: Sequence[BlameLine], on: bool = False) -> list[str]:
     width = len(str(len(lines)))
-    actor_width = max((len(b.actor) for b in lines), default=0)
+    actors = [terminal_safe(b.actor) for b in lines]
+    actor_width = max((len(a) for a in actors), default=0)
+    seq_width = max([4, *(len(str(b.seq)) for b in lines)])
     return [
-        f"{color(b.commit_id[:SHORT], 'yellow', on)}  #{b.seq:<4} {b.actor:<{actor_width}}  {b.line:>{width}}) "
-        f"{terminal_safe(b.text)}"
-        for b in lines
+        f"{paint(b.commit_id[:SHORT], 'yellow', on)}  #{b.seq:<{seq_width}} {actor:<{actor_width}}  "
+        f"{b.line:>{width}}) {terminal_safe(b.text)}"
+        for b, actor in zip(lines, actors, strict=True)
     ]
 
 
 def _cmd_blame(args: argparse.Namespace) -> int:
     branch = branch_name(args.branch) if args.branch is not None else None
+    path = path_arg(args.path, "blame")
+    on = color_enabled(args.color) and not args.json
     with open_store(args) as main:
-        store = _history_of(main, branch)
-        lines = blame(store, args.path, resolve(store, args.rev))
-    if args.json:
-        print_json([b.to_json() for b in lines])
-    else:
-        out = format_blame(lines, use_color())
-        _write("".join(line + "\n" for line in out))
+        store = history_of(main, branch)
+        lines = blame(store, path, resolve(store, args.rev))
+    with paged(not args.no_pager):
+        if args.json:
+            print_json([json_times(b.to_json()) for b in lines])
+        else:
+            _write("".join(line + "\n" for line in format_blame(lines, on)))
     return ExitStatus.SUCCESS
 
 
 def _cmd_cat(args: argparse.Namespace) -> int:
     branch = branch_name(args.branch) if args.branch is not None else None
+    path = path_arg(args.path, "cat")
     with open_store(args) as main:
-        store = _history_of(main, branch)
+        store = history_of(main, branch)
         commit_id = resolve(store, args.rev)
-        path = parse_path(args.path).text
         data = read_at(store, path, commit_id)
     if args.json:
         print_json(_content_json(commit_id, path, data))
@@ -448,12 +407,13 @@ def format_ls(entries: Sequence[TreeEntry]) -> list[str]:
 
 def _cmd_ls(args: argparse.Namespace) -> int:
     branch = branch_name(args.branch) if args.branch is not None else None
+    path = path_arg(args.path, "ls") if args.path else None
     with open_store(args) as main:
-        store = _history_of(main, branch)
+        store = history_of(main, branch)
         commit_id = resolve(store, args.rev)
-        entries = tree_at(store, commit_id, args.path) if args.path else tree_at(store, commit_id)
+        entries = tree_at(store, commit_id, path) if path else tree_at(store, commit_id)
     if args.json:
-        print_json([e.to_json() for e in entries])
+        print_json([json_times(e.to_json(), key="mtime", exact="mtime_timestamp") for e in entries])
     else:
         _write("".join(line + "\n" for line in format_ls(entries)))
     return ExitStatus.SUCCESS
@@ -463,7 +423,7 @@ def _cmd_ls(args: argparse.Namespace) -> int:
 
 
 def _json_flag(s: argparse.ArgumentParser) -> None:
-    s.add_argument("--json", action="store_true", help="machine-readable output")
+    s.add_argument("--json", action="store_true", help="machine-readable output (times: ISO 8601, UTC)")
 
 
 def _branch_flag(s: argparse.ArgumentParser) -> None:
@@ -474,15 +434,53 @@ def _branch_flag(s: argparse.ArgumentParser) -> None:
     )
 
 
+def _view_flags(s: argparse.ArgumentParser, *, date: bool) -> None:
+    """``--color``, ``--no-color``, ``--no-pager`` and (``date``) ``--date``."""
+    s.add_argument(
+        "--color",
+        nargs="?",
+        const="always",
+        default="auto",
+        choices=COLOR_CHOICES,
+        metavar="WHEN",
+        help="colour: auto (a terminal, NO_COLOR unset, TERM not dumb; the default), always (also --color "
+        "alone) or never",
+    )
+    s.add_argument("--no-color", dest="color", action="store_const", const="never", help="same as --color=never")
+    s.add_argument(
+        "--no-pager",
+        action="store_true",
+        help="never page (on a terminal output goes through $MEMVAULT_PAGER, else $PAGER, else less -FRX)",
+    )
+    if date:
+        s.add_argument(
+            "--date",
+            choices=DATE_STYLES,
+            default="local",
+            help="local: 2026-11-01 14:30:00 (the default); iso: 2026-11-01T14:30:00+01:00; relative: 3 hours ago",
+        )
+
+
+LOG_FORMAT_HELP = (
+    "--format placeholders: %%H commit id, %%h short id, %%s subject (command and paths), %%an actor, "
+    "%%ad date (--date style), %%ar relative date, %%aI ISO 8601 date, %%at Unix time, %%(seq), %%(actor), "
+    "%%(session), %%(command), %%(paths), %%(branch), %%(findings), %%n newline, %%%% a %%, "
+    "%%C(red|green|yellow|blue|magenta|cyan|bold|dim|reset) colour"
+)
+
+
 def register(sub: Any) -> None:
     s = sub.add_parser(
         "log",
         help="list commits, newest first",
-        description="List commits, newest first, one per line: short id, #seq, local time, actor, "
-        "command, paths, scrubber findings. " + REVISION_HELP + ".",
+        description="List commits, newest first, one per line: short id, #seq, date, actor, command, paths, "
+        "scrubber findings (columns as wide as the longest value). REV: start there; A..B: the commits "
+        "after A up to B (an empty side is HEAD); PATH (starts with /): only commits that changed that file "
+        "or anything below that directory. -N is -n N. " + REVISION_HELP + ". " + LOG_FORMAT_HELP + ".",
+        usage="memvault log [options] [REV | A..B] [[--] PATH]",
     )
-    s.add_argument("path", nargs="?", help="only commits that changed this file or anything below this directory")
-    s.add_argument("--rev", default="HEAD", help="start from this revision (default: HEAD)")
+    s.add_argument("args", nargs="*", metavar="REV|A..B|PATH", help=argparse.SUPPRESS)
+    s.add_argument("--rev", default=None, help="start from this revision (default: HEAD)")
     s.add_argument("-p", "--patch", action="store_true", help="show each commit's unified diff against its parent")
     s.add_argument("--stat", action="store_true", help="show each commit's changed paths with +/- line counts")
     s.add_argument("--follow", action="store_true", help="follow PATH back across renames")
@@ -493,8 +491,11 @@ def register(sub: Any) -> None:
     )
     s.add_argument("--since", help="only commits at or after: ISO 8601 time, or an age like 30m, 2h, 3d, 1w")
     s.add_argument("--until", help="only commits at or before: ISO 8601 time, or an age like 30m, 2h, 3d, 1w")
-    s.add_argument("-n", type=_count, default=None, metavar="N", help="show at most N commits")
-    s.add_argument("--skip", type=_count, default=0, metavar="N", help="skip the first N matching commits")
+    s.add_argument("-n", type=count, default=None, metavar="N", help="show at most N commits (also -N)")
+    s.add_argument("--skip", type=count, default=0, metavar="N", help="skip the first N matching commits")
+    s.add_argument("--oneline", action="store_true", help="short id and subject (command and paths) only")
+    s.add_argument("--format", metavar="TEMPLATE", help="each commit as TEMPLATE (placeholders below)")
+    _view_flags(s, date=True)
     _branch_flag(s)
     _json_flag(s)
     s.set_defaults(func=_cli(_cmd_log))
@@ -507,6 +508,7 @@ def register(sub: Any) -> None:
         + ".",
     )
     s.add_argument("rev", metavar="REV[:PATH]", nargs="?", default="HEAD", help="default: HEAD")
+    _view_flags(s, date=True)
     _branch_flag(s)
     _json_flag(s)
     s.set_defaults(func=_cli(_cmd_show))
@@ -515,11 +517,12 @@ def register(sub: Any) -> None:
         "diff",
         help="unified diff between two revisions",
         description="No revision: HEAD against its parent (what the last commit did). One revision REV: "
-        "REV against HEAD. Two revisions (or A..B): the first against the second. A PATH (after --) "
+        "REV against HEAD. Two revisions (or A..B): the first against the second. A PATH (starts with /) "
         "limits the diff to that file or directory. " + REVISION_HELP + ".",
-        usage="memvault diff [--json] [--branch NAME] [REV [REV]] [-- PATH]",
+        usage="memvault diff [options] [REV [REV] | A..B] [[--] PATH]",
     )
     s.add_argument("args", nargs="*", metavar="REV|PATH", help=argparse.SUPPRESS)
+    _view_flags(s, date=False)
     _branch_flag(s)
     _json_flag(s)
     s.set_defaults(func=_cli(_cmd_diff))
@@ -527,6 +530,7 @@ def register(sub: Any) -> None:
     s = sub.add_parser("blame", help="for each line of a file, the commit and actor that last changed it")
     s.add_argument("path", metavar="PATH")
     s.add_argument("--rev", default="HEAD", help="blame the file as of this revision (default: HEAD)")
+    _view_flags(s, date=False)
     _branch_flag(s)
     _json_flag(s)
     s.set_defaults(func=_cli(_cmd_blame))

@@ -307,8 +307,16 @@ def test_edit_unchanged_failed_new_and_raced(
     assert _run(capsys, "edit", "/memories/notes")[::2] == (4, "memvault: /memories/notes is a directory\n")
 
 
-def _pty_run(argv: list[str], env: dict[str, str], *, interrupt_after: str | None = None) -> tuple[int, str]:
-    """Run the CLI on a pseudo-terminal; send Ctrl-C once ``interrupt_after`` is printed."""
+def _pty_run(
+    argv: list[str],
+    env: dict[str, str],
+    *,
+    interrupt_after: str | None = None,
+    sig: int = signal.SIGINT,
+    group: bool = True,
+) -> tuple[int, str]:
+    """Run the CLI on a pseudo-terminal; once ``interrupt_after`` is printed send ``sig`` to its
+    process group (what the terminal does on Ctrl-C) or, without ``group``, to memvault alone."""
     master, slave = pty.openpty()
     proc = subprocess.Popen(
         [sys.executable, "-c", "import sys; from memvault.cli import main; sys.exit(main())", *argv],
@@ -317,10 +325,8 @@ def _pty_run(argv: list[str], env: dict[str, str], *, interrupt_after: str | Non
         stderr=slave,
         env=env,
         start_new_session=True,
-        preexec_fn=None,
     )
     os.close(slave)
-    # The child's session needs the terminal as its controlling one for Ctrl-C to reach it.
     out = b""
     sent = False
     deadline = time.monotonic() + 20
@@ -335,7 +341,7 @@ def _pty_run(argv: list[str], env: dict[str, str], *, interrupt_after: str | Non
                 break
             out += chunk
         if interrupt_after and not sent and interrupt_after.encode() in out:
-            os.killpg(proc.pid, signal.SIGINT)  # what the terminal does on Ctrl-C: the foreground group
+            os.killpg(proc.pid, sig) if group else os.kill(proc.pid, sig)
             sent = True
         if proc.poll() is not None and not ready:
             break
@@ -362,6 +368,18 @@ def test_edit_on_a_terminal_and_ctrl_c_in_the_editor(cli: Path, editor: Path, tm
     assert code == 1, out  # the editor died of Ctrl-C; memvault did not, and says so
     assert "memvault: The editor (" in out and "nothing was written.\n" in out
     assert "Traceback" not in out.split("EDITOR-READY")[0]
+    assert _last(cli).seq == 2
+    assert not Path(str(_edits(editor)[-1]["path"])).parent.exists()
+
+    # SIGTERM (or a hangup) to memvault while the editor runs: the copy is shredded all the same.
+    code, out = _pty_run(
+        ["edit", "/memories/a.md"],
+        {**env, "EDIT_ACTION": "sleep"},
+        interrupt_after="EDITOR-READY",
+        sig=signal.SIGTERM,
+        group=False,
+    )
+    assert code == 130, out
     assert _last(cli).seq == 2
     assert not Path(str(_edits(editor)[-1]["path"])).parent.exists()
 

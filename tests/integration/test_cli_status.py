@@ -49,7 +49,9 @@ def _size(n: int) -> str:
     return f"{format_size(n)} ({n} bytes)"
 
 
-def test_status_of_a_local_store(cli: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_status_of_a_local_store(
+    cli: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     assert main(["init"]) == 0
     with _open(cli) as s:
         s.put_file("/memories/a.md", "0123456789", actor="agent-with-a-long-name")
@@ -96,6 +98,10 @@ def test_status_of_a_local_store(cli: Path, capsys: pytest.CaptureFixture[str]) 
         "remote": None,
         "branches": [],
     }
+    monkeypatch.delenv("MEMVAULT_STORE")
+    monkeypatch.chdir(cli)  # the store is the current directory: shown by its absolute path
+    assert main(["status", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["location"] == str(cli)
 
 
 HOLDER = """

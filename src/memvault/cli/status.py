@@ -8,6 +8,7 @@ whether another writer holds the lock, and for a store in object storage its hos
 from __future__ import annotations
 
 import argparse
+import os
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ExitStatus
@@ -75,7 +76,7 @@ def _cmd_status(args: argparse.Namespace) -> int:
 
     where = store_path(args)
     with open_store(args) as store:
-        status = store_status(store, str(where) if store.remote is not None else str(store.root))
+        status = store_status(store, str(where) if store.remote is not None else os.path.abspath(store.root))
     if args.json:
         print_json(status.to_json())
     else:

@@ -137,6 +137,32 @@ def _editor() -> str:
     return os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi"
 
 
+def _editor_name(editor: str) -> str:
+    """The program of an editor command line, for messages."""
+    try:
+        words = shlex.split(editor)
+    except ValueError:
+        return editor
+    return words[0] if words else editor
+
+
+def _ended(signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+@contextlib.contextmanager
+def _shred_on_hangup() -> Iterator[None]:
+    """A hangup (the terminal closed) or SIGTERM ends the command through the ``finally``
+    blocks, so the temporary copy is shredded then too (by default they end the process on
+    the spot)."""
+    previous = {sig: signal.signal(sig, _ended) for sig in (signal.SIGHUP, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
 def _run_editor(editor: str, path: Path) -> int:
     """Run ``editor`` on ``path`` through the shell (as git does: ``$EDITOR`` may hold
     arguments); Ctrl-C goes to the editor, not to memvault, while it runs."""
@@ -155,12 +181,11 @@ def _cmd_edit(args: argparse.Namespace) -> int:
     with open_store(args) as store:
         path, content = read_for_edit(store, args.path)
         name = path.rpartition("/")[2]
-        with private_edit_file(name, content or b"") as tmp:
+        with _shred_on_hangup(), private_edit_file(name, content or b"") as tmp:
             status = _run_editor(editor, tmp)
             if status != 0:
                 raise MemvaultError(
-                    f"The editor ({shlex.split(editor)[0] if editor.strip() else editor}) exited with status "
-                    f"{status}; nothing was written."
+                    f"The editor ({_editor_name(editor)}) exited with status {status}; nothing was written."
                 )
             edited = tmp.read_bytes()
         if edited == (content or b""):

@@ -467,6 +467,12 @@ def test_grep(cli: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest
         ],
     )
     assert _run(capsys, "grep", "zebra") == (1, "", "")
+    assert _run(capsys, "grep", "-n", "Alpha", "--color=always") == (
+        0,
+        "\x1b[35m/memories/a.md\x1b[0m\x1b[36m:\x1b[0m\x1b[32m1\x1b[0m\x1b[36m:\x1b[0mAlpha line\n",
+        "",
+    )
+    assert _run(capsys, "grep", "Alpha", "--color", "--no-color") == (0, "/memories/a.md:Alpha line\n", "")
     _stdin(monkeypatch, b"zebra crossing\n")
     assert main(["put", "/memories/a.md"]) == 0
     assert _run(capsys, "grep", "-n", "zebra") == (0, "/memories/a.md:1:zebra crossing\n", "")
@@ -648,3 +654,14 @@ def test_config_set_on_a_store_in_object_storage(
 def _last_remote(url: str) -> history.CommitInfo:
     with memvault.MemoryStore.open(url, key_file=os.environ["MEMVAULT_KEY_FILE"]) as s:
         return history.log(s, limit=1)[0]
+
+
+def test_grep_colour_on_a_terminal(cli: Path) -> None:
+    with _open(cli) as s:
+        s.put_file("/memories/a.md", "Alpha line\n", actor="agent")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "TERM": "xterm"}
+    env.pop("NO_COLOR", None)
+    code, out = _pty_run(["grep", "Alpha"], env)
+    assert (code, out) == (0, "\x1b[35m/memories/a.md\x1b[0m\x1b[36m:\x1b[0mAlpha line\n")
+    code, out = _pty_run(["grep", "Alpha"], {**env, "TERM": "dumb"})
+    assert (code, out) == (0, "/memories/a.md:Alpha line\n")

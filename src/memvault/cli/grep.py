@@ -1,7 +1,8 @@
 """``memvault grep PATTERN [PATH]``: search the decrypted text files (:func:`memvault.grep.grep`).
 
-Output as ``git grep`` prints it: ``path:text``, ``path:line:text`` with ``-n``; exit status 1
-when no line matches (as grep), 0 when one does.
+Output as ``git grep`` prints it: ``path:text``, ``path:line:text`` with ``-n``, in git's colours
+with ``--color`` (on a terminal by default); exit status 1 when no line matches (as grep), 0 when
+one does.
 """
 
 from __future__ import annotations
@@ -10,7 +11,9 @@ import argparse
 from typing import Any
 
 from ..errors import ExitStatus
-from ._common import color, open_store, print_json, terminal_safe, use_color
+from ._common import open_store, print_json, terminal_safe
+from ._logfmt import paint
+from ._output import COLOR_CHOICES, color_enabled
 
 __all__ = ["register"]
 
@@ -19,7 +22,7 @@ def _cmd_grep(args: argparse.Namespace) -> int:
     from ..grep import compile_pattern, grep
 
     regex = compile_pattern(args.pattern, ignore_case=args.ignore_case)
-    on = use_color() and not args.json
+    on = color_enabled(args.color) and not args.json
     found = False
     rows: list[dict[str, Any]] = []
     with open_store(args) as store:
@@ -28,8 +31,9 @@ def _cmd_grep(args: argparse.Namespace) -> int:
             if args.json:
                 rows.append(match.to_json())
                 continue
-            number = color(str(match.line), "green", on) + color(":", "cyan", on) if args.line_number else ""
-            print(f"{color(match.path, 'bold', on)}{color(':', 'cyan', on)}{number}{terminal_safe(match.text)}")
+            colon = paint(":", "cyan", on)
+            number = paint(str(match.line), "green", on) + colon if args.line_number else ""
+            print(f"{paint(match.path, 'magenta', on)}{colon}{number}{terminal_safe(match.text)}")
     if args.json:
         print_json(rows)
     return ExitStatus.SUCCESS if found else ExitStatus.ERROR
@@ -48,5 +52,16 @@ def register(sub: Any) -> None:
     s.add_argument("--rev", default="HEAD", help="search the files as of this revision (default: HEAD)")
     s.add_argument("-i", "--ignore-case", action="store_true", help="match without regard to case")
     s.add_argument("-n", "--line-number", action="store_true", help="prefix each line with its line number")
+    s.add_argument(
+        "--color",
+        nargs="?",
+        const="always",
+        default="auto",
+        choices=COLOR_CHOICES,
+        metavar="WHEN",
+        help="colour as git grep: auto (a terminal, NO_COLOR unset, TERM not dumb; the default), always (also "
+        "--color alone) or never",
+    )
+    s.add_argument("--no-color", dest="color", action="store_const", const="never", help="same as --color=never")
     s.add_argument("--json", action="store_true", help="machine-readable output: [{path, line, text}]")
     s.set_defaults(func=_cmd_grep)

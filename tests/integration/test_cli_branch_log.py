@@ -110,6 +110,12 @@ def test_log_of_a_branch(ids: dict[str, Any], capsys: pytest.CaptureFixture[str]
     lines = expect(BRANCH_LOG, ids).splitlines(keepends=True)
     assert run_cli(capsys, "log", "--branch", ID, "--rev", "#2", "-n", "1") == lines[1]
     assert run_cli(capsys, "log", "--branch", ID, "--actor", "dream") == lines[0] + lines[1]
+    # a range on the branch: its own commits after main's #1; a positional revision resolves there too
+    assert run_cli(capsys, "log", "--branch", ID, "#1..") == lines[0] + lines[1]
+    assert run_cli(capsys, "log", "--branch", ID, "#2", "-1") == lines[1]
+    assert run_cli(capsys, "log", "--branch", ID, "--oneline", "HEAD~1..") == expect(
+        "{b3} str_replace /memories/a.md  [dream/0123456789abcdef]\n", ids
+    )
     assert run_cli(capsys, "log", "--branch", ID, "--stat", "-n", "1") == expect(
         BRANCH_LOG.splitlines()[0] + "\n    modified  /memories/a.md  +1 -1\n", ids
     )

@@ -540,19 +540,32 @@ def test_colour_on_a_terminal(term: dict[str, Any]) -> None:
     plain = "{c5} create /memories/e.md  [email:1]\n".format(**term)
     assert run_pty(argv, env) == (0, coloured)  # auto
     assert run_pty([*argv, "--color=never"], env) == (0, plain)
-    assert run_pty([*argv, "--no-color"], env) == (0, plain)
     assert run_pty(argv, {**env, "TERM": "dumb"}) == (0, plain)
     assert run_pty(argv, {**env, "NO_COLOR": "1"}) == (0, plain)
-    assert run_pty(argv, {**env, "NO_COLOR": ""}) == (0, coloured)  # empty counts as unset
     assert run_pty([*argv, "--color=always"], {**env, "TERM": "dumb"}) == (0, coloured)
     # through the pager, colour is decided for the terminal behind it
     assert run_pty(argv, {**env, "MEMVAULT_PAGER": term["pager"]}) == (0, "pager : LESS=FRX LV=-c\nP:" + coloured)
-    # not a terminal: auto means none, always means colour
-    for flag, expected in (("--color=auto", plain), ("--color", coloured)):
-        done = subprocess.run(  # noqa: S603
-            [sys.executable, "-c", MAIN, *argv, flag], env=env, capture_output=True, text=True, timeout=15
-        )
-        assert (done.returncode, done.stdout) == (0, expected)
+    # not a terminal: --color alone means always
+    done = subprocess.run(  # noqa: S603
+        [sys.executable, "-c", MAIN, *argv, "--color"], env=env, capture_output=True, text=True, timeout=15
+    )
+    assert (done.returncode, done.stdout) == (0, coloured)
+
+
+def test_colour_flags_not_on_a_terminal(ids: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
+    plain = "{c5} create /memories/e.md  [email:1]\n".format(**ids)
+    assert run_cli(capsys, "log", "-1", "--oneline") == plain  # auto: not a terminal
+    assert run_cli(capsys, "log", "-1", "--oneline", "--color=always", "--no-color") == plain
+    assert run_cli(capsys, "log", "-1", "--oneline", "--no-color", "--color=always") != plain
+    assert run_cli(capsys, "diff", "#3", "#4", "--color=always") == (
+        "\x1b[1mdiff --memvault a/memories/c.md b/memories/c.md\x1b[0m\n\x1b[1m--- /dev/null\x1b[0m\n"
+        "\x1b[1m+++ b/memories/c.md\x1b[0m\n\x1b[36m@@ -0,0 +1 @@\x1b[0m\n\x1b[32m+c\x1b[0m\n"
+    )
+    assert run_cli(
+        capsys, "blame", "/memories/c.md", "--color=always"
+    ) == "\x1b[33m{c4}\x1b[0m  #4    claude  1) c\n".format(**ids)
+    assert "\x1b[" not in run_cli(capsys, "show", "#4", "--color=never")
+    assert run_cli(capsys, "show", "#4", "--color=always").startswith("\x1b[33mcommit {C4}\x1b[0m\n".format(**ids))
 
 
 def test_color_and_pager_choices() -> None:
@@ -564,6 +577,9 @@ def test_color_and_pager_choices() -> None:
     assert color_enabled("auto", tty, {"TERM": "xterm"})
     assert not color_enabled("auto", tty, {"TERM": "dumb"})
     assert not color_enabled("auto", tty, {"TERM": "xterm", "NO_COLOR": "x"})
+    assert color_enabled("auto", tty, {"TERM": "xterm", "NO_COLOR": ""})  # empty counts as unset
+    assert not color_enabled("auto", SimpleNamespace(isatty=lambda: False), {"TERM": "xterm"})  # type: ignore[arg-type]
+    assert not color_enabled("never", tty, {"TERM": "xterm"})
     assert color_enabled("always", tty, {"TERM": "dumb", "NO_COLOR": "x"})
     assert pager_command({}) == ["less", "-FRX"]
     assert pager_command({"PAGER": "more"}) == ["more"]
@@ -571,6 +587,19 @@ def test_color_and_pager_choices() -> None:
     assert pager_command({"PAGER": "more", "MEMVAULT_PAGER": ""}) is None
     assert pager_command({"PAGER": " cat "}) is None
     assert pager_command({"PAGER": "'a b' -x"}) == ["a b", "-x"]
+
+
+def test_help_lists_the_placeholders(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "2000")  # one line per paragraph
+    assert main(["log", "--help"]) == 0
+    out = capsys.readouterr().out
+    assert (
+        "--format placeholders: %H commit id, %h short id, %s subject (command and paths), %an actor, %ad date "
+        "(--date style), %ar relative date, %aI ISO 8601 date, %at Unix time, %(seq), %(actor), %(session), "
+        "%(command), %(paths), %(branch), %(findings), %n newline, %% a %, "
+        "%C(red|green|yellow|blue|magenta|cyan|bold|dim|reset) colour."
+    ) in out
+    assert "usage: memvault log [options] [REV | A..B] [[--] PATH]\n" in out
 
 
 def test_invalid_choices(ids: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:

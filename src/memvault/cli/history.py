@@ -461,11 +461,11 @@ def _view_flags(s: argparse.ArgumentParser, *, date: bool) -> None:
         )
 
 
-LOG_FORMAT_HELP = (
-    "--format placeholders: %%H commit id, %%h short id, %%s subject (command and paths), %%an actor, "
-    "%%ad date (--date style), %%ar relative date, %%aI ISO 8601 date, %%at Unix time, %%(seq), %%(actor), "
-    "%%(session), %%(command), %%(paths), %%(branch), %%(findings), %%n newline, %%%% a %%, "
-    "%%C(red|green|yellow|blue|magenta|cyan|bold|dim|reset) colour"
+LOG_FORMAT_HELP = (  # a description: argparse does not %-format it
+    "--format placeholders: %H commit id, %h short id, %s subject (command and paths), %an actor, "
+    "%ad date (--date style), %ar relative date, %aI ISO 8601 date, %at Unix time, %(seq), %(actor), "
+    "%(session), %(command), %(paths), %(branch), %(findings), %n newline, %% a %, "
+    "%C(red|green|yellow|blue|magenta|cyan|bold|dim|reset) colour"
 )
 
 
@@ -494,7 +494,7 @@ def register(sub: Any) -> None:
     s.add_argument("-n", type=count, default=None, metavar="N", help="show at most N commits (also -N)")
     s.add_argument("--skip", type=count, default=0, metavar="N", help="skip the first N matching commits")
     s.add_argument("--oneline", action="store_true", help="short id and subject (command and paths) only")
-    s.add_argument("--format", metavar="TEMPLATE", help="each commit as TEMPLATE (placeholders below)")
+    s.add_argument("--format", metavar="TEMPLATE", help="each commit as TEMPLATE (placeholders above)")
     _view_flags(s, date=True)
     _branch_flag(s)
     _json_flag(s)

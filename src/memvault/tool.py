@@ -4,7 +4,9 @@
 goes straight into ``client.beta.messages.tool_runner(..., tools=[tool])``. Every failure
 reaches the model as a ``ToolError`` with a clean message: memvault errors carry their
 protocol text; anything unexpected becomes a generic message (never ``repr(exc)``, which would
-leak host paths or content).
+leak host paths or content). ``clear_all_memory()`` (called by the application, never by the
+model) deletes everything under ``/memories`` in one commit, as the SDK's local filesystem tool
+empties its directory, but undoable with ``memvault revert``.
 """
 
 from __future__ import annotations
@@ -27,10 +29,11 @@ from anthropic.types.beta import (
 from anyio.to_thread import run_sync
 
 from .errors import InternalError, MemvaultError
+from .paths import ROOT, parse_path
 from .protocol import run_command
-from .store import AnyBranch
+from .store import AnyBranch, Transaction
 
-__all__ = ["MemoryTool", "AsyncMemoryTool"]
+__all__ = ["MemoryTool", "AsyncMemoryTool", "CLEARED"]
 
 _log = logging.getLogger("memvault")
 
@@ -46,6 +49,32 @@ def _execute(store: AnyBranch, data: object, actor: str, session: str) -> BetaFu
         raise ToolError("Error: " + str(InternalError())) from None
 
 
+#: What ``clear_all_memory`` returns, as the SDK's ``BetaLocalFilesystemMemoryTool`` does.
+CLEARED = "All memory cleared"
+
+
+class _NothingToClear(Exception):
+    """``/memories`` is empty already: no commit (never escapes this module)."""
+
+
+def _clear(store: AnyBranch, actor: str, session: str) -> str:
+    """Delete everything under ``/memories`` in one ``clear`` commit (none when it is empty)."""
+    root = parse_path(ROOT)
+
+    def apply(txn: Transaction) -> None:
+        names = txn.child_names(root)
+        if not names:
+            raise _NothingToClear
+        for name in names:
+            txn.delete(root.child(name))
+
+    try:
+        store.transact(apply, command="clear", paths=(ROOT,), actor=actor, session=session)
+    except _NothingToClear:
+        pass
+    return CLEARED
+
+
 def _as_input(command: Any) -> object:
     """A command model (or dict) as the plain dict the protocol layer validates."""
     if isinstance(command, dict):
@@ -58,6 +87,15 @@ class MemoryTool(BetaAbstractMemoryTool):
     """memvault as a synchronous ``memory_20250818`` tool.
 
     Each mutating command is one commit attributed to ``actor`` and ``session``.
+
+    Args:
+        store: the store (:class:`~memvault.MemoryStore`) or a side branch of it the model works on.
+        actor: who the commits of this tool are attributed to (``log`` shows it; encrypted in the
+            commit's metadata). Default ``"claude"``; name the agent when several share a store.
+        session: recorded with each commit, to tell one conversation's changes from another's
+            (``log --session``); default: a new random id per tool object.
+        cache_control: the prompt-caching breakpoint of the tool definition
+            (``{"type": "ephemeral"}``), passed to the SDK as is.
     """
 
     def __init__(
@@ -97,9 +135,23 @@ class MemoryTool(BetaAbstractMemoryTool):
     def rename(self, command: BetaMemoryTool20250818RenameCommand) -> BetaFunctionToolResultType:
         return self._run(command)
 
+    def clear_all_memory(self) -> str:
+        """Delete every file and directory under ``/memories`` in one commit (command ``clear``)
+        attributed to this tool's actor and session; ``memvault revert`` brings them back. An
+        empty ``/memories`` makes no commit. Returns ``"All memory cleared"``, as the SDK's local
+        filesystem tool does.
+
+        Raises:
+            MemvaultError: e.g. LockedError, StorageError (for the application: not a ToolError).
+        """
+        return _clear(self.store, self.actor, self.session)
+
 
 class AsyncMemoryTool(BetaAsyncAbstractMemoryTool):
-    """memvault as an asynchronous ``memory_20250818`` tool (work runs in a worker thread)."""
+    """memvault as an asynchronous ``memory_20250818`` tool (work runs in a worker thread).
+
+    Arguments as for :class:`MemoryTool`.
+    """
 
     def __init__(
         self,
@@ -137,3 +189,7 @@ class AsyncMemoryTool(BetaAsyncAbstractMemoryTool):
 
     async def rename(self, command: BetaMemoryTool20250818RenameCommand) -> BetaFunctionToolResultType:
         return await self._run(command)
+
+    async def clear_all_memory(self) -> str:
+        """As :meth:`MemoryTool.clear_all_memory`, in a worker thread."""
+        return await run_sync(_clear, self.store, self.actor, self.session)

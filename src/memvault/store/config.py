@@ -25,10 +25,14 @@ __all__ = [
     "record_encoding",
     "chains_key_changes",
     "prepare_store_dir",
+    "check_new_store_dir",
+    "STORE_ENTRIES",
 ]
 
 #: Marker and public configuration of a store directory.
 STORE_FILE = "memvault.json"
+#: The entries of a store directory that creating a store makes (``memvault.json`` last).
+STORE_ENTRIES = ("keys", "keyring", "repo", "access", "lock", STORE_FILE)
 #: Format version of new stores (docs/format.md): 2 writes compact binary node records, 3 also
 #: records redactions and rotations in the keyring's MAC chain, each with a commit.
 FORMAT_VERSION = 3
@@ -67,18 +71,35 @@ def prepare_store_dir(root: Path) -> None:
     Raises:
         StoreExistsError: ``root`` is a symbolic link, not a directory, a store, or not empty.
     """
-    if root.is_symlink():
-        raise StoreExistsError("Refusing to create a memory store at a symbolic link.")
-    if root.exists():
-        if not root.is_dir():
-            raise StoreExistsError("The store location exists and is not a directory.")
-        if (root / STORE_FILE).exists():
-            raise StoreExistsError("A memory store already exists at this location.")
-        if any(root.iterdir()):
-            raise StoreExistsError("The store directory is not empty.")
+    if check_new_store_dir(root):
         os.chmod(root, DIR_MODE)
     else:
         make_private_dir(root, parents=True)
+
+
+def check_new_store_dir(root: Path) -> bool:
+    """Check that a new store may be made at ``root``: absent (False) or an empty directory (True).
+
+    Raises:
+        StoreExistsError: ``root`` is a symbolic link, not a directory, a store, or not empty.
+    """
+    if root.is_symlink():
+        raise StoreExistsError("Refusing to create a memory store at a symbolic link.")
+    if not root.exists():
+        return False
+    if not root.is_dir():
+        raise StoreExistsError("The store location exists and is not a directory.")
+    if (root / STORE_FILE).exists():
+        raise StoreExistsError("A memory store already exists at this location.")
+    names = set(os.listdir(root))
+    if names & set(STORE_ENTRIES) and all(n in STORE_ENTRIES or n.startswith(".") for n in names):
+        raise StoreExistsError(
+            "The store directory is not empty: it holds what looks like an interrupted store creation "
+            f"(no {STORE_FILE}). If no store was ever made there, empty it and create the store again."
+        )
+    if names:
+        raise StoreExistsError("The store directory is not empty.")
+    return True
 
 
 def record_encoding(version: int) -> int:

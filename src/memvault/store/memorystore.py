@@ -28,7 +28,6 @@ from ..fsutil import (
     restrict_modes,
     sync_filesystem,
     syncfs_available,
-    wipe_leftovers,
 )
 from ..git.repo import GitStore
 from ..keys.keyring import Keyring
@@ -45,13 +44,16 @@ from ..paths import parse_path
 from ..remote.replica import Replica
 from ..settings import KdfParams, StoreSettings
 from ..storage.url import is_remote
+from . import upkeep
 from .access import AccessLog
 from .atimes import FILE_NAME as ATIMES_FILE
 from .atimes import AccessTimes
 from .branch import BRANCH_PREFIX, BranchStore, check_branch_name, is_branch_name
+from .building import new_store_dir
 from .commit import CommitWriter
-from .config import FORMAT_VERSION, STORE_FILE, chains_key_changes, prepare_store_dir, read_config, write_config
+from .config import FORMAT_VERSION, STORE_FILE, chains_key_changes, read_config, write_config
 from .head import Head
+from .reads import FileReads
 from .replicated import replica_for_create, replica_for_open, run_racing
 from .state import PLAINTEXT_CACHE_BYTES, OpenedCommit, StateReader, StoreState
 from .transaction import Committed, Transaction
@@ -78,11 +80,12 @@ def _meta(state: StoreState, actor: str, session: str, command: str, paths: Any 
     return CommitMeta(state.seq + 1, _now(), actor, session, command, paths, dict(findings or {}), extra=extra or {})
 
 
-class MemoryStore:
+class MemoryStore(FileReads):
     """An encrypted memory store in a directory. Thread-safe; many processes may share one.
 
     Use :meth:`create` or :meth:`open`; both take exactly one of ``passphrase`` or
-    ``key_file`` (a file holding a raw 32-byte key).
+    ``key_file`` (a file holding a raw 32-byte key). Applications read files with
+    :meth:`read_text`, :meth:`read_bytes`, :meth:`list` and :meth:`exists` (:mod:`.reads`).
     """
 
     def __init__(  # fmt: skip
@@ -178,7 +181,8 @@ class MemoryStore:
         key: str | None = None,
     ) -> MemoryStore:
         """Create a new store in directory ``path`` (created if missing; must be empty), or at an
-        empty ``s3://bucket/prefix`` or ``file:///path`` URL (object storage).
+        empty ``s3://bucket/prefix`` or ``file:///path`` URL (object storage). A failure or an
+        interruption leaves no half-made store directory (:mod:`.building`).
 
         ``lock_timeout``, ``plaintext_cache_bytes``, ``cache_dir``, ``key``: see :meth:`open`. A
         passphrase shorter than 12 characters is refused unless ``allow_weak_passphrase``.
@@ -211,21 +215,32 @@ class MemoryStore:
         fmt2 = chains_key_changes(FORMAT_VERSION)  # slot format 2: a label and a creation time
         first_slot = new_slot(store_id, unlock, master_keys, kdf, label="initial" if fmt2 else None,
                               created=int(time.time()) if fmt2 else None)  # fmt: skip
-        prepare_store_dir(root)  # after the slot: a key provider that fails leaves no directory behind
-        make_private_dir(root / "keys")
-        write_slot(root / "keys", first_slot, durable=durable)
-        Keyring.create(root / "keyring", store_id, durable=durable)
-        git = GitStore.init(root / "repo", durable=durable)
-        store = cls(root, store_id, settings, master_keys, git, _token=_PRIVATE)
+        # After the slot: a key provider that fails (or an interrupted key derivation) leaves nothing.
+        with new_store_dir(root, durable=durable, own=objects is not None) as work:
+            make_private_dir(work / "keys")
+            write_slot(work / "keys", first_slot, durable=durable)
+            Keyring.create(work / "keyring", store_id, durable=durable)
+            git = GitStore.init(work / "repo", durable=durable)
+            try:
+                store = cls(work, store_id, settings, master_keys, git, _token=_PRIVATE)
+                if objects is not None:
+                    store._attach(objects)  # before the first commit: a replica chains nothing outside commits
+                store._head.state = store._writer_of_commits.write_initial(store.format_version, _now())
+                store.access_times.create(durable=durable)
+                # dulwich honours the umask (0 is common in containers): nothing may be group/other-readable.
+                restrict_modes(work / "repo")
+                # The marker file goes last: a crash before it leaves no half-made store that opens.
+                write_config(work, store_id, settings, FORMAT_VERSION, store._keys.config, durable=durable)
+            except BaseException:
+                git.close()
+                raise
+            if work != root:
+                git.close()  # built in a sibling: opened again where it now is
+        if work != root:
+            store = cls(
+                root, store_id, settings, master_keys, GitStore(root / "repo", durable=durable), _token=_PRIVATE
+            )
         store.unlocked_slot = first_slot.slot_id
-        if objects is not None:
-            store._attach(objects)  # before the first commit: a replica chains nothing outside commits
-        store._head.state = store._writer_of_commits.write_initial(store.format_version, _now())
-        store.access_times.create(durable=durable)
-        # dulwich honours the umask (0 is common in containers): nothing may be group/other-readable.
-        restrict_modes(root / "repo")
-        # The marker file goes last: a crash before it leaves no half-made store that opens.
-        write_config(root, store_id, settings, FORMAT_VERSION, store._keys.config, durable=durable)
         return store
 
     @classmethod
@@ -323,14 +338,8 @@ class MemoryStore:
             finally:
                 self._writer_thread = None
 
-    def _sweep_leftovers(self) -> None:
-        """Wipe what crashed writers left: temporary files of atomic writes, key-slot removals and
-        keyring rewrites (they may hold wrapped keys), unfinished packs. Caller holds the writer lock."""
-        wipe_leftovers(self.root / "keys", (".json.tmp-",))
-        wipe_leftovers(self.root, (f"{STORE_FILE}.tmp-", ".keyring.rewrite-"))
-        self.git.sweep_pack_leftovers()
-        with self._state_lock:  # records of destroyed keys a redaction could not purge
-            self.keyring.purge()
+    def _sweep_leftovers(self) -> None:  # caller holds the writer lock
+        upkeep.sweep_leftovers(self.root, self.git, self.keyring, self._state_lock)
 
     def upgrade_format(self, *, actor: str = "memvault", session: str = "") -> tuple[int, int]:
         """Move the store to format version :data:`~memvault.store.config.FORMAT_VERSION`
@@ -383,23 +392,13 @@ class MemoryStore:
         merge_bytes: int | None = None,
     ) -> tuple[int, int]:
         """Store upkeep (``memvault gc``, and :meth:`close` after many writes): pack loose objects
-        (for about ``seconds``; default: all), merge the smallest packs (holding at most
-        ``merge_bytes`` together, if given), purge records of destroyed keys; every object stays
-        readable throughout (docs/format.md §7). ``wait``: seconds to wait for the writer lock
-        (default :attr:`lock_timeout`); ``keep_dirs``: keep emptied fan-out directories.
-        Returns ``(objects packed, packs merged)``."""
-        deadline = None if seconds is None else time.monotonic() + seconds
-        with self._lock.hold(timeout=wait):
-            try:
-                self.git.sweep_pack_leftovers()
-                with self._state_lock:  # records of destroyed keys an interrupted redaction left
-                    self.keyring.purge()
-                packed = self.git.pack_loose(deadline=deadline, keep_dirs=keep_dirs)
-                merged = self.git.consolidate_packs(max_bytes=merge_bytes)
-            except OSError as err:
-                raise StorageError.from_os_error(err) from None
+        and merge packs, under the writer lock (waiting at most ``wait`` s, default
+        :attr:`lock_timeout`); :func:`memvault.store.upkeep.maintain` says how. Returns
+        ``(objects packed, packs merged)``."""
+        result = upkeep.maintain(self._lock, self.git, self.keyring, self._state_lock, seconds=seconds,
+                                 wait=wait, keep_dirs=keep_dirs, merge_bytes=merge_bytes)  # fmt: skip
         self._objects_written = 0
-        return packed, merged
+        return result
 
     def note_read(self, node: Node) -> None:
         """Record that the memory tool read ``node`` (for ``expire``; :meth:`AccessLog.note_read`)."""

@@ -215,8 +215,10 @@ def read_for_edit(store: MemoryStore, path: str) -> tuple[str, bytes | None]:
 
     Raises:
         PathExistsError: a directory, or the root. InvalidInputError: a binary file.
+        InvalidPathError, SensitiveDataError: a path the memory tool would refuse.
     """
     vpath = _file_path(store, path)
+    check_path(store, vpath)  # before anyone types into an editor what could not be saved there
     with store.reading() as view:
         node = view.get(vpath)
         if node is None:

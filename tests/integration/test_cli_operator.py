@@ -305,6 +305,10 @@ def test_edit_unchanged_failed_new_and_raced(
         "memvault: /memories/chart.png is a binary file and cannot be edited as text.\n",
     )
     assert _run(capsys, "edit", "/memories/notes")[::2] == (4, "memvault: /memories/notes is a directory\n")
+    runs = len(_edits(editor))
+    expected = _tool_error(cli, {"command": "create", "path": "/memories/bob.smith@acme-corp.io.md", "file_text": ""})
+    assert _run(capsys, "edit", "/memories/bob.smith@acme-corp.io.md")[::2] == (4, expected)
+    assert len(_edits(editor)) == runs  # refused before the editor opened
 
 
 def _pty_run(

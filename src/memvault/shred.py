@@ -11,6 +11,12 @@ decrypted by anyone, including the key holder. Reading a redacted version gives
 :class:`~memvault.errors.RedactedError`; ``log`` shows it as redacted, with who and when.
 
 What can still hold copies is listed in :data:`REMAINING_COPIES` and in every result.
+
+Each erasing function chooses its versions with one selection (under the writer lock), which a
+dry run (``dry_run=True``: what would be destroyed, nothing destroyed, no commit) and the real run
+share, so the two cannot disagree; a real run given the dry run's result as ``expect`` refuses to
+destroy anything else (:class:`~memvault.errors.ConflictError` when the history changed between:
+a confirmation shown to an operator stays true).
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import InvalidInputError, PathNotFoundError
+from .errors import ConflictError, InvalidInputError, PathNotFoundError
 from .format.records import Node
 from .history import resolve, shard_diff, walk
 from .paths import parse_path
@@ -79,20 +85,30 @@ class FileVersion:
 
 @dataclass(frozen=True)
 class ShredResult:
-    """What a redaction destroyed, what it removed from the head, and what it cannot reach."""
+    """What a redaction destroyed, what it removed from the head, and what it cannot reach; for
+    a dry run (``dry_run``), what it would destroy and remove (``commit_id`` is None)."""
 
     versions: tuple[FileVersion, ...]
     removed_from_head: tuple[str, ...]
     commit_id: str | None
     remaining_copies: tuple[str, ...] = REMAINING_COPIES
+    dry_run: bool = False
+
+    @property
+    def data_keys(self) -> int:
+        """How many data keys the redaction destroys (one per version)."""
+        return len({v.dek_id for v in self.versions})
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "versions": [v.to_json() for v in self.versions],
             "removed_from_head": list(self.removed_from_head),
             "commit": self.commit_id,
             "remaining_copies": list(self.remaining_copies),
         }
+        if self.dry_run:
+            out.update(dry_run=True, data_keys=self.data_keys)
+        return out
 
 
 def _all_versions(store: MemoryStore) -> Iterator[tuple[Node, bytes, int]]:
@@ -128,31 +144,56 @@ def _shred(
     actor: str,
     session: str,
     reason: str,
+    dry_run: bool = False,
+    expect: ShredResult | None = None,
 ) -> ShredResult:
     """Choose the versions with ``select`` and destroy their keys in one critical section under
     the writer lock, so no commit can slip between the choice and the destruction (an edit made
-    meanwhile would be a new version, still holding the text, that nobody chose)."""
+    meanwhile would be a new version, still holding the text, that nobody chose). A dry run stops
+    after the choice; with ``expect``, a choice other than its versions destroys nothing."""
     if len(reason) > _MAX_REASON or len(actor) > _MAX_REASON:
         raise InvalidInputError(f"Error: The reason and actor are limited to {_MAX_REASON} characters each.")
     with store.writing():
         targets = select()
+        dek_ids = {bytes.fromhex(v.dek_id) for v in targets}
+        if expect is not None and dek_ids != {bytes.fromhex(v.dek_id) for v in expect.versions}:
+            raise ConflictError(
+                f"Error: The history changed since the redaction was planned ({len(expect.versions)} version(s), "
+                f"now {len(targets)}); nothing was redacted. Run it again."
+            )
+        if dry_run:
+            head = store.state_at(store.head[0]).nodes.values()
+            would = tuple(sorted(n.path for n in head if n.dek_id in dek_ids))
+            return ShredResult(tuple(targets), would, None, _remaining(store), dry_run=True)
         if not targets:
             return ShredResult((), (), None)
-        dek_ids = {bytes.fromhex(v.dek_id) for v in targets}
         info: dict[str, object] = {"time": time.time(), "actor": actor, "reason": reason}
         _count, live, commit_id = store.destroy_keys(dek_ids, info, actor=actor, session=session, remove_from_head=True)
-    remaining: tuple[str, ...] = REMAINING_COPIES
-    if store.remote is not None:
-        remaining += REMOTE_COPIES
-        warning = store.remote.versioning_warning()
-        remaining += (warning,) if warning else ()
-    return ShredResult(tuple(targets), live, None if commit_id is None else commit_id.decode(), remaining)
+    return ShredResult(tuple(targets), live, None if commit_id is None else commit_id.decode(), _remaining(store))
+
+
+def _remaining(store: MemoryStore) -> tuple[str, ...]:
+    """Where copies memvault cannot reach may be (:data:`REMAINING_COPIES`, and for a store in
+    object storage :data:`REMOTE_COPIES` and the bucket's versioning warning)."""
+    if store.remote is None:
+        return REMAINING_COPIES
+    warning = store.remote.versioning_warning()
+    return REMAINING_COPIES + REMOTE_COPIES + ((warning,) if warning else ())
 
 
 def shred_version(
-    store: MemoryStore, path: str, rev: str, *, actor: str = "operator", session: str = "", reason: str = ""
+    store: MemoryStore,
+    path: str,
+    rev: str,
+    *,
+    actor: str = "operator",
+    session: str = "",
+    reason: str = "",
+    dry_run: bool = False,
+    expect: ShredResult | None = None,
 ) -> ShredResult:
-    """Erase the version of ``path`` that is current at revision ``rev``."""
+    """Erase the version of ``path`` that is current at revision ``rev`` (``dry_run``,
+    ``expect``: see the module docstring)."""
     vpath = parse_path(path).text
 
     def select() -> list[FileVersion]:
@@ -164,13 +205,21 @@ def shred_version(
             raise PathNotFoundError(f"Error: The file {vpath} does not exist at revision {rev}.")
         return [target]
 
-    return _shred(store, select, actor=actor, session=session, reason=reason)
+    return _shred(store, select, actor=actor, session=session, reason=reason, dry_run=dry_run, expect=expect)
 
 
 def shred_file(
-    store: MemoryStore, path: str, *, actor: str = "operator", session: str = "", reason: str = ""
+    store: MemoryStore,
+    path: str,
+    *,
+    actor: str = "operator",
+    session: str = "",
+    reason: str = "",
+    dry_run: bool = False,
+    expect: ShredResult | None = None,
 ) -> ShredResult:
-    """Erase every version of the file(s) that ever lived at ``path``, across renames."""
+    """Erase every version of the file(s) that ever lived at ``path``, across renames
+    (``dry_run``, ``expect``: see the module docstring)."""
 
     def select() -> list[FileVersion]:
         targets = file_versions(store, path)
@@ -178,14 +227,22 @@ def shred_file(
             raise PathNotFoundError(f"Error: No version of {parse_path(path).text} exists in the history.")
         return targets
 
-    return _shred(store, select, actor=actor, session=session, reason=reason)
+    return _shred(store, select, actor=actor, session=session, reason=reason, dry_run=dry_run, expect=expect)
 
 
 def shred_matching(
-    store: MemoryStore, text: str, *, actor: str = "operator", session: str = "", reason: str = ""
+    store: MemoryStore,
+    text: str,
+    *,
+    actor: str = "operator",
+    session: str = "",
+    reason: str = "",
+    dry_run: bool = False,
+    expect: ShredResult | None = None,
 ) -> ShredResult:
     """Erase every version whose content or path contains ``text`` (str_replace and insert carry
-    old text forward, so this finds every copy in the history)."""
+    old text forward, so this finds every copy in the history; ``dry_run``, ``expect``: see the
+    module docstring)."""
     if len(text) < 4:
         raise InvalidInputError("Error: Give at least 4 characters to match, so a redaction is not accidental.")
     needle = text.encode("utf-8")
@@ -197,4 +254,4 @@ def shred_matching(
             if not node.redacted and (text in node.path or needle in store.read_node(node))
         ]
 
-    return _shred(store, select, actor=actor, session=session, reason=reason)
+    return _shred(store, select, actor=actor, session=session, reason=reason, dry_run=dry_run, expect=expect)

@@ -35,6 +35,7 @@ from .errors import (
     ConflictError,
     InvalidInputError,
     PathNotFoundError,
+    RedactedError,
 )
 from .format.records import Node
 from .history import Change, resolve
@@ -269,6 +270,13 @@ def _resolve(store: MemoryStore, rev: str | bytes) -> bytes:
     return rev if isinstance(rev, bytes) else resolve(store, rev)
 
 
+def _redacted(what: str, err: RedactedError) -> RedactedError:
+    """``err`` (``This version was redacted by A at T; ...``) said of what the command could not do."""
+    text = str(err)
+    text = text[len("Error: ") :] if text.startswith("Error: ") else text
+    return RedactedError(f"Error: {what}: {text[:1].lower()}{text[1:]}")
+
+
 # -- undo ---------------------------------------------------------------------------------------------
 
 
@@ -330,7 +338,16 @@ def restore(
     commit_id = _resolve(store, rev)
     state = store.state_at(commit_id)
     seq = store.commit_meta(commit_id).seq
+    what = f"Cannot restore {vpath.text} from {_short(commit_id)} (#{seq})"
     if not vpath.is_root and vpath.text not in state.nodes:
+        # A redacted version lost its name with its key; its token, which the path determines, stays.
+        token = store.token(vpath.text)
+        gone = next((n for n in state.nodes.values() if n.redacted and n.token == token), None)
+        if gone is not None:
+            try:
+                store.read_node(gone)
+            except RedactedError as err:
+                raise _redacted(what, err) from None
         raise PathNotFoundError(f"Error: The path {vpath.text} did not exist at revision {_short(commit_id)} (#{seq}).")
     target = {p: n for p, n in state.nodes.items() if _under(p, vpath.text)}
 
@@ -338,7 +355,10 @@ def restore(
         return {p: target.get(p) for p in set(target) | set(_subtree(txn, vpath))}
 
     note = f"Nothing to restore: {vpath.text} is already as it was at {_short(commit_id)} (#{seq})."
-    return _run_undo(store, "restore", commit_id, plan, note=note, actor=actor, session=session)
+    try:
+        return _run_undo(store, "restore", commit_id, plan, note=note, actor=actor, session=session)
+    except RedactedError as err:  # redacted since the state was read
+        raise _redacted(what, err) from None
 
 
 def rollback(store: MemoryStore, rev: str | bytes, *, actor: str = "operator", session: str = "") -> UndoResult:

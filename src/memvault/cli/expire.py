@@ -2,11 +2,15 @@
 
 One commit attributed to ``--actor`` (default ``operator``) deletes them all; ``memvault restore``
 or ``revert`` brings them back. ``--dry-run`` lists them and changes nothing.
+
+``expire --history`` crypto-shreds old versions (a redaction: it cannot be undone): ``--dry-run``
+lists them; on a terminal it shows how many and asks first (``--yes`` does not ask).
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ExitStatus
@@ -16,6 +20,7 @@ from ._common import open_store as _open
 
 if TYPE_CHECKING:
     from ..expiry import ExpireResult
+    from ..retention import ExpiredVersion
 
 __all__ = ["register", "format_result"]
 
@@ -40,24 +45,51 @@ def format_result(result: ExpireResult) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _version_line(v: ExpiredVersion) -> str:
+    shown = v.path + "/" if v.kind == "dir" else v.path
+    return f"  {terminal_safe(shown)}  version {v.version}  left the head in {v.left_commit[:10]} (#{v.left_seq})"
+
+
 def _cmd_history(args: argparse.Namespace) -> int:
+    import functools
+    import time
+
     from ..errors import InvalidInputError
     from ..expiry import parse_duration
     from ..retention import apply_retention
+    from .redact import confirm
 
     if args.unused_for or args.assume_unread:
         raise InvalidInputError("--history expires old versions; it takes --older-than, not --unused-for.")
     days = None if args.older_than is None else parse_duration(args.older_than) / 86400
     with _open(args) as store:
-        result = apply_retention(store, days, actor=args.actor, session=args.session, dry_run=args.dry_run)
+        run = functools.partial(apply_retention, store, days, actor=args.actor, session=args.session, now=time.time())
+        if args.dry_run:
+            result = run(dry_run=True)
+        elif not args.yes and sys.stdin.isatty() and sys.stderr.isatty():
+            plan = run(dry_run=True)
+            if plan.dek_ids:
+                n = len(plan.dek_ids)
+                lines = [f"This destroys the data keys of {n} old version(s); no one can read them again:"]
+                lines += [_version_line(v) for v in plan.versions[:20]]
+                lines += [f"  ... and {n - 20} more (--dry-run lists them all)"] if n > 20 else []
+                if not confirm(f"Shred {n} old version(s)?", lines):
+                    raise InvalidInputError("Not confirmed; nothing was shredded.")
+            result = run(expect=plan)
+        else:
+            result = run()
     if args.json:
         print_json(result.to_json())
     elif not result.dek_ids:
         print("No version left the head before the cutoff; nothing was shredded.")
+    elif result.dry_run:
+        print(
+            f"Would shred {len(result.dek_ids)} old version(s), destroying their data keys (dry run: nothing changed):"
+        )
+        print("\n".join(_version_line(v) for v in result.versions))
     else:
-        verb = "Would shred" if result.dry_run else "Shredded"
         commit = f" in commit {result.commit_id[:10]}" if result.commit_id else ""
-        print(f"{verb} {len(result.dek_ids)} old version(s){commit}: their data keys are destroyed.")
+        print(f"Shredded {len(result.dek_ids)} old version(s){commit}: their data keys are destroyed.")
     return ExitStatus.SUCCESS
 
 
@@ -97,7 +129,8 @@ def register(sub: Any) -> None:
         help="instead, crypto-shred versions that left the head longer ago than the store's retain_history_days",
     )
     s.add_argument("--older-than", metavar="DURATION", help="with --history: this period instead of the store's")
-    s.add_argument("--dry-run", action="store_true", help="list the files that would go; change nothing")
+    s.add_argument("--dry-run", action="store_true", help="list the files (or versions) that would go; change nothing")
+    s.add_argument("--yes", action="store_true", help="with --history: do not ask for confirmation on a terminal")
     s.add_argument(
         "--assume-unread",
         action="store_true",

@@ -7,7 +7,7 @@ import json
 import os
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -69,6 +69,8 @@ def _cmd_init(args: argparse.Namespace) -> int:
 def _cmd_keygen(args: argparse.Namespace) -> int:
     from ..crypto import new_key
 
+    if args.file == "-":
+        return _keygen_stdout(new_key)
     path = Path(args.file)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     try:
@@ -80,13 +82,47 @@ def _cmd_keygen(args: argparse.Namespace) -> int:
     return ExitStatus.SUCCESS
 
 
+def _keygen_stdout(new_key: Callable[[], bytes]) -> int:
+    """``keygen -``: the key as 64 hex digits and a newline on stdout (a valid key file), never
+    on a terminal (it would stay on screen and in the scrollback)."""
+    import stat
+
+    from ..errors import InvalidInputError
+
+    if sys.stdout.isatty():
+        raise InvalidInputError(
+            "Refusing to write a key to a terminal: redirect it (memvault keygen - > key.hex) or pipe it."
+        )
+    sys.stdout.flush()
+    fd = sys.stdout.fileno()
+    st = os.fstat(fd)
+    if stat.S_ISREG(st.st_mode) and st.st_size == 0 and st.st_mode & 0o077 and st.st_uid == os.geteuid():
+        os.fchmod(fd, stat.S_IMODE(st.st_mode) & 0o600)  # a new file the shell made for `> key.hex`
+    os.write(fd, new_key().hex().encode() + b"\n")
+    return ExitStatus.SUCCESS
+
+
+def _demo_dir(raw: str | None) -> Path:
+    """The demo's directory: a new temporary one, or ``raw`` if it is missing or an empty directory."""
+    from ..errors import StoreExistsError
+
+    if not raw:
+        return Path(tempfile.mkdtemp(prefix="memvault-demo-"))
+    base = Path(raw)
+    if base.is_symlink() or (base.exists() and not base.is_dir()):
+        raise StoreExistsError(f"The demo needs a new or empty directory; {raw} is not a directory.")
+    if base.is_dir() and any(base.iterdir()):
+        raise StoreExistsError(f"The demo needs a new or empty directory; {raw} is not empty.")
+    base.mkdir(parents=True, exist_ok=True)
+    return base
+
+
 def _cmd_demo(args: argparse.Namespace) -> int:
     from ..demo import run_demo
     from ..history import log
     from ..store import MemoryStore
 
-    base = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="memvault-demo-"))
-    base.mkdir(parents=True, exist_ok=True)
+    base = _demo_dir(args.dir)
     key_file = base / "demo.key"
     fd = os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     try:
@@ -154,10 +190,14 @@ def register(sub: Any) -> None:
     s.set_defaults(func=_cmd_init)
 
     s = sub.add_parser("keygen", help="write a new random 32-byte key file (for MEMVAULT_KEY_FILE)")
-    s.add_argument("file", help="path of the new key file (must not exist)")
+    s.add_argument(
+        "file", help="path of the new key file (must not exist), or - for 64 hex digits on stdout (not a terminal)"
+    )
     s.set_defaults(func=_cmd_keygen)
 
     s = sub.add_parser("demo", help="run the customer-service example on a new store and show its history")
-    s.add_argument("dir", nargs="?", help="directory for the demo store and key (default: a new temp directory)")
+    s.add_argument(
+        "dir", nargs="?", help="new or empty directory for the demo store and key (default: a new temp directory)"
+    )
     s.add_argument("--json", action="store_true", help="machine-readable output")
     s.set_defaults(func=_cmd_demo)

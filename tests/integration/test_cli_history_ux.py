@@ -198,6 +198,10 @@ def test_log_argument_errors(ids: dict[str, Any], capsys: pytest.CaptureFixture[
         "memvault: 'memories/a.md' is neither a revision nor a path; a path starts with /: "
         "memvault diff /memories/a.md.\n"
     )
+    assert run_cli(capsys, "show", "#1..#3", status=2) == (
+        "memvault: show takes one revision, not the range '#1..#3'; its commits: memvault log -p #1..#3; "
+        "the change across it: memvault diff #1..#3.\n"
+    )
     assert run_cli(capsys, "show", "/memories/a.md", status=2) == (
         "memvault: '/memories/a.md' is not a revision; for a file at a revision: memvault show HEAD:/memories/a.md.\n"
     )

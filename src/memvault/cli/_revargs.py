@@ -95,6 +95,11 @@ def resolve_arg(store: AnyBranch, text: str, command: str) -> bytes:
     try:
         return resolve(store, text)
     except InvalidInputError:
+        if command == "show" and ".." in text and looks_like_revision(text):
+            raise InvalidInputError(
+                f"show takes one revision, not the range {text!r}; its commits: memvault log -p {text}; "
+                f"the change across it: memvault diff {text}."
+            ) from None
         if "/" not in text or looks_like_revision(text):
             raise
         path = text if text.startswith("/") else "/" + text

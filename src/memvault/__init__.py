@@ -2,19 +2,24 @@
 
 ``MemoryStore`` is the store; ``MemoryTool`` / ``AsyncMemoryTool`` are the drop-in SDK tools;
 ``context_management()`` is the request block that pairs the memory tool with context editing.
-The tools are imported lazily so that store and CLI code never pay for importing ``anthropic``.
+
+Every name is imported on first use, so that ``import memvault`` is instant: store and CLI code
+never pay for importing ``anthropic``, and the ``memvault`` command, which must import this
+package before it runs, can turn an interrupt or an unsupported platform into one line of its
+own. memvault runs on Linux and macOS; elsewhere (Windows) using any of these names raises
+:class:`ImportError` saying so.
 """
 
 from __future__ import annotations
 
+from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
-from .context import context_management
-from .errors import MemvaultError
-from .settings import KdfParams, StoreSettings
-from .store import MemoryStore
-
 if TYPE_CHECKING:
+    from .context import context_management
+    from .errors import MemvaultError
+    from .settings import KdfParams, StoreSettings
+    from .store import MemoryStore
     from .tool import AsyncMemoryTool, MemoryTool
 
 __all__ = [
@@ -28,10 +33,26 @@ __all__ = [
 ]
 __version__ = "0.1.0"
 
+#: Where each public name lives.
+_HOMES = {
+    "MemoryStore": "store",
+    "MemoryTool": "tool",
+    "AsyncMemoryTool": "tool",
+    "StoreSettings": "settings",
+    "KdfParams": "settings",
+    "MemvaultError": "errors",
+    "context_management": "context",
+}
+
 
 def __getattr__(name: str) -> Any:
-    if name in ("MemoryTool", "AsyncMemoryTool"):
-        from . import tool
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'memvault' has no attribute {name!r}")
+    value = getattr(import_module(f"{__name__}.{home}"), name)
+    globals()[name] = value
+    return value
 
-        return getattr(tool, name)
-    raise AttributeError(f"module 'memvault' has no attribute {name!r}")
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

@@ -1,9 +1,15 @@
-"""Small durable-filesystem helpers: atomic replace, directory fsync, the store write lock."""
+"""Small durable-filesystem helpers: atomic replace, the platform's durable flush, directory
+fsync, the store write lock.
+
+memvault runs on Linux and macOS: it needs ``flock(2)`` and ``O_NOFOLLOW``. Elsewhere (Windows)
+importing this module, hence anything that opens a store, raises :class:`ImportError` with
+:data:`UNSUPPORTED_PLATFORM`.
+"""
 
 from __future__ import annotations
 
 import ctypes
-import fcntl
+import json
 import os
 import stat
 import sys
@@ -11,9 +17,21 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import LockedError, StorageError
+
+#: Why memvault refuses to load where ``fcntl`` (POSIX file locking) is missing, e.g. on Windows.
+UNSUPPORTED_PLATFORM = (
+    f"memvault runs on Linux and macOS only; this platform ({sys.platform}) lacks the POSIX file locking "
+    "(fcntl, flock) it needs to keep a store consistent."
+)
+
+try:
+    import fcntl
+except ImportError:  # Windows
+    raise ImportError(UNSUPPORTED_PLATFORM) from None
 
 __all__ = [
     "FILE_MODE",
@@ -34,6 +52,11 @@ __all__ = [
     "O_READ",
     "O_NEW_FILE",
     "opened",
+    "UNSUPPORTED_PLATFORM",
+    "durable_flush",
+    "flock_exclusive",
+    "LockHolder",
+    "set_lock_wait_notice",
 ]
 
 #: Owner read/write only: memory stores hold regulated data, and container umasks are often 0.
@@ -58,6 +81,33 @@ def opened(fd: int) -> Iterator[int]:
         yield fd
     finally:
         os.close(fd)
+
+
+def durable_flush(fd: int, *, data_only: bool = False) -> None:
+    """Make what was written to ``fd`` durable, the way this platform can.
+
+    ``fcntl(F_FULLFSYNC)`` where it exists (macOS, where ``fsync`` leaves the data in the drive's
+    volatile cache); else, with ``data_only`` (the data and the file's size matter, not its times),
+    ``fdatasync`` where it exists; else ``fsync``. A filesystem that refuses ``F_FULLFSYNC`` (some
+    network and FUSE ones) gets ``fsync``. OSError if the flush fails.
+    """
+    full = getattr(fcntl, "F_FULLFSYNC", None)
+    if full is not None:
+        try:
+            fcntl.fcntl(fd, full)
+            return
+        except OSError:
+            pass  # not supported on this filesystem: fsync below reports real I/O errors
+    fdatasync = getattr(os, "fdatasync", None) if data_only else None
+    if fdatasync is not None:
+        fdatasync(fd)
+    else:
+        os.fsync(fd)
+
+
+def flock_exclusive(fd: int) -> None:
+    """Wait for an exclusive ``flock(2)`` on ``fd`` (released when the descriptor is closed)."""
+    fcntl.flock(fd, fcntl.LOCK_EX)
 
 
 def _load_syncfs() -> Callable[[int], int] | None:
@@ -113,7 +163,7 @@ def fsync_dir(path: Path) -> None:
     """fsync a directory so a rename or create inside it survives a power loss."""
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
     try:
-        os.fsync(fd)
+        durable_flush(fd)
     finally:
         os.close(fd)
 
@@ -153,7 +203,7 @@ def wipe_file(path: Path) -> None:
         st = os.fstat(fd)
         if st.st_nlink == 1:
             pwrite_all(fd, bytes(st.st_size), 0)
-            os.fsync(fd)
+            durable_flush(fd)
     finally:
         os.close(fd)
     os.unlink(doomed)
@@ -265,7 +315,7 @@ def install_file(fd: int, tmp: str | Path, final: str | Path, data: bytes, *, fs
         try:
             write_all(fd, data)
             if fsync:
-                os.fsync(fd)
+                durable_flush(fd)
         finally:
             os.close(fd)
         os.replace(tmp, final)
@@ -277,6 +327,48 @@ def install_file(fd: int, tmp: str | Path, final: str | Path, data: bytes, *, fs
         raise
 
 
+@dataclass(frozen=True)
+class LockHolder:
+    """Who holds a store's writer lock, as its lock file says: a process id and a host name."""
+
+    pid: int
+    host: str
+
+    def __str__(self) -> str:
+        return f"pid {self.pid} on {self.host}"
+
+
+#: Most bytes of a lock file that are read for its holder (one short JSON line).
+_HOLDER_MAX_BYTES = 512
+
+#: ``(callback, after)`` of :func:`set_lock_wait_notice`, or None.
+_wait_notice: tuple[Callable[[LockHolder | None, float], None], float] | None = None
+
+
+def set_lock_wait_notice(callback: Callable[[LockHolder | None, float], None] | None, *, after: float = 1.0) -> None:
+    """Have ``callback(holder, timeout)`` called once whenever a writer of this process has
+    waited ``after`` seconds for a store's writer lock and still waits (``holder``: who the lock
+    file names, or None; ``timeout``: seconds the writer waits in all). The library never prints:
+    the command line installs one that tells the person at the terminal. None removes it. The
+    callback runs on the waiting thread; an exception it raises ends the wait."""
+    global _wait_notice
+    _wait_notice = None if callback is None else (callback, after)
+
+
+def _host_name() -> str:
+    return os.uname().nodename
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # exists, owned by someone else
+    return True
+
+
 class StoreLock:
     """The store-wide writer lock: ``flock`` on a lock file, plus a thread lock.
 
@@ -284,6 +376,12 @@ class StoreLock:
     stale lock behind, and a live holder is never overridden: there is no age or PID heuristic
     that could steal it. Separate ``open()`` calls get separate lock descriptions, so threads of
     one process exclude each other too; the thread lock keeps them from spinning.
+
+    While it holds the lock, a writer keeps one line of JSON in the lock file naming itself
+    (``{"host": ..., "pid": ...}``), emptied again before the lock is released: only to tell a
+    waiting writer (:func:`set_lock_wait_notice`) and ``memvault status`` who holds it
+    (:meth:`holder`). The lock never depends on it; an empty file (older memvault versions, or
+    between writers) names nobody.
 
     Waiting is bounded by ``timeout`` seconds in all (thread lock and ``flock`` together); then
     :class:`~memvault.errors.LockedError` says how long the caller waited. A lock file that
@@ -302,6 +400,27 @@ class StoreLock:
             waited=waited,
         )
 
+    def holder(self) -> LockHolder | None:
+        """Who the lock file names as holding the lock: None if it names nobody (no writer, a
+        writer of an older memvault version, a file that does not parse) or a process of this host
+        that no longer exists. Advisory: the holder may have finished meanwhile."""
+        try:
+            data = read_bounded(self._path, _HOLDER_MAX_BYTES)
+        except OSError:
+            return None
+        try:
+            obj = json.loads(data)
+        except ValueError:
+            return None
+        if not isinstance(obj, dict):
+            return None
+        pid, host = obj.get("pid"), obj.get("host")
+        if not (isinstance(pid, int) and not isinstance(pid, bool) and pid > 0 and isinstance(host, str) and host):
+            return None
+        if host == _host_name() and not _alive(pid):
+            return None
+        return LockHolder(pid, host[:255])
+
     @contextmanager
     def hold(self, timeout: float | None = None) -> Iterator[None]:
         """Hold the lock, waiting at most ``timeout`` seconds (default: the lock's timeout)."""
@@ -317,17 +436,33 @@ class StoreLock:
             try:
                 self._acquire(fd, start, limit)
                 try:
+                    self._name_holder(fd)
                     yield
                 finally:
+                    try:
+                        os.ftruncate(fd, 0)
+                    except OSError:
+                        pass  # a stale name is told apart by its pid
                     fcntl.flock(fd, fcntl.LOCK_UN)
             finally:
                 os.close(fd)
         finally:
             self._thread_lock.release()
 
+    @staticmethod
+    def _name_holder(fd: int) -> None:
+        """Write this process's pid and host into the lock file (best effort, never synced)."""
+        line = json.dumps({"host": _host_name(), "pid": os.getpid()}, sort_keys=True).encode() + b"\n"
+        try:
+            os.ftruncate(fd, 0)
+            pwrite_all(fd, line, 0)
+        except OSError:
+            pass  # no space, a read-only file: the lock itself holds
+
     def _acquire(self, fd: int, start: float, timeout: float) -> None:
         deadline = start + timeout
         delay = 0.0005
+        notice = _wait_notice
         while True:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -336,5 +471,8 @@ class StoreLock:
                 now = time.monotonic()
                 if now >= deadline:
                     raise self._locked(start) from None
+                if notice is not None and now - start >= notice[1]:
+                    callback, notice = notice[0], None
+                    callback(self.holder(), timeout)
                 time.sleep(min(delay, deadline - now))
                 delay = min(delay * 2, 0.02)

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..errors import IntegrityError
-from ..fsutil import DIR_MODE, fsync_dir, private_dir, pwrite_all, read_bounded, write_all
+from ..fsutil import DIR_MODE, durable_flush, fsync_dir, private_dir, pwrite_all, read_bounded, write_all
 from .objects import is_hex_id
 
 __all__ = ["BRANCH_NAME", "Branch"]
@@ -101,7 +101,7 @@ class Branch:
             try:
                 write_all(fd, new + b"\n")  # a short write (disk filling up) must not truncate the branch
                 if sync:
-                    os.fsync(fd)
+                    durable_flush(fd)
             finally:
                 os.close(fd)
         except BaseException:
@@ -148,7 +148,7 @@ class Branch:
             try:
                 pwrite_all(fd, new + b"\n", 0)
                 if self._durable and not self._syncfs:
-                    os.fdatasync(fd)
+                    durable_flush(fd, data_only=True)
             except OSError:
                 try:  # put the old value back, so that a failing lock protocol leaves it too
                     pwrite_all(fd, old + b"\n", 0)

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from .. import crypto
 from ..errors import IntegrityError, MemvaultError, RollbackDetectedError, read_failure
-from ..fsutil import FILE_MODE, fsync_dir, opened, pwrite_all, wipe_file, write_all
+from ..fsutil import FILE_MODE, durable_flush, fsync_dir, opened, pwrite_all, wipe_file, write_all
 from . import framing as fr
 from .framing import commit_fields, frame_records
 
@@ -132,7 +132,7 @@ class Keyring:
         try:
             write_all(fd, fr.HEADER.pack(fr.MAGIC, fr.VERSION, store_id))  # a short write is not an error
             if durable:
-                os.fsync(fd)
+                durable_flush(fd)
         finally:
             os.close(fd)
         if durable:
@@ -440,7 +440,7 @@ class Keyring:
                 os.lseek(fd, start, os.SEEK_SET)
                 write_all(fd, records)
                 if durable:
-                    os.fdatasync(fd)
+                    durable_flush(fd, data_only=True)
             except BaseException:
                 self._undo_append(fd, start, durable=durable)
                 raise
@@ -468,7 +468,7 @@ class Keyring:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, FILE_MODE)
         try:
             write_all(fd, data)
-            os.fsync(fd)
+            durable_flush(fd)
         finally:
             os.close(fd)
         os.replace(tmp, self._path)
@@ -480,7 +480,7 @@ class Keyring:
         try:
             os.ftruncate(fd, start)
             if durable:
-                os.fdatasync(fd)
+                durable_flush(fd, data_only=True)
         except OSError:
             pass  # whatever stayed is a torn tail or complete records: the re-read below tells
         self._reset()
@@ -618,7 +618,7 @@ class Keyring:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, FILE_MODE)
         try:
             write_all(fd, b"".join(out))
-            os.fsync(fd)
+            durable_flush(fd)
         finally:
             os.close(fd)
         old_fd = os.open(self._path, os.O_WRONLY | os.O_NOFOLLOW)
@@ -628,7 +628,7 @@ class Keyring:
             if os.fstat(old_fd).st_nlink == 0:  # another hard link (a snapshot) keeps it whole
                 for start, end in wipe:
                     pwrite_all(old_fd, bytes(end - start), start)
-                os.fsync(old_fd)
+                durable_flush(old_fd)
         finally:
             os.close(old_fd)
         self._reset()

@@ -137,8 +137,9 @@ def read_key_file(path: str | os.PathLike[str]) -> bytes:
     """Read a key file: 32 raw bytes, or 64 hex digits with an optional trailing newline.
 
     Raises:
-        KeyUnavailableError: it cannot be read, holds something else, or is a regular file that
-            group or others may access (as ssh refuses such a private key: ``chmod 600`` it).
+        KeyUnavailableError: it does not exist, may not be read (permission), is not a file (a
+            directory), cannot be read, holds something else, or is a regular file that group or
+            others may access (as ssh refuses such a private key: ``chmod 600`` it).
     """
     try:
         with open(path, "rb") as f:  # may be a pipe (process substitution): no mode to check then
@@ -149,8 +150,14 @@ def read_key_file(path: str | os.PathLike[str]) -> bytes:
                     "make it private to its owner (chmod 600) and try again."
                 )
             data = f.read(_MAX_KEY_FILE_BYTES + 1)
-    except OSError:
-        raise KeyUnavailableError("The key file cannot be read.") from None
+    except (FileNotFoundError, NotADirectoryError):
+        raise KeyUnavailableError("The key file does not exist.") from None
+    except PermissionError:
+        raise KeyUnavailableError("The key file cannot be read: permission denied.") from None
+    except IsADirectoryError:
+        raise KeyUnavailableError("The key file is a directory, not a file.") from None
+    except OSError as err:
+        raise KeyUnavailableError(f"The key file cannot be read ({err.strerror or 'I/O error'}).") from None
     if len(data) == crypto.KEY_SIZE:
         return data
     text = data.strip()

@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import os
 import secrets
@@ -13,7 +12,16 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from ..errors import ServiceError
-from ..fsutil import FILE_MODE, O_NEW_FILE, fsync_dir, make_private_dir, opened, write_all
+from ..fsutil import (
+    FILE_MODE,
+    O_NEW_FILE,
+    durable_flush,
+    flock_exclusive,
+    fsync_dir,
+    make_private_dir,
+    opened,
+    write_all,
+)
 from .base import ObjectInfo, check_key
 
 __all__ = ["DirectoryObjects"]
@@ -58,7 +66,7 @@ class DirectoryObjects:
         with opened(os.open(tmp, O_NEW_FILE, FILE_MODE)) as fd:
             write_all(fd, data)
             if self._durable:
-                os.fsync(fd)
+                durable_flush(fd)
         return tmp
 
     def create(self, key: str, data: bytes) -> str | None:
@@ -147,7 +155,7 @@ class DirectoryObjects:
         exclude each other (a delete between a swap's check and its rename would be undone)."""
         _ensure_dir(directory)
         with opened(os.open(directory / ".swap-lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, FILE_MODE)) as fd:
-            fcntl.flock(fd, fcntl.LOCK_EX)
+            flock_exclusive(fd)
             yield
 
     def versioning(self) -> str | None:

@@ -50,7 +50,10 @@ def test_missing_store_missing_key_and_usage(
     env: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     assert main(["--store", str(tmp_path / "nowhere"), "log"]) == 10
-    assert capsys.readouterr().err == "memvault: No memory store exists at this location.\n"
+    assert capsys.readouterr().err == (
+        f"memvault: No memory store exists at {tmp_path / 'nowhere'} (--store).\n"
+        "hint: create a store there with 'memvault init', or name an existing one with --store or $MEMVAULT_STORE\n"
+    )
     monkeypatch.delenv("MEMVAULT_PASSPHRASE")
     monkeypatch.setattr("sys.stdin.isatty", lambda: False)
     assert main(["log"]) == 12

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from ..errors import KeyUnavailableError
+from ..errors import InvalidInputError, KeyUnavailableError
 
 if TYPE_CHECKING:
     from ..store import MemoryStore
@@ -25,8 +25,13 @@ __all__ = [
     "ENV_STORE",
     "ENV_PASSPHRASE",
     "ENV_KEY_FILE",
+    "ENV_KEY",
+    "ENV_LOCK_TIMEOUT",
+    "ENV_DEBUG",
     "store_path",
     "credentials",
+    "ask_secret",
+    "lock_timeout",
     "open_store",
     "fmt_time",
     "print_json",
@@ -40,6 +45,8 @@ ENV_STORE = "MEMVAULT_STORE"
 ENV_PASSPHRASE = "MEMVAULT_PASSPHRASE"  # noqa: S105 (a variable name, not a secret)
 ENV_KEY_FILE = "MEMVAULT_KEY_FILE"
 ENV_KEY = "MEMVAULT_KEY"
+ENV_LOCK_TIMEOUT = "MEMVAULT_LOCK_TIMEOUT"
+ENV_DEBUG = "MEMVAULT_DEBUG"
 
 
 def store_path(args: argparse.Namespace) -> str | Path:
@@ -53,7 +60,10 @@ def store_path(args: argparse.Namespace) -> str | Path:
 
 def credentials(*, confirm: bool = False, prompt: str = "memvault passphrase: ") -> dict[str, Any]:
     """Keyword arguments for ``MemoryStore.create/open``: a key provider's URI, a key file or a
-    passphrase."""
+    passphrase. A variable that is set but empty is an error that says so (never a silent prompt)."""
+    for name in (ENV_KEY, ENV_PASSPHRASE, ENV_KEY_FILE):
+        if name in os.environ and not os.environ[name]:
+            raise KeyUnavailableError(f"{name} is set but empty: give it a value, or unset it.")
     key_file = os.environ.get(ENV_KEY_FILE)
     passphrase = os.environ.get(ENV_PASSPHRASE)
     key = os.environ.get(ENV_KEY)
@@ -67,17 +77,63 @@ def credentials(*, confirm: bool = False, prompt: str = "memvault passphrase: ")
         return {"passphrase": passphrase}
     if not sys.stdin.isatty():
         raise KeyUnavailableError(f"No key: set {ENV_KEY}, {ENV_PASSPHRASE} or {ENV_KEY_FILE}, or run on a terminal.")
-    first = getpass.getpass(prompt)
-    if confirm and getpass.getpass("repeat passphrase: ") != first:
+    first = ask_secret(prompt)
+    if confirm and ask_secret("repeat passphrase: ") != first:
         raise KeyUnavailableError("The passphrases do not match.")
     return {"passphrase": first}
 
 
+def ask_secret(prompt: str) -> str:
+    """Read a secret at the terminal without echo. Ctrl-C ends the prompt's line before the
+    interrupt goes on (the shell's next prompt starts on a line of its own); end of input is
+    :class:`KeyUnavailableError`."""
+    try:
+        return getpass.getpass(prompt)
+    except KeyboardInterrupt:
+        _end_prompt_line()
+        raise
+    except EOFError:
+        _end_prompt_line()
+        raise KeyUnavailableError("No passphrase: the input ended.") from None
+
+
+def _end_prompt_line() -> None:
+    try:  # the prompt and the echoed ^C are on the terminal, wherever stderr goes
+        with open("/dev/tty", "w") as tty:
+            tty.write("\n")
+    except OSError:
+        sys.stderr.write("\n")
+        sys.stderr.flush()
+
+
+def lock_timeout(args: argparse.Namespace) -> float | None:
+    """``--lock-timeout``, else ``$MEMVAULT_LOCK_TIMEOUT``: seconds a writer waits for the store's
+    lock; None for the library's default."""
+    seconds = getattr(args, "lock_timeout", None)
+    if seconds is None:
+        raw = os.environ.get(ENV_LOCK_TIMEOUT, "").strip()
+        if not raw:
+            return None
+        try:
+            seconds = float(raw)
+        except ValueError:
+            raise InvalidInputError(f"{ENV_LOCK_TIMEOUT} must be a number of seconds.") from None
+        what = ENV_LOCK_TIMEOUT
+    else:
+        what = "--lock-timeout"
+    if not 0 <= seconds < float("inf"):
+        raise InvalidInputError(f"{what} must be a number of seconds, 0 or more.")
+    return float(seconds)
+
+
 def open_store(args: argparse.Namespace) -> MemoryStore:
-    """Open the store the arguments and environment point at."""
+    """Open the store the arguments and environment point at (waiting for its lock as
+    :func:`lock_timeout` says)."""
     from ..store import MemoryStore
 
-    return MemoryStore.open(store_path(args), **credentials())
+    timeout = lock_timeout(args)
+    extra: dict[str, Any] = {} if timeout is None else {"lock_timeout": timeout}
+    return MemoryStore.open(store_path(args), **extra, **credentials())
 
 
 def fmt_time(t: float) -> str:

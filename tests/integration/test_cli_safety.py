@@ -357,6 +357,11 @@ def test_demo_refuses_a_non_empty_directory(tmp_path: Path, capsys: pytest.Captu
     assert json.loads(capsys.readouterr().err)["error"] == (
         f"The demo needs a new or empty directory; {a_file} is not a directory."
     )
+    link = tmp_path / "link"
+    link.symlink_to(tmp_path / "elsewhere", target_is_directory=True)
+    assert main(["demo", str(link)]) == 4
+    assert capsys.readouterr().err == f"memvault: The demo needs a new or empty directory; {link} is a symbolic link.\n"
+    assert not (tmp_path / "elsewhere").exists()
     empty = tmp_path / "empty"
     empty.mkdir()
     assert main(["demo", str(empty), "--json"]) == 0

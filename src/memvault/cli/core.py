@@ -109,7 +109,9 @@ def _demo_dir(raw: str | None) -> Path:
     if not raw:
         return Path(tempfile.mkdtemp(prefix="memvault-demo-"))
     base = Path(raw)
-    if base.is_symlink() or (base.exists() and not base.is_dir()):
+    if base.is_symlink():
+        raise StoreExistsError(f"The demo needs a new or empty directory; {raw} is a symbolic link.")
+    if base.exists() and not base.is_dir():
         raise StoreExistsError(f"The demo needs a new or empty directory; {raw} is not a directory.")
     if base.is_dir() and any(base.iterdir()):
         raise StoreExistsError(f"The demo needs a new or empty directory; {raw} is not empty.")

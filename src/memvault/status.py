@@ -126,20 +126,16 @@ class StoreStatus:
 
 
 def _lock_status(store: MemoryStore) -> LockStatus:
-    """Whether another writer holds the store's lock now (probed without waiting)."""
+    """Whether another writer holds the store's lock now (probed without waiting), and who, as
+    its lock file says (:meth:`~memvault.fsutil.StoreLock.holder`)."""
     probe = StoreLock(store.root / "lock", timeout=0.0)
     try:
         with probe.hold():
             return LockStatus(held=False)
     except LockedError:
         pass
-    holder = getattr(probe, "holder", None)  # the lock file's pid/host, where fsutil records them
-    info = holder() if callable(holder) else None
-    pid = getattr(info, "pid", None)
-    host = getattr(info, "host", None)
-    return LockStatus(
-        held=True, pid=pid if isinstance(pid, int) else None, host=host if isinstance(host, str) else None
-    )
+    holder = probe.holder()
+    return LockStatus(held=True) if holder is None else LockStatus(held=True, pid=holder.pid, host=holder.host)
 
 
 def store_status(store: MemoryStore, location: str | None = None) -> StoreStatus:

@@ -17,7 +17,6 @@ from conftest import FAST_KDF
 from memvault import keymgmt
 from memvault.cli import main
 from memvault.cli._common import fmt_time
-from memvault.fsutil import StoreLock
 
 
 @pytest.fixture
@@ -104,6 +103,14 @@ def test_status_of_a_local_store(
     assert json.loads(capsys.readouterr().out)["location"] == str(cli)
 
 
+OLD_WRITER = """
+import fcntl, os, sys
+fd = os.open(os.path.join(sys.argv[1], "lock"), os.O_RDWR | os.O_CREAT, 0o600)
+fcntl.flock(fd, fcntl.LOCK_EX)  # as a writer of an older memvault: the lock file names nobody
+print("HELD", flush=True)
+sys.stdin.readline()
+"""
+
 HOLDER = """
 import os, sys, time
 import memvault
@@ -114,10 +121,10 @@ with s.writing():
 """
 
 
-def test_status_names_the_lock_holder(cli: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["init"]) == 0
+def _lock_seen(cli: Path, capsys: pytest.CaptureFixture[str], program: str) -> tuple[int, list[str], dict[str, object]]:
+    """(the holder's pid, status's Lock line, --json's lock) while ``program`` holds the lock."""
     holder = subprocess.Popen(
-        [sys.executable, "-c", HOLDER, str(cli)],
+        [sys.executable, "-c", program, str(cli)],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
@@ -134,13 +141,18 @@ def test_status_names_the_lock_holder(cli: Path, capsys: pytest.CaptureFixture[s
         if holder.stdin is not None:
             holder.stdin.close()
         holder.wait(timeout=10)
-    if hasattr(StoreLock, "holder"):  # the lock file names its holder
-        host = os.uname().nodename
-        assert lock_line == [f"Lock:        held by pid {holder.pid} on {host}"]
-        assert lock == {"held": True, "pid": holder.pid, "host": host}
-    else:
-        assert lock_line == ["Lock:        held by another writer (holder unknown)"]
-        assert lock == {"held": True, "pid": None, "host": None}
+    return holder.pid, lock_line, lock
+
+
+def test_status_names_the_lock_holder(cli: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["init"]) == 0
+    pid, line, lock = _lock_seen(cli, capsys, HOLDER)
+    host = os.uname().nodename  # the lock file names its holder
+    assert line == [f"Lock:        held by pid {pid} on {host}"]
+    assert lock == {"held": True, "pid": pid, "host": host}
+    pid, line, lock = _lock_seen(cli, capsys, OLD_WRITER)
+    assert line == ["Lock:        held by another writer (holder unknown)"]
+    assert lock == {"held": True, "pid": None, "host": None}
     assert main(["status", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["lock"] == {"held": False, "pid": None, "host": None}
 

@@ -201,7 +201,7 @@ def run(argv: Sequence[str] | None = None) -> int:
     """Run one command line; return its exit status (see :class:`ExitStatus`)."""
     args_list = list(argv) if argv is not None else sys.argv[1:]
     as_json = _json_requested(args_list)
-    verbose = os.environ.get(ENV_DEBUG, "") not in ("", "0") or bool({"-v", "--verbose"} & set(args_list))
+    verbose = os.environ.get(ENV_DEBUG, "") not in ("", "0")
     args: argparse.Namespace | None = None
     try:
         try:
@@ -215,7 +215,7 @@ def run(argv: Sequence[str] | None = None) -> int:
             sys.stdout.flush()
             return int(done.code or 0)
         as_json = bool(args.json)
-        verbose = verbose or bool(args.verbose)
+        verbose = verbose or bool(getattr(args, "verbose", False))  # a command's own -v is not ours
         if args.version:
             print(f"memvault {version()}")
             return ExitStatus.SUCCESS

@@ -30,6 +30,10 @@ _SLOT = re.compile(r"[0-9a-f]{32}\.json")
 _TMP = re.compile(r"tmp-\d+-\d+|rewrite-\d+")
 
 
+#: The hidden sibling a new store is built in before it is renamed into place.
+_BUILDING = re.compile(r"\.([^/]+)\.memvault-init-[0-9a-z_]+")
+
+
 def label(rel: str) -> str:
     """A step's path without random parts (object and pack ids, temporary names, slot ids,
     pids), for readable reports."""
@@ -38,6 +42,7 @@ def label(rel: str) -> str:
     rel = _HEX_OBJ.sub("objects/<obj>", rel)
     rel = _HEX_DIR.sub("objects/<xx>", rel)
     rel = _SLOT.sub("<slot>.json", rel)
+    rel = _BUILDING.sub(r".\1.memvault-init-<n>", rel)
     return _TMP.sub("tmp", rel)
 
 

@@ -767,17 +767,27 @@ def test_leftovers_of_a_killed_writer_are_wiped_by_the_next_writer(
     assert_clean(open_store(path))
 
 
-def test_faults_while_creating_a_store(tmp_path: Path) -> None:
+@pytest.mark.parametrize("in_place", [False, True], ids=["new-directory", "empty-directory"])
+def test_faults_while_creating_a_store(tmp_path: Path, in_place: bool) -> None:
     """A fault at each kind of step of store creation (key slot, keyring, git repository, first
-    commit, memvault.json): a clear error, and the directory is either no store at all or a
-    complete one that opens and verifies."""
-    steps = dry_run(tmp_path / "dry", lambda: make_store(tmp_path / "dry"))
+    commit, memvault.json, the rename into place): a clear error, and the directory is either no
+    store at all or a complete one that opens and verifies. A new directory is built in a hidden
+    sibling and renamed into place; an existing empty one is built in place."""
+
+    def target(name: str) -> Path:
+        (tmp_path / name).mkdir()
+        if in_place:
+            (tmp_path / name / "s").mkdir()
+        return tmp_path / name / "s"
+
+    dry = target("dry")
+    steps = dry_run(tmp_path / "dry", lambda: make_store(dry))
     picks = chosen(steps, every=False)
     assert len(picks) > 10
     complete = 0
     for n, pick in enumerate(picks):
-        path = tmp_path / f"c{n}"
-        injector = Injector(path, fail_on=pick, err=ERRNOS[n % 3])
+        path = target(f"c{n}")
+        injector = Injector(path.parent, fail_on=pick, err=ERRNOS[n % 3])
         failed: MemvaultError | None = None
         with injector.active():
             try:
@@ -793,9 +803,14 @@ def test_faults_while_creating_a_store(tmp_path: Path) -> None:
             store = open_store(path)
         except memvault.errors.StoreNotFoundError:
             assert failed is not None
+            # nothing half-made is left: the target is gone (new directory) or empty again
+            assert (sorted(p.name for p in path.iterdir()) == []) if in_place else not path.exists()
+            assert [p.name for p in path.parent.iterdir() if p.name != path.name] == []  # no hidden sibling
+            make_store(path).close()  # and creating the store again works
             continue
         complete += 1
         assert read_state(store) == {}
         assert_clean(store)
         run(store, {"command": "create", "path": "/memories/a.txt", "file_text": "a"})
-    assert complete >= 1  # faults after the marker file was renamed into place leave a whole store
+    if not in_place:
+        assert complete >= 1  # faults after the store was renamed into place leave a whole store

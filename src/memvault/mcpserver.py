@@ -64,7 +64,7 @@ from mcp.types import CallToolResult, ContentBlock, ImageContent, TextContent, T
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .errors import InternalError, InvalidInputError, MemvaultError
-from .fsutil import O_NEW_FILE, O_READ, make_private_dir, opened, write_all
+from .fsutil import O_NEW_FILE, O_READ, durable_flush, make_private_dir, opened, write_all
 from .history import blame, diff, format_diff, iter_log, resolve
 from .protocol import ToolResult, run_command
 from .store import MemoryStore
@@ -558,7 +558,7 @@ def load_or_create_token(path: Path) -> tuple[str, bool]:
         return _read_token(path), False
     with opened(fd):
         write_all(fd, (token + "\n").encode("ascii"))
-        os.fsync(fd)
+        durable_flush(fd)
     return token, True
 
 

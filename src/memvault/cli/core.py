@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ExitStatus
+from ..fsutil import durable_flush
 from ..settings import StoreSettings
 from ._common import credentials as _credentials
 from ._common import store_path as _store_path
@@ -75,7 +76,7 @@ def _cmd_keygen(args: argparse.Namespace) -> int:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     try:
         os.write(fd, new_key())
-        os.fsync(fd)
+        durable_flush(fd)
     finally:
         os.close(fd)
     print(f"Wrote a new 32-byte key to {path} (mode 0600). Keep a copy somewhere safe: without it the store is lost.")

@@ -6,13 +6,12 @@ A new passphrase comes from ``$MEMVAULT_NEW_PASSPHRASE`` or a prompt (asked twic
 from __future__ import annotations
 
 import argparse
-import getpass
 import os
 import sys
 from typing import Any
 
 from ..errors import ExitStatus, InvalidInputError, KeyUnavailableError
-from ._common import fmt_time, open_store, print_json, progress_bar, terminal_safe
+from ._common import ask_secret, fmt_time, open_store, print_json, progress_bar, terminal_safe
 
 __all__ = ["register"]
 
@@ -25,8 +24,8 @@ def _new_passphrase() -> str:
         return value
     if not sys.stdin.isatty():
         raise KeyUnavailableError(f"No new passphrase: set {ENV_NEW_PASSPHRASE} or run on a terminal.")
-    first = getpass.getpass("new passphrase: ")
-    if not first or getpass.getpass("repeat new passphrase: ") != first:
+    first = ask_secret("new passphrase: ")
+    if not first or ask_secret("repeat new passphrase: ") != first:
         raise KeyUnavailableError("The new passphrases are empty or do not match.")
     return first
 
@@ -107,10 +106,11 @@ def _cmd_remove(args: argparse.Namespace) -> int:
 def _cmd_rotate(args: argparse.Namespace) -> int:
     from ..keymgmt import rotate
     from ..store import MemoryStore
-    from ._common import credentials, store_path
+    from ._common import credentials, lock_timeout, store_path
 
     creds = credentials()
-    with MemoryStore.open(store_path(args), **creds) as store:
+    extra: dict[str, Any] = {} if (timeout := lock_timeout(args)) is None else {"lock_timeout": timeout}
+    with MemoryStore.open(store_path(args), **creds, **extra) as store:
         result = rotate(
             store, drop_other_slots=args.drop_other_slots, progress=progress_bar("re-wrapping data keys"), **creds
         )

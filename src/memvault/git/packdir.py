@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from ..errors import IntegrityError
-from ..fsutil import DIR_MODE, O_NEW_FILE, fsync_dir, install_file, private_dir, write_all
+from ..fsutil import DIR_MODE, O_NEW_FILE, durable_flush, fsync_dir, install_file, private_dir, write_all
 from .objects import MAX_OBJECT_BYTES, TYPE_NAMES, GitObject
 from .pack import build_pack, entry_header, pack_index
 from .packread import PackReader, checked_pack_entries
@@ -262,7 +262,7 @@ class PackDirectory:
             try:
                 new_index, checksum = self._copy_entries(fd, sources, count, seen)
                 if fsync:
-                    os.fsync(fd)
+                    durable_flush(fd)
             finally:
                 os.close(fd)
             base = f"{self._pack_base}/{_PACK_PREFIX}{checksum.hex()}"

@@ -349,15 +349,18 @@ def test_tool_works_after_crash(prepared: tuple[Path, State, int], template: Any
 
 @pytest.mark.parametrize("when", ["before", "after"])
 def test_crash_while_creating_a_store(tmp_path: Path, when: str) -> None:
-    """Dying at the atomic write of ``memvault.json``: no store, or a complete working one."""
+    """Dying at the atomic write of ``memvault.json``, before or after it: a new store is built in
+    a hidden sibling and renamed into place last, so either way there is no store at the path,
+    and creating one there works (the sibling a killed process leaves is inert)."""
     path = tmp_path / "store"
     proc = run_child("create-crash", str(path), when)
     assert proc.returncode == EXIT_CRASHED, proc.stderr
-    if when == "before":
-        with pytest.raises(StoreNotFoundError):
-            open_store(path)
-        return
-    store = open_store(path)
+    with pytest.raises(StoreNotFoundError):
+        open_store(path)
+    assert not path.exists()
+    [left] = [p.name for p in tmp_path.iterdir()]
+    assert left.startswith(".store.memvault-init-")
+    store = make_store(path)
     assert read_state(store) == {}
     run(store, NEXT)
     assert read_state(open_store(path)) == with_next({})

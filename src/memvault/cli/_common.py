@@ -146,9 +146,10 @@ def print_json(obj: object) -> None:
 
 
 def use_color(stream: TextIO | None = None) -> bool:
-    """Colour only on a terminal, and never when ``NO_COLOR`` is set."""
+    """Colour only on a terminal, never when ``NO_COLOR`` is set (not empty) or ``TERM`` is
+    ``dumb`` (as the history commands' ``--color=auto``)."""
     stream = stream or sys.stdout
-    return stream.isatty() and "NO_COLOR" not in os.environ
+    return stream.isatty() and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
 
 
 _CODES = {"red": "31", "green": "32", "yellow": "33", "cyan": "36", "bold": "1", "dim": "2"}

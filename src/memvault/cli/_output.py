@@ -35,6 +35,7 @@ __all__ = [
     "ENV_PAGER",
     "DEFAULT_PAGER",
     "COLOR_CHOICES",
+    "add_color_flags",
     "DATE_STYLES",
     "color_enabled",
     "pager_command",
@@ -52,6 +53,21 @@ DATE_STYLES = ("local", "iso", "relative")
 
 
 # -- colour ----------------------------------------------------------------------------------------
+
+
+def add_color_flags(parser: Any, *, what: str = "colour") -> None:
+    """Give ``parser`` ``--color[=WHEN]`` (auto, always, never; default auto) and ``--no-color``."""
+    parser.add_argument(
+        "--color",
+        nargs="?",
+        const="always",
+        default="auto",
+        choices=COLOR_CHOICES,
+        metavar="WHEN",
+        help=f"{what}: auto (a terminal, NO_COLOR unset, TERM not dumb; the default), always (also --color "
+        "alone) or never",
+    )
+    parser.add_argument("--no-color", dest="color", action="store_const", const="never", help="same as --color=never")
 
 
 def color_enabled(when: str, stream: TextIO | None = None, env: Mapping[str, str] | None = None) -> bool:

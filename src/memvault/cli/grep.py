@@ -13,7 +13,7 @@ from typing import Any
 from ..errors import ExitStatus
 from ._common import open_store, print_json, terminal_safe
 from ._logfmt import paint
-from ._output import COLOR_CHOICES, color_enabled
+from ._output import add_color_flags, color_enabled
 
 __all__ = ["register"]
 
@@ -52,16 +52,6 @@ def register(sub: Any) -> None:
     s.add_argument("--rev", default="HEAD", help="search the files as of this revision (default: HEAD)")
     s.add_argument("-i", "--ignore-case", action="store_true", help="match without regard to case")
     s.add_argument("-n", "--line-number", action="store_true", help="prefix each line with its line number")
-    s.add_argument(
-        "--color",
-        nargs="?",
-        const="always",
-        default="auto",
-        choices=COLOR_CHOICES,
-        metavar="WHEN",
-        help="colour as git grep: auto (a terminal, NO_COLOR unset, TERM not dumb; the default), always (also "
-        "--color alone) or never",
-    )
-    s.add_argument("--no-color", dest="color", action="store_const", const="never", help="same as --color=never")
+    add_color_flags(s, what="colour as git grep")
     s.add_argument("--json", action="store_true", help="machine-readable output: [{path, line, text}]")
     s.set_defaults(func=_cmd_grep)

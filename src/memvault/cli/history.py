@@ -40,7 +40,7 @@ from ..history import (
 from ..paths import parse_path
 from ._common import open_store, print_json, terminal_safe
 from ._logfmt import ONELINE, PAGE, SHORT, LogFormat, format_log_line, paint
-from ._output import COLOR_CHOICES, DATE_STYLES, color_enabled, format_date, json_times, paged
+from ._output import DATE_STYLES, add_color_flags, color_enabled, format_date, json_times, paged
 from ._revargs import (
     branch_name,
     count,
@@ -436,17 +436,7 @@ def _branch_flag(s: argparse.ArgumentParser) -> None:
 
 def _view_flags(s: argparse.ArgumentParser, *, date: bool) -> None:
     """``--color``, ``--no-color``, ``--no-pager`` and (``date``) ``--date``."""
-    s.add_argument(
-        "--color",
-        nargs="?",
-        const="always",
-        default="auto",
-        choices=COLOR_CHOICES,
-        metavar="WHEN",
-        help="colour: auto (a terminal, NO_COLOR unset, TERM not dumb; the default), always (also --color "
-        "alone) or never",
-    )
-    s.add_argument("--no-color", dest="color", action="store_const", const="never", help="same as --color=never")
+    add_color_flags(s)
     s.add_argument(
         "--no-pager",
         action="store_true",

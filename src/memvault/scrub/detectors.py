@@ -2,9 +2,10 @@
 
 A :data:`Detector` is called as ``detect(text, starts)`` with the offsets its rule's probes
 reported (see :mod:`memvault.scrub.rules`) and yields :data:`Candidate` s. It runs its Python
-regex only at those offsets (``_match_at``, which gives exactly the matches of ``finditer``), then
-checks each value (:mod:`memvault.scrub.validators`: placeholders, entropy, checksums) and, for
-shapes without a prefix, its context.
+regex only at those offsets (:func:`~memvault.scrub.prefilter.match_at`, which gives exactly the
+matches of ``finditer``), then checks each value (:mod:`memvault.scrub.validators`: placeholders,
+entropy, checksums) and, for shapes without a prefix, its context. The detectors of private key
+blocks are in :mod:`memvault.scrub.rules`, next to their rules.
 """
 
 from __future__ import annotations
@@ -12,51 +13,28 @@ from __future__ import annotations
 import ipaddress
 import re
 import string
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from typing import Final
 
+from memvault.scrub.prefilter import class_table, finditer_before, match_at, run_starts
 from memvault.scrub.validators import (
-    AWS_EXAMPLES,
+    aws_secret_check,
+    azure_key_check,
     char_classes,
     entropy_at_least,
-    github_checksum_valid,
+    hex_token_check,
+    iban_length,
     iban_valid,
+    iin_plausible,
     is_placeholder,
-    jwt_valid,
+    is_test_card,
+    jwt_check,
     luhn_valid,
     random_looking,
+    version_context,
 )
 
 _ASCII_LETTERS: Final = frozenset(string.ascii_letters)
-
-
-def _match_at(rx: re.Pattern[str], text: str, starts: Iterable[int]) -> Iterator[re.Match[str]]:
-    """``rx.finditer(text)`` given sorted ``starts`` that include every offset a match can start at."""
-    last = 0
-    for pos in starts:
-        if pos < last:
-            continue
-        m = rx.match(text, pos)
-        if m is not None:
-            last = m.end()
-            yield m
-
-
-def _finditer_before(
-    rx: re.Pattern[str], back: re.Pattern[str], text: str, anchors: Iterable[int], reach: int
-) -> Iterator[re.Match[str]]:
-    """``rx.finditer(text)`` for a pattern that starts with a run of at most ``reach`` characters
-    ending at an anchor (every offset of which is in sorted ``anchors``): ``back`` (that run,
-    anchored at its end with ``\\Z``) finds the run's start."""
-    last = 0
-    for q in anchors:
-        b = back.search(text, max(0, q - reach), q)
-        if b is None or b.start() < last:
-            continue
-        m = rx.match(text, b.start())
-        if m is not None:
-            last = m.end()
-            yield m
 
 
 #: A candidate: (start, end, kind, priority).
@@ -93,7 +71,7 @@ def simple_detector(
     rx = re.compile(pattern)
 
     def detect(text: str, starts: tuple[list[int], ...]) -> Iterable[Candidate]:
-        for m in _match_at(rx, text, starts[0]):
+        for m in match_at(rx, text, starts[0]):
             value = m.group(group)
             if not value or (check is not None and not check(value)):
                 continue
@@ -102,145 +80,61 @@ def simple_detector(
     return detect
 
 
-def token_check(prefix_len: int, *, min_entropy: float = 3.0) -> Callable[[str], bool]:
-    """A check of a token's body (after ``prefix_len`` characters): not a placeholder, random enough."""
-
-    def check(value: str) -> bool:
-        body = value[prefix_len:]
-        return not is_placeholder(body) and entropy_at_least(body, min_entropy)
-
-    return check
-
-
-def openai_check(value: str) -> bool:
-    """An OpenAI key (``sk-``, not ``sk-ant-``) whose body mixes letters and digits at random."""
-    body = value[3:]
-    if body.startswith("ant-"):
-        return False
-    for p in ("proj-", "svcacct-", "admin-", "None-"):
-        if body.startswith(p):
-            body = body[len(p) :]
-            break
-    return (
-        any(c.isdigit() for c in body)
-        and any(c.isalpha() for c in body)
-        and not is_placeholder(body)
-        and entropy_at_least(body, 3.5)
-    )
-
-
-def github_check(value: str) -> bool:
-    """A GitHub token with the right checksum, or whose body looks random."""
-    if value.startswith("github_pat_"):
-        return token_check(11)(value)
-    if github_checksum_valid(value):
-        return True
-    return token_check(4, min_entropy=3.5)(value)
-
-
-def aws_id_check(value: str) -> bool:
-    """An AWS access key id that is not an example (AWS's documented ones, ``...EXAMPLE``) and
-    not a run of a few characters."""
-    return value not in AWS_EXAMPLES and not value.endswith("EXAMPLE") and len(set(value[4:])) > 4
-
-
 _AWS_SECRET_RE: Final = re.compile(r"[A-Za-z0-9/+](?<![A-Za-z0-9/+=].)[A-Za-z0-9/+]{39}(?![A-Za-z0-9/+=])")
 _AWS_CONTEXT_RE: Final = re.compile(r"aws|secret_?access|secretaccesskey|(?:akia|asia)[a-z0-9]{16}")
 
 
-def _class_table(chars: str) -> bytes:
-    """A ``bytes.translate`` table: ``a`` for each of ``chars`` (ASCII), ``.`` for every other byte."""
-    return bytes(ord("a") if chr(b) in chars else ord(".") for b in range(256))
-
-
-_B64_TABLE: Final = _class_table(string.ascii_letters + string.digits + "/+")
-_HEX_TABLE: Final = _class_table("0123456789abcdef")
-
-
-def _run_starts(text: str, table: bytes, length: int) -> list[int]:
-    """Where each run of at least ``length`` characters of ``table``'s class starts (a regex whose
-    matches are such runs, not preceded by a class character, can start nowhere else)."""
-    sig = text.encode("ascii", "replace").translate(table)  # one byte per character
-    run = b"a" * length
-    out: list[int] = []
-    p = sig.find(run)
-    while p >= 0:
-        out.append(p)
-        p = sig.find(b".", p + length)
-        if p < 0:
-            break
-        p = sig.find(run, p)
-    return out
+_B64_TABLE: Final = class_table(string.ascii_letters + string.digits + "/+")
+_HEX_TABLE: Final = class_table("0123456789abcdef")
 
 
 def detect_aws_secret(text: str, starts: tuple[list[int], ...]) -> Iterable[Candidate]:
-    """40-character AWS secret keys near an AWS word or key id."""
+    """40-character AWS secret keys with an AWS word or key id up to 160 characters before them,
+    or an AWS word on their line up to 80 characters after them."""
     if not starts[0] or not starts[1]:  # no 40-character run, or no context anywhere
         return
     lower = ""
-    for m in _match_at(_AWS_SECRET_RE, text, _run_starts(text, _B64_TABLE, 40)):
+    for m in match_at(_AWS_SECRET_RE, text, run_starts(text, _B64_TABLE, 40)):
         value = m.group()
-        if value in AWS_EXAMPLES or "EXAMPLE" in value or char_classes(value) < 3:
-            continue
-        if not any(c.isupper() for c in value) or not any(c.islower() for c in value):
+        if not aws_secret_check(value):
             continue
         lower = lower or text.lower()
         if _AWS_CONTEXT_RE.search(lower, max(0, m.start() - 160), m.start()) is None:
-            continue
-        if not is_placeholder(value) and entropy_at_least(value, 4.0):
-            yield m.start(), m.end(), "aws_secret_access_key", P_CONTEXT
+            after = lower.find("\n", m.end(), m.end() + 80)
+            if _AWS_AFTER_RE.search(lower, m.end(), m.end() + 80 if after < 0 else after) is None:
+                continue
+        yield m.start(), m.end(), "aws_secret_access_key", P_CONTEXT
 
 
+#: An AWS word after a secret, on its line.
+_AWS_AFTER_RE: Final = re.compile(r"\baws\b|secret[ _]?access")
 _TWILIO_TOKEN_RE: Final = re.compile(r"[0-9a-f](?<![A-Za-z0-9].)[0-9a-f]{31}(?![A-Za-z0-9])")
-_TWILIO_CONTEXT_RE: Final = re.compile(r"twilio|auth_?token|authtoken|ac(?<![a-z0-9]ac)[0-9a-f]{32}")
+#: Twilio's name, an account sid or an auth token label, up to 160 characters before a token.
+_TWILIO_NEAR_RE: Final = re.compile(r"twilio|auth[ _\-]?token|ac(?<![a-z0-9]ac)[0-9a-f]{32}")
+#: The label of an identifier or a digest just before a hex run: a trace id, not a token.
+_HEX_ID_LABEL_RE: Final = re.compile(
+    r"(?:trace|span|request|correlation|session|message|event|commit|build|object|\bid|md5|sha\d*|hash|etag|"
+    r"checksum|digest|fingerprint|uuid)[\w \-]{0,12}[:=#]?[ \t`'\"]*$"
+)
 
 
 def detect_twilio_token(text: str, starts: tuple[list[int], ...]) -> Iterable[Candidate]:
-    """32-hex Twilio auth tokens near a Twilio word or account sid."""
+    """32-hex Twilio auth tokens up to 160 characters after Twilio's name, an auth token label or
+    an account sid; not right after the label of an id or a digest (``trace id 4bf9...``)."""
     if not starts[0] or not starts[1]:  # no 32-hex run, or no context anywhere
         return
     lower = ""
-    for m in _match_at(_TWILIO_TOKEN_RE, text, _run_starts(text, _HEX_TABLE, 32)):
+    for m in match_at(_TWILIO_TOKEN_RE, text, run_starts(text, _HEX_TABLE, 32)):
         if text[max(0, m.start() - 2) : m.start()] == "AC":
             continue
         lower = lower or text.lower()
-        if _TWILIO_CONTEXT_RE.search(lower, max(0, m.start() - 160), m.start()) is None:
+        line_start = lower.rfind("\n", max(0, m.start() - 160), m.start()) + 1 or max(0, m.start() - 160)
+        if _HEX_ID_LABEL_RE.search(lower, max(line_start, m.start() - 40), m.start()) is not None:
             continue
-        if not is_placeholder(m.group()) and entropy_at_least(m.group(), 3.0):
+        if _TWILIO_NEAR_RE.search(lower, max(0, m.start() - 160), m.start()) is None:
+            continue
+        if hex_token_check(m.group()):
             yield m.start(), m.end(), "twilio_auth_token", P_CONTEXT
-
-
-_PEM_BEGIN_RE: Final = re.compile(r"-----BEGIN[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----")
-_PEM_END_RE: Final = re.compile(r"-----END[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----")
-_PEM_BODY_LINE_RE: Final = re.compile(r"[ \t]*(?:[A-Za-z0-9+/=]+|[A-Za-z-]+:.*|\\n|)[ \t]*\r?(?:\n|\\n|$)")
-
-
-def detect_private_key(text: str, _starts: tuple[list[int], ...]) -> Iterable[Candidate]:
-    """PEM private key blocks; a truncated block takes the body lines that follow it."""
-    pos = 0
-    end: re.Match[str] | None = None
-    no_end_after = len(text) + 1  # no END marker at or after this offset (cached: keeps it linear)
-    while True:
-        m = _PEM_BEGIN_RE.search(text, pos)
-        if m is None:
-            return
-        if m.end() < no_end_after and (end is None or end.start() < m.end()):
-            end = _PEM_END_RE.search(text, m.end())
-            if end is None:
-                no_end_after = m.end()
-        nxt = _PEM_BEGIN_RE.search(text, m.end())
-        if end is not None and end.start() >= m.end() and (nxt is None or end.start() < nxt.start()):
-            stop = end.end()
-        else:  # truncated block: take the body lines that follow (fail safe)
-            stop = m.end()
-            while stop < len(text):
-                line = _PEM_BODY_LINE_RE.match(text, stop)
-                if line is None or line.end() == stop:
-                    break
-                stop = line.end()
-            stop = max(m.end(), len(text[:stop].rstrip()))
-        yield m.start(), stop, "private_key", P_BLOCK
-        pos = stop
 
 
 _JWT_RE: Final = re.compile(rf"eyJ(?<![{_T}.]eyJ)[{_T}]{{8,}}\.[{_T}]{{2,}}\.[{_T}]*(?![{_T}.])")
@@ -248,9 +142,9 @@ _JWT_RE: Final = re.compile(rf"eyJ(?<![{_T}.]eyJ)[{_T}]{{8,}}\.[{_T}]{{2,}}\.[{_
 
 def detect_jwt(text: str, starts: tuple[list[int], ...]) -> Iterable[Candidate]:
     """JWTs whose header decodes to JSON with ``alg``."""
-    for m in _match_at(_JWT_RE, text, starts[0]):
+    for m in match_at(_JWT_RE, text, starts[0]):
         value = m.group()
-        if jwt_valid(value) and not is_placeholder(value.split(".", 1)[1]):
+        if jwt_check(value):
             yield m.start(), m.end(), "jwt", P_STRUCT
 
 
@@ -268,17 +162,17 @@ _SCHEME_BACK_RE: Final = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]{1,20}\Z")
 def detect_basic_auth(text: str, starts: tuple[list[int], ...]) -> Iterable[Candidate]:
     """Passwords in URLs (``scheme://user:pw@``), ``Basic`` headers and ``curl -u``."""
     if starts[0]:
-        for m in _finditer_before(_URL_AUTH_RE, _SCHEME_BACK_RE, text, starts[0], 21):
+        for m in finditer_before(_URL_AUTH_RE, _SCHEME_BACK_RE, text, starts[0], 21):
             pw = m.group(2)
             if not is_placeholder(pw) and not is_placeholder(m.group(1) + pw) and pw.lower() not in ("pass", "pwd"):
                 yield m.start(2), m.end(2), "basic_auth", P_STRUCT
     if starts[1]:
-        for m in _match_at(_BASIC_HEADER_RE, text, starts[1]):
+        for m in match_at(_BASIC_HEADER_RE, text, starts[1]):
             value = m.group(1)
             if not is_placeholder(value) and char_classes(value) >= 2:
                 yield m.start(1), m.end(1), "basic_auth", P_STRUCT
     if starts[2]:
-        for m in _CURL_USER_RE.finditer(text):
+        for m in match_at(_CURL_USER_RE, text, starts[2]):
             pw = m.group(2)
             if not is_placeholder(pw) and len(pw) >= 4:
                 yield m.start(2), m.end(2), "basic_auth", P_STRUCT
@@ -292,7 +186,7 @@ _BEARER_RE: Final = re.compile(
 
 def detect_bearer(text: str, starts: tuple[list[int], ...]) -> Iterable[Candidate]:
     """Tokens after ``Bearer``, ``Authorization: token`` and API key headers."""
-    for m in _match_at(_BEARER_RE, text, starts[0]):
+    for m in match_at(_BEARER_RE, text, starts[0]):
         value = m.group(1)
         if not is_placeholder(value) and char_classes(value) >= 2 and entropy_at_least(value, 3.0):
             yield m.start(1), m.end(1), "bearer_token", P_STRUCT - 5
@@ -305,8 +199,8 @@ _AZURE_RE: Final = re.compile(
 
 def detect_azure(text: str, starts: tuple[list[int], ...]) -> Iterable[Candidate]:
     """The key or signature of an Azure connection string."""
-    for m in _match_at(_AZURE_RE, text, starts[0]):
-        if not is_placeholder(m.group(1)) and entropy_at_least(m.group(1), 3.5):
+    for m in match_at(_AZURE_RE, text, starts[0]):
+        if azure_key_check(m.group(1)):
             yield m.start(1), m.end(1), "azure_connection_string", P_SPECIFIC
 
 
@@ -341,6 +235,8 @@ _ASSIGN_TAIL_RE: Final = re.compile(
     r"(?:\"((?:[^\"\\\n]|\\.){1,512})\"|'([^'\n]{1,512})'|`([^`\n]{1,512})`|([^\s\"'`,;)}\]][^\s\"'`,;)}]{0,511}))"
 )
 _NAME_CHARS_STR: Final = string.ascii_letters + string.digits + "_.-"
+#: The longest value ``_ASSIGN_TAIL_RE`` takes (a value that long may go on past it).
+_MAX_VALUE: Final = 512
 #: The longest ``_PW_NAME`` match: a ``_NAME_END_RE`` match starts at most this far from the end.
 _PW_NAME_WIDTH: Final = 14
 _NAME_END_RE: Final = re.compile(r"(?:^|(?<=[_.\-])|(?<=[a-z0-9])(?=[A-Z]))(?i:" + _PW_NAME + r")$")
@@ -365,6 +261,14 @@ def _pathlike(value: str) -> bool:
     return _PATHLIKE_RE.fullmatch(value) is not None
 
 
+def _code_reference(value: str) -> bool:
+    """A reference in code (``settings.db_password``, ``get_secret(...)``), not a value: no part of a
+    dotted name mixes lower case, upper case and digits as generated values do."""
+    if _CODE_REF_RE.fullmatch(value) is None:
+        return False
+    return not any(len(part) >= 8 and char_classes(part) >= 3 for part in value.split("(", 1)[0].split("."))
+
+
 def _assignment_value_ok(name: str, value: str, quoted: bool) -> str | None:
     """The kind to report for ``name = value``, or None if the value is not a secret."""
     low_name = name.lower()
@@ -372,7 +276,7 @@ def _assignment_value_ok(name: str, value: str, quoted: bool) -> str | None:
         return None
     if _pathlike(value) or value.isdigit() and len(value) < 6 and "pin" not in low_name:
         return None
-    if not quoted and (_CODE_REF_RE.fullmatch(value) or _ENV_NAME_RE.fullmatch(value)):
+    if not quoted and (_code_reference(value) or _ENV_NAME_RE.fullmatch(value)):
         return None
     if quoted and _ENV_NAME_RE.fullmatch(value):
         return None
@@ -399,7 +303,10 @@ def detect_assignments(text: str, starts: tuple[list[int], ...]) -> Iterable[Can
     passed as ``--password`` style options."""
     seen: set[int] = set()
     lower = ""
+    covered = 0  # end of the last value reported whole: a name inside it only repeats part of it
     for ks in starts[0]:  # where a name's last word is followed by a quote, blank or separator
+        if ks < covered:
+            continue
         m = _ASSIGN_TAIL_RE.match(text, ks)
         if m is None:
             continue
@@ -422,14 +329,30 @@ def detect_assignments(text: str, starts: tuple[list[int], ...]) -> Iterable[Can
             lower = lower or text.lower()
             if " is" in lower[ks:start] and not (any(c.isdigit() for c in value) and any(c.isalpha() for c in value)):
                 continue  # prose: "the password is Tr0ub4dor&3" needs a value that looks made up
+            if _prose_after(text, value, end):
+                continue  # "password: (prompted at login)", "password: stored in the vault"
         kind = _assignment_value_ok(name, value, gi != 4)
         if kind is not None:
+            # (a value cut at its longest may go on: names in its last stretch are tried)
+            covered = end if m.end(gi) - start < _MAX_VALUE else end - _PW_NAME_WIDTH - 64
             yield start, end, kind, P_ASSIGN if kind == "password_assignment" else P_GENERIC
     if starts[1]:
         for m in _CLI_PW_RE.finditer(text):
             value = m.group(1)
             if not is_placeholder(value) and len(value) >= 4 and not value.startswith("-"):
                 yield m.start(1), m.end(1), "password_assignment", P_ASSIGN
+
+
+#: A word and a blank after an unquoted value: the value is the first word of a sentence.
+_WORD_AFTER_RE: Final = re.compile(r"[ \t]+[^\W\d_]")
+
+
+def _prose_after(text: str, value: str, end: int) -> bool:
+    """Whether the unquoted ``value`` (ending at ``end``) opens prose, not a secret: it starts with
+    a parenthesis, or it is a word of letters only and another word follows it on its line."""
+    if value[:1] in "([":
+        return True
+    return value.isalpha() and _WORD_AFTER_RE.match(text, end) is not None
 
 
 #: ``\w`` is ``str.isalnum()`` or ``_``, so this is the run of ``isalnum()``, ``_`` and ``-``.
@@ -443,9 +366,11 @@ def _name_end(text: str, ks: int) -> int:
 
 # -- personal data -------------------------------------------------------------------------------
 
+#: An address: the local part and the domain may hold any letters (``åsa@företaget.se``), the top
+#: label is letters or an IDNA label (``xn--p1ai``).
 _EMAIL_RE: Final = re.compile(
-    r"(?<![A-Za-z0-9._%+\-])[A-Za-z0-9][A-Za-z0-9._%+\-]{0,63}@"
-    r"((?:[A-Za-z0-9](?:[A-Za-z0-9\-]{0,61}[A-Za-z0-9])?\.)+([A-Za-z]{2,24}))(?![A-Za-z0-9\-])"
+    r"(?<![\w.%+\-])[^\W_][\w.%+\-]{0,63}@"
+    r"((?:[^\W_](?:[\w\-]{0,61}[^\W_])?\.)+([^\W\d_]{2,24}|xn--[a-z0-9\-]{2,59}))(?![\w\-])"
 )
 _EMAIL_SKIP_DOMAINS: Final = ("example.com", "example.org", "example.net")
 _EMAIL_SKIP_TLDS: Final = frozenset(
@@ -454,7 +379,7 @@ _EMAIL_SKIP_TLDS: Final = frozenset(
 )  # fmt: skip
 
 
-_LOCAL_BACK_RE: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._%+\-]{0,63}\Z")
+_LOCAL_BACK_RE: Final = re.compile(r"[^\W_][\w.%+\-]{0,63}\Z")
 
 
 _ASSET_SCALE_RE: Final = re.compile(r"\d+x\.")
@@ -462,7 +387,7 @@ _ASSET_SCALE_RE: Final = re.compile(r"\d+x\.")
 
 def detect_email(text: str, starts: tuple[list[int], ...]) -> Iterable[Candidate]:
     """Email addresses, except reserved example domains, asset names and ``git@host:`` remotes."""
-    for m in _finditer_before(_EMAIL_RE, _LOCAL_BACK_RE, text, starts[0], 64):
+    for m in finditer_before(_EMAIL_RE, _LOCAL_BACK_RE, text, starts[0], 64):
         domain = m.group(1).lower()
         if m.group(2).lower() in _EMAIL_SKIP_TLDS or domain.endswith(_EMAIL_SKIP_DOMAINS):
             continue
@@ -475,12 +400,15 @@ def detect_email(text: str, starts: tuple[list[int], ...]) -> Iterable[Candidate
 
 _NUM_RE: Final = re.compile(r"[+(\d](?<![\w.\-/:+#(][+(\d])[\d \-.()/]{5,24}\d(?![\w\-/]|\.\d|:\d)")
 _PHONE_CONTEXT_RE: Final = re.compile(
-    r"(?i:phone|tel\b|tel\.|mobile|cell|call|fax|whatsapp|sms|handy|telefon|téléphone|\bph\b|contact|reach)"
+    r"(?i:phone|tel\b|tel\.|t\u00e9l|mobile|cell|call|fax|whatsapp|sms|handy|telefon|t\u00e9l\u00e9phone|portable|"
+    r"m\u00f3vil|cellulare|\bph\b|contact|reach)"
 )
 _NEG_CONTEXT_RE: Final = re.compile(
-    r"(?i:order|invoice|ticket|tracking|shipment|case|rma|ref|id\b|#|no\.|number|build|version|pid|port|po\b)"
+    r"(?i:order|invoice|ticket|tracking|shipment|case|rma|ref|id\b|#|no\.|number|build|version|pid|\bport\b|po\b)"
 )
-_CARD_CONTEXT_RE: Final = re.compile(r"(?i:card|visa|mastercard|amex|credit|debit|cc\b|pan\b|payment|charge)")
+_CARD_CONTEXT_RE: Final = re.compile(
+    r"(?i:card|visa|mastercard|amex|credit|debit|cc\b|pan\b|payment|charge|paid|pay\b)"
+)
 _NANP_RE: Final = re.compile(r"(?:\+?1[ \-.]?)?(?:\(([2-9]\d\d)\)[ \-.]?|([2-9]\d\d)([ \-.]))[2-9]\d\d[ \-.]\d{4}")
 _INTL_RE: Final = re.compile(r"\+\d{1,3}(?:[ \-.]?\(\d{1,4}\))?(?:[ \-.]?\d{1,5}){1,6}")
 _TRUNK_RE: Final = re.compile(r"\(?0\d{1,4}\)?(?:[ \-/.]\d{2,8}){1,5}")
@@ -491,27 +419,9 @@ _CARD_GROUPS: Final = frozenset(
 )
 
 
-def _iin_plausible(d: str) -> bool:
-    n = len(d)
-    two, four = int(d[:2]), int(d[:4])
-    if d[0] == "4":
-        return n in (13, 16, 19)
-    if 51 <= two <= 55 or 2221 <= four <= 2720:
-        return n == 16
-    if two in (34, 37):
-        return n == 15
-    if two in (36, 38, 30):
-        return n in (14, 16)
-    if d.startswith(("6011", "65")) or 644 <= int(d[:3]) <= 649 or two == 62:
-        return 16 <= n <= 19
-    if two == 35:
-        return 16 <= n <= 19
-    return two in (50, 56, 57, 58, 63, 67) and 12 <= n <= 19
-
-
 def detect_numbers(text: str, starts: tuple[list[int], ...]) -> Iterable[Candidate]:
     """Phone numbers, payment cards and US SSNs: one scan of digit runs, each classified once."""
-    for m in _match_at(_NUM_RE, text, starts[0]):
+    for m in match_at(_NUM_RE, text, starts[0]):
         raw = m.group()
         start = m.start()
         # trim unbalanced parentheses at either end
@@ -527,7 +437,9 @@ def detect_numbers(text: str, starts: tuple[list[int], ...]) -> Iterable[Candida
 
 _SSN_WORD_RE: Final = re.compile(r"(?i)ssn|social security")
 _GROUP_SEP_RE: Final = re.compile(r"[ \-]")
+_DIGITS: Final = frozenset(string.digits)
 _DIGITS_DOTS_RE: Final = re.compile(r"[\d.]+")
+_ISO_DATE_RE: Final = re.compile(r"\d{4}-\d\d-\d\d")
 _DOTTED_QUAD_RE: Final = re.compile(r"\d\.\d+\.\d+\.\d")
 _PHONE_CHARS_RE: Final = re.compile(r"\+?[\d ()\-.]+")
 #: ``_NUM_RE`` matches hold ``\d`` characters (all ``str.isdigit``) and these separators only.
@@ -540,6 +452,8 @@ def _line_before(text: str, start: int) -> str:
 
 
 def _classify_number(text: str, start: int, raw: str) -> Iterable[Candidate]:
+    if _ISO_DATE_RE.fullmatch(raw) or raw.count(".") > 2 and _DIGITS_DOTS_RE.fullmatch(raw):
+        return  # the commonest numbers in notes: dates and versions (what the checks below conclude)
     end = start + len(raw)
     digits = raw.translate(_DROP_SEPARATORS)  # raw holds only \d characters and these separators
     # SSN
@@ -549,19 +463,28 @@ def _classify_number(text: str, start: int, raw: str) -> Iterable[Candidate]:
         if area not in ("000", "666") and area[0] != "9" and group != "00" and serial != "0000":
             yield start, end, "ssn", P_PII["ssn"]
             return
-    # card
-    if 13 <= len(digits) <= 19 and luhn_valid(digits) and _iin_plausible(digits):
-        groups = tuple(len(g) for g in _GROUP_SEP_RE.split(raw))
-        plain = raw.isdigit()
+    # card: a published test number is no one's; grouped as cards are printed, a number is a card
+    # even after order or reference wording (plain digits there are an order or tracking number)
+    if 13 <= len(digits) <= 19 and luhn_valid(digits) and iin_plausible(digits):
+        if is_test_card(digits):
+            return
+        grouped = tuple(len(g) for g in _GROUP_SEP_RE.split(raw)) in _CARD_GROUPS and len(set(raw) - _DIGITS) == 1
         line_before = _line_before(text, start)
-        if (plain or groups in _CARD_GROUPS) and not (
-            _NEG_CONTEXT_RE.search(line_before[-20:]) and not _CARD_CONTEXT_RE.search(line_before)
+        if (
+            grouped
+            or raw.isdigit()
+            and not (_NEG_CONTEXT_RE.search(line_before[-20:]) and not _CARD_CONTEXT_RE.search(line_before))
         ):
             yield start, end, "credit_card", P_PII["credit_card"]
             return
     # dates, times, versions, decimals are not phone numbers
-    if _DATE_LIKE_RE.search(raw) or _DIGITS_DOTS_RE.fullmatch(raw) and raw.count(".") != 2:
-        return
+    if not raw.startswith("+") and (
+        _DATE_LIKE_RE.search(raw)
+        and len(_GROUP_SEP_RE.split(raw)) <= 4
+        or _DIGITS_DOTS_RE.fullmatch(raw)
+        and raw.count(".") != 2
+    ):
+        return  # (a number with a country code is never a date)
     if _DOTTED_QUAD_RE.search(raw):  # dotted quad or version
         return
     line_before = _line_before(text, start)
@@ -586,22 +509,43 @@ def _classify_number(text: str, start: int, raw: str) -> Iterable[Candidate]:
 
 _IPV4_RE: Final = re.compile(r"\d(?<![\w.\-]\d)\d{0,2}\.\d{1,3}\.\d{1,3}\.\d{1,3}(?![\w\-]|\.\d)")
 _IPV6_RE: Final = re.compile(r"[23](?<![\w:.].)[0-9a-fA-F]{3}:[0-9a-fA-F:]{2,36}[0-9a-fA-F](?![\w:])")
-_VERSION_BEFORE_RE: Final = re.compile(r"(?i)\b(?:v|version|ver|build|release|rev|firmware|oid|sdk)\b[^\n]{0,24}$")
+
+
+def _private_v4(value: str) -> bool:
+    """A quick answer for the common non-global IPv4 ranges (10/8, 127/8, 172.16/12, 192.168/16,
+    100.64/10, 169.254/16, 0/8, 224/3); False means "ask :mod:`ipaddress`"."""
+    a, _, rest = value.partition(".")
+    b = rest.partition(".")[0]
+    if len(a) > 3 or len(b) > 3:
+        return False
+    x, y = int(a), int(b)
+    return (
+        x in (0, 10, 127)
+        or x >= 224
+        or x == 172
+        and 16 <= y <= 31
+        or x == 192
+        and y == 168
+        or x == 100
+        and 64 <= y <= 127
+        or x == 169
+        and y == 254
+    )
 
 
 def detect_ip(text: str, starts: tuple[list[int], ...]) -> Iterable[Candidate]:
     """Globally routable IPv4 and IPv6 addresses (not version numbers)."""
-    for m in _match_at(_IPV4_RE, text, starts[0]):
-        if _VERSION_BEFORE_RE.search(text, max(0, m.start() - 40), m.start()):
+    for m in match_at(_IPV4_RE, text, starts[0]):
+        if _private_v4(m.group()):
             continue
         try:
             addr = ipaddress.IPv4Address(m.group())
         except ValueError:
             continue
-        if addr.is_global:
+        if addr.is_global and not version_context(text, m.start(), m.end()):
             yield m.start(), m.end(), "ip", P_PII["ip"]
     if starts[1] and ("::" in text or text.count(":") >= 7):
-        for m in _match_at(_IPV6_RE, text, starts[1]):
+        for m in match_at(_IPV6_RE, text, starts[1]):
             try:
                 addr6 = ipaddress.IPv6Address(m.group())
             except ValueError:
@@ -610,19 +554,29 @@ def detect_ip(text: str, starts: tuple[list[int], ...]) -> Iterable[Candidate]:
                 yield m.start(), m.end(), "ip", P_PII["ip"]
 
 
+#: An IBAN as people write it: either case, in groups of four split by blanks or hyphens (the same
+#: separator throughout), or none.
 _IBAN_RE: Final = re.compile(
-    r"[A-Z](?<![A-Za-z0-9][A-Z])[A-Z]\d{2}(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,3})?(?![A-Za-z0-9])"
+    r"[A-Za-z](?<![A-Za-z0-9][A-Za-z])[A-Za-z]\d{2}([ \-]?)[A-Za-z0-9]{4}(?:\1[A-Za-z0-9]{4}){1,6}"
+    r"(?:\1[A-Za-z0-9]{1,3})?(?![A-Za-z0-9])"
 )
 
 
 def detect_iban(text: str, starts: tuple[list[int], ...]) -> Iterable[Candidate]:
-    """IBANs with their country's length and a valid mod-97 check."""
-    for m in _match_at(_IBAN_RE, text, starts[0]):
+    """IBANs with their country's length and a valid mod-97 check (the match may run on into a
+    following group: the IBAN is its first characters of the country's length)."""
+    for m in match_at(_IBAN_RE, text, starts[0]):
         value = m.group()
-        # the optional trailing group may have eaten a following word; retry without it
-        for cand in (value, value.rsplit(" ", 1)[0]):
-            if iban_valid(cand):
-                yield m.start(), m.start() + len(cand), "iban", P_PII["iban"]
+        length = iban_length(value[:2])
+        if length is None:
+            continue
+        seen = 0
+        for i, ch in enumerate(value):
+            seen += ch.isalnum()
+            if seen == length:
+                cand = value[: i + 1]
+                if iban_valid(cand):
+                    yield m.start(), m.start() + len(cand), "iban", P_PII["iban"]
                 break
 
 
@@ -645,5 +599,5 @@ def detect_dob(text: str, starts: tuple[list[int], ...]) -> Iterable[Candidate]:
     """Dates right after a birth-date word."""
     if not starts[0]:  # none of the words the rule is for (the rule does not look for "d.ob")
         return
-    for m in _match_at(_DOB_RE, text, starts[1]):
+    for m in match_at(_DOB_RE, text, starts[1]):
         yield m.start(1), m.end(1), "dob", P_PII["dob"]

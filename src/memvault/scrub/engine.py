@@ -4,29 +4,42 @@ A :class:`Scrubber` holds compiled rules (built once) and a policy
 (:class:`~memvault.settings.ScrubSettings`). :meth:`Scrubber.scan` returns :class:`Finding` s:
 a kind and code-point offsets, never the value. :meth:`Scrubber.mask` replaces every finding by
 ``[REDACTED:<kind>]`` (``redact`` is its old name); :meth:`Scrubber.apply` also reports counts per
-kind and the kinds whose policy is ``reject``. The checks live in :mod:`memvault.scrub.validators`,
-the detectors in :mod:`memvault.scrub.detectors`, the rule table in :mod:`memvault.scrub.rules`.
+kind and the kinds whose policy is ``reject``. :meth:`Scrubber.scan_window` and
+:meth:`Scrubber.apply_window` do the same for an edit, around the text it wrote. The checks live in
+:mod:`memvault.scrub.validators`, the detectors in :mod:`memvault.scrub.detectors`, the rule table
+in :mod:`memvault.scrub.rules`.
 
 How a rule decides
-    Most credentials have a fixed prefix (``sk-ant-api03-``, ``AKIA``, ``ghp_``, ``xoxb-``...) and
-    are matched by shape, then checked against placeholders (``xxxx``, ``<YOUR_API_KEY>``,
-    ``...``, a handful of distinct characters, AWS's published example keys). Shapes without a
-    prefix need context: an AWS secret key or Twilio auth token is only reported near its
-    provider's name or its key id, a bearer token after ``Bearer``, a password after a
-    password-like name. Checksums are verified where a format has one: Luhn (cards), ISO 7064
-    mod 97 (IBAN), CRC32 of classic GitHub tokens (a token whose checksum is right is reported
-    even if it looks like a placeholder), and a JWT's header must decode to JSON with ``alg``.
+    The text is first *folded* (:func:`fold`): Unicode blanks and hyphens become ASCII ones,
+    zero-width characters and soft hyphens are dropped, ``%40`` becomes ``@``; findings are mapped
+    back to the text as written. Most credentials have a fixed prefix (``sk-ant-api03-``, ``AKIA``,
+    ``ghp_``, ``xoxb-``...) and are matched by shape, then checked: the body must be random enough
+    and not, as a whole, a placeholder (``<YOUR_API_KEY>``, ``xxxxxxxx``, ``sk-...abcd``,
+    ``your-api-key-here``, AWS's published example keys); a word inside a random body never makes
+    it one. Shapes without a prefix need context: an AWS secret key or Twilio auth token is only
+    reported near its provider's name or its key id (for AWS, also an AWS word after it on its
+    line), a bearer token after ``Bearer``, a password after a password-like name. Checksums are
+    verified where a format has one: Luhn (cards), ISO 7064 mod 97 (IBAN), CRC32 of classic GitHub
+    tokens (a token whose checksum is right is reported even if it looks like a placeholder), a
+    JWT's header must decode to JSON with ``alg``, a bare base64 key body must decode to a private
+    key's DER.
 
 Decisions worth knowing
     * ``ip``: only globally routable addresses are reported; loopback, private (RFC 1918),
-      link-local, documentation and reserved ranges are not personal data. A dotted quad right
-      after ``v``, ``version`` or ``build`` is a version number, not an address.
+      shared, link-local, documentation and reserved ranges are not personal data. A dotted quad
+      after a version word (``v``, ``version``, ``build``, ``release``...), in a range with a
+      version, opening a markdown heading or in a table column of versions is a version number.
     * ``email``: reserved example domains (``example.com``, ``.test``, ``.invalid``, ``.local``,
       ``.internal``), ``git@host:`` remotes and ``name@2x.png`` asset names are not reported.
+    * ``credit_card``: the numbers payment processors publish for testing
+      (:data:`~memvault.scrub.validators.TEST_CARD_NUMBERS`) are not reported; a number grouped as
+      cards are printed is a card even after order or reference wording.
     * ``phone``: reported when it has a ``+`` country code, the North American shape
       ``(NXX) NXX-XXXX``/``NXX-NXX-XXXX``, a European trunk ``0`` with separators, or any
       10-15 digit run right after a phone word (``tel``, ``phone``, ``mobile``...). Dates, times,
       versions and ``ABC-1234-5678`` style ids are excluded by shape.
+    * A password label followed by prose (``password: (prompted at login)``, ``password: stored
+      in the vault``) is not a password.
     * A policy of ``allow`` turns the kind's rule off: it is not scanned at all, so ``scan``
       never reports it. ``reject`` kinds are reported and masked like ``redact`` ones (so a
       caller that ignores the rejection still stores nothing sensitive); :meth:`Scrubber.apply`
@@ -34,22 +47,24 @@ Decisions worth knowing
     * Overlapping candidates are merged into one finding spanning their union, named by the most
       specific rule (provider formats beat ``bearer_token`` beat ``password_assignment`` beat
       ``generic_secret`` beat personal data), so masking never leaves part of a match behind.
+    * Out of scope: deliberate obfuscation (base64 of a key, reversed text, look-alike letters).
 
-Speed
+Speed and cost
     Each rule declares *probes* (:class:`~memvault.scrub.prefilter.Pattern` s): where its regexes
     can start, or what must occur for it to report anything. One Hyperscan pass over the text
     (:mod:`memvault.scrub.prefilter`) answers every probe of every rule at once; a rule whose probes
     report nothing is skipped, the others run their Python regex only at the reported offsets
-    (``_match_at`` in :mod:`~memvault.scrub.detectors`), which gives exactly the matches of ``finditer``. The probes are
-    necessary conditions, so this changes no finding (``tests/unit/test_prefilter.py`` compares
-    with every rule run at every offset). Long runs of one character class (AWS secret, Twilio
-    token) are found from a byte signature instead (``_run_starts``): Hyperscan pays for
-    those at every position. Every other occurrence of the credential values found is located
-    with one Aho-Corasick pass (``pyahocorasick``, :func:`~memvault.scrub.validators.occurrences`)
-    once there are several values.
-    ``benchmarks/bench_scrub_speed.py`` measures throughput; what is left is mostly the Python
-    validators of the candidates (entropy, placeholders, context), so notes dense in secrets
-    cost the most.
+    (:func:`~memvault.scrub.prefilter.match_at`), which gives exactly the matches of ``finditer``.
+    The probes are necessary conditions, so this changes no finding (``tests/unit/test_prefilter.py``
+    compares with every rule run at every offset). Long runs of one character class (AWS secret,
+    Twilio token) are found from a byte signature instead
+    (:func:`~memvault.scrub.prefilter.run_starts`): Hyperscan pays for those at every position.
+    Every other occurrence of the credential values found is located with one Aho-Corasick pass
+    (:func:`~memvault.scrub.validators.cover`). Time and memory are linear in the text, on
+    adversarial texts too (``tests/scrub/test_scrub_cost.py``): the values searched for total at
+    most twice the text, an assignment whose name lies inside a value already reported is not
+    tried again, and a text that many values match everywhere is covered one occurrence per
+    position. ``benchmarks/bench_scrub.py`` measures throughput and the cost of the worst inputs.
 
 Custom rules run Python regexes without a timeout: see
 :data:`~memvault.settings.MAX_CUSTOM_PATTERN_CHARS` for the limits applied to them.
@@ -57,6 +72,9 @@ Custom rules run Python regexes without a timeout: see
 
 from __future__ import annotations
 
+import array
+import bisect
+import re
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -71,7 +89,7 @@ from memvault.scrub.rules import (
     probe_set,
     projections,
 )
-from memvault.scrub.validators import AWS_EXAMPLES, occurrences
+from memvault.scrub.validators import AWS_EXAMPLES, cover
 from memvault.settings import (
     SCRUB_CREDENTIAL_KINDS,
     SCRUB_KINDS,
@@ -84,6 +102,9 @@ __all__ = [
     "Scrubber",
     "Finding",
     "ScrubResult",
+    "fold",
+    "Folded",
+    "EDIT_CONTEXT",
     "KINDS",
     "CREDENTIAL_KINDS",
     "PII_KINDS",
@@ -127,15 +148,183 @@ class ScrubResult:
         return bool(self.counts) or bool(self.rejected)
 
 
+# -- folding -------------------------------------------------------------------------------------
+#
+# People write the same value in several spellings: a card number copied from a PDF has no-break or
+# thin spaces, a French phone number narrow no-break spaces, an SSN non-breaking hyphens; a key pasted
+# through a chat may carry a zero-width space; an address in a URL is percent-encoded. The rules see
+# the text *folded*: those spaces and hyphens become ASCII ones (one for one), zero-width characters
+# and soft hyphens are dropped, ``%40`` becomes ``@``; findings are mapped back to the original text,
+# so masking covers the value as it was written. Deliberate obfuscation (base64, reversed text,
+# look-alike letters) is not folded: it is out of scope.
+
+#: One-for-one: Unicode blanks to a space, Unicode hyphens and dashes to ``-``.
+_FOLD_ONE: Final[dict[int, str]] = {
+    **dict.fromkeys([0xA0, 0x1680, *range(0x2000, 0x200B), 0x202F, 0x205F, 0x3000], " "),
+    **dict.fromkeys([0x2010, 0x2011, 0x2012, 0x2013, 0x2212, 0xFE63, 0xFF0D], "-"),
+}
+#: Whether a text needs folding at all (one search; most texts do not).
+_FOLD_ANY_RE: Final = re.compile(
+    "[\u00a0\u00ad\u1680\u2000-\u200d\u2010-\u2013\u202f\u205f-\u2064\u2212\u3000\ufe63\ufeff\uff0d]"
+)
+#: What folding drops (zero-width characters, soft hyphens) or shortens (``%40`` to ``@``).
+_FOLD_DROP_RE: Final = re.compile("[\u00ad\u200b-\u200d\u2060-\u2064\ufeff]+|%40")
+
+
+@dataclass(frozen=True, slots=True)
+class Folded:
+    """A text as the rules see it, and how its offsets map back to the original.
+
+    Piece ``i``: the folded characters from ``starts[i]`` up to ``starts[i + 1]`` come from the
+    original at ``origins[i]``, one for one; or, when ``shrunk[i]`` is not 0, the piece is one
+    folded character standing for ``shrunk[i]`` original ones (``@`` for ``%40``). No pieces:
+    offsets are the same in both. (Arrays, not tuples: a text of many zero-width characters makes
+    many pieces, and arrays leave the garbage collector nothing to walk.)
+    """
+
+    text: str
+    starts: array.array[int]
+    origins: array.array[int]
+    shrunk: array.array[int]
+
+    def start(self, pos: int) -> int:
+        """The original offset of the folded character at ``pos``."""
+        if not self.starts:
+            return pos
+        i = bisect.bisect_right(self.starts, pos) - 1
+        return self.origins[i] if self.shrunk[i] else self.origins[i] + (pos - self.starts[i])
+
+    def end(self, pos: int) -> int:
+        """The original offset just after the folded character before ``pos`` (``pos`` > 0)."""
+        if not self.starts:
+            return pos
+        i = bisect.bisect_right(self.starts, pos - 1) - 1
+        return self.origins[i] + (self.shrunk[i] or pos - self.starts[i])
+
+
+def fold(text: str) -> Folded | None:
+    """``text`` folded for matching (see above), or None when folding changes nothing.
+
+    Args:
+        text: the original text.
+
+    Returns:
+        The folded text and its offset map; None if it equals ``text``. Blanks and hyphens fold
+        one for one, so a text holding only those folds without a map (no pieces).
+    """
+    if text.isascii():
+        if "%40" not in text:
+            return None
+        one = text
+    elif _FOLD_ANY_RE.search(text) is None:
+        if "%40" not in text:
+            return None
+        one = text
+    else:
+        one = text.translate(_FOLD_ONE)
+    starts, origins, shrunk = array.array("q"), array.array("q"), array.array("q")
+    out: list[str] = []
+    f = o = 0
+    for m in _FOLD_DROP_RE.finditer(one):
+        at = m.start()
+        if at > o:
+            starts.append(f)
+            origins.append(o)
+            shrunk.append(0)
+            out.append(one[o:at])
+            f += at - o
+        o = m.end()
+        if o - at == 3 and one[at] == "%":  # one folded character for three original ones
+            starts.append(f)
+            origins.append(at)
+            shrunk.append(3)
+            out.append("@")
+            f += 1
+    if not starts and o == 0:
+        return Folded(one, starts, origins, shrunk)
+    starts.append(f)
+    origins.append(o)
+    shrunk.append(0)
+    out.append(one[o:])
+    return Folded("".join(out), starts, origins, shrunk)
+
+
 _CREDENTIAL_SET: Final = frozenset(CREDENTIAL_KINDS)
 #: Every probe of the built-in rules, compiled on first use.
 _PROBE_SET: Final = probe_set()
+#: How far around an edit :meth:`Scrubber.scan_window` scans, each side: more than the longest
+#: finding that spans lines (the PEM block of a 16,384-bit RSA key is about 12,700 characters).
+EDIT_CONTEXT: Final = 16384
+#: How far past :data:`EDIT_CONTEXT` a window may widen to reach a line's end.
+_LINE_SLACK: Final = 4096
+#: Credential values longer than this are not searched for elsewhere in the text (blocks that long
+#: are found by their own shape wherever they are).
+_MAX_PROPAGATED: Final = 1024
+#: Occurrences reported one by one beyond the text's length, before one per position.
+_MATCH_SLACK: Final = 1024
+
+
+def _propagated(text: str, cands: list[Candidate]) -> list[Candidate]:
+    """Every other occurrence of a credential value found: a value recognised in one place (by its
+    context) is masked everywhere, each occurrence (overlapping ones too) taking the kind of the
+    value's first candidate. Linear: the values searched for total at most twice the text's length
+    (any beyond are left out: only a text that overlaps candidates thousands deep gets there) and
+    :func:`~memvault.scrub.validators.cover` reports at most one occurrence per position past a
+    budget."""
+    first: dict[str, tuple[int, str, int]] = {}
+    room = 2 * len(text) + _MATCH_SLACK
+    for start, end, kind, prio in cands:
+        if kind in _CREDENTIAL_SET and 8 <= end - start <= _MAX_PROPAGATED and end - start <= room:
+            value = text[start:end]
+            if value not in first:
+                first[value] = (start, kind, prio)
+                room -= len(value)
+    if not first:
+        return []
+    out: list[Candidate] = []
+    for pos, stop, value in cover(text, first, len(text) + _MATCH_SLACK):
+        start, kind, prio = first[value]
+        if pos != start:
+            out.append((pos, stop, kind, prio))
+    return out
+
+
+def _window(text: str, start: int, end: int) -> tuple[int, bool, int, bool]:
+    """``(a, cut_a, b, cut_b)``: the span ``text[a:b]`` :meth:`Scrubber.scan_window` scans for an
+    edit of ``text[start:end]``, and whether each end cuts a line (else it is the text's end or a
+    line boundary)."""
+    n = len(text)
+    lo, hi = max(0, start - EDIT_CONTEXT), min(n, end + EDIT_CONTEXT)
+    a, cut_a = lo, False
+    if lo > 0:
+        nl = text.rfind("\n", max(0, lo - _LINE_SLACK), lo)
+        a, cut_a = (nl + 1, False) if nl >= 0 else (lo, True)
+    b, cut_b = hi, False
+    if hi < n:
+        nl = text.find("\n", hi, hi + _LINE_SLACK)
+        b, cut_b = (nl, False) if nl >= 0 else (hi, True)
+    return a, cut_a, b, cut_b
+
+
+def _merge(findings: list[Finding]) -> list[Finding]:
+    """Sorted, non-overlapping findings: overlapping ones merged into their union, named by the
+    longest of them."""
+    findings.sort(key=lambda f: (f.start, -f.end))
+    out: list[Finding] = []
+    for f in findings:
+        if out and f.start < out[-1].end:
+            last = out[-1]
+            kind = last.kind if last.end - last.start >= f.end - f.start else f.kind
+            out[-1] = Finding(kind, last.start, max(last.end, f.end))
+        else:
+            out.append(f)
+    return out
 
 
 class Scrubber:
     """Finds and masks sensitive data according to a :class:`ScrubSettings` policy."""
 
-    __slots__ = ("_settings", "_plan", "_always", "_rule_of", "_allow", "_policy", "_active")
+    __slots__ = ("_settings", "_plan", "_always", "_rule_of", "_allow", "_allow_lengths", "_policy", "_active")
 
     def __init__(self, settings: ScrubSettings | StoreSettings | None = None) -> None:
         if isinstance(settings, StoreSettings):
@@ -161,6 +350,7 @@ class Scrubber:
             custom_detector(c) for c in settings.custom_rules if c.kind in active
         )
         self._allow: frozenset[str] = frozenset(settings.allowlist) | AWS_EXAMPLES
+        self._allow_lengths: frozenset[int] = frozenset(map(len, self._allow))
         self._active: frozenset[str] = frozenset(active)
 
     @property
@@ -172,16 +362,67 @@ class Scrubber:
         return self._policy.get(kind, "redact")
 
     def scan(self, text: str) -> list[Finding]:
-        """Sorted, non-overlapping findings in ``text`` (empty if the scrubber is disabled)."""
+        """Sorted, non-overlapping findings in ``text`` (empty if the scrubber is disabled).
+
+        Args:
+            text: the text to scan; offsets of findings are code points of it.
+
+        Returns:
+            One :class:`Finding` per sensitive span (kinds and offsets, never values).
+
+        Raises:
+            TypeError: ``text`` is not a str.
+        """
         if not isinstance(text, str):
             raise TypeError("text must be a str")
         if not self._settings.enabled or not text:
             return []
-        return self._findings(text, _PROBE_SET.grouped(projections(text)))
+        folded = fold(text)
+        seen = text if folded is None else folded.text
+        return self._found(text, _PROBE_SET.grouped(projections(seen)), folded)
+
+    def scan_window(self, text: str, start: int, end: int) -> list[Finding]:
+        """The findings an edit that wrote ``text[start:end]`` brings, the rest of ``text`` having been
+        scanned before: the text within :data:`EDIT_CONTEXT` characters of the edit (widened to
+        whole lines) is scanned, and every other occurrence in ``text`` of a credential found there
+        is reported too. Linear in the window, plus one search of ``text`` when credentials are found.
+
+        Args:
+            text: the whole text after the edit.
+            start, end: the span of ``text`` the edit wrote (``start == end`` for a deletion).
+
+        Returns:
+            Sorted, non-overlapping findings, in offsets of ``text``.
+        """
+        if not self._settings.enabled or not text:
+            return []
+        a, cut_a, b, cut_b = _window(text, start, end)
+        found = [
+            Finding(f.kind, f.start + a, f.end + a)
+            for f in self.scan(text[a:b])
+            if not (cut_a and f.start == 0 or cut_b and f.end == b - a)
+        ]
+        if a == 0 and b == len(text):
+            return found
+        values = {text[f.start : f.end]: f.kind for f in found if f.kind in _CREDENTIAL_SET and f.end - f.start >= 8}
+        if not values:
+            return found
+        extra = [
+            Finding(values[value], pos, stop)
+            for pos, stop, value in cover(text, values, len(text) + _MATCH_SLACK)
+            if pos < a or stop > b
+        ]
+        return _merge(found + extra)
 
     def _findings(self, text: str, reported: dict[int, list[int]]) -> list[Finding]:
-        """The findings of the rules given the offsets ``reported`` by each probe (a superset of
-        where the rules' regexes match: every offset of every probe gives the same findings)."""
+        """The findings of the rules given the offsets ``reported`` by each probe over the folded
+        text (a superset of where the rules' regexes match: every offset of every probe gives the
+        same findings), in offsets of ``text``."""
+        return self._found(text, reported, fold(text))
+
+    def _found(self, text: str, reported: dict[int, list[int]], folded: Folded | None) -> list[Finding]:
+        """:meth:`_findings` given ``fold(text)``."""
+        seen = text if folded is None else folded.text
         cands: list[Candidate] = []
         rule_of, plan = self._rule_of, self._plan
         for i in sorted({rule_of[p] for p in reported if p in rule_of}):
@@ -193,26 +434,22 @@ class Scrubber:
                 continue
             else:
                 starts = tuple(sorted(set(reported[p])) if p in reported else [] for p in probes)
-            cands.extend(detect(text, starts))
+            cands.extend(detect(seen, starts))
         for detect in self._always:
-            cands.extend(detect(text, ()))
-        # A value recognised as a credential in one place (by its context) is masked everywhere:
-        # every occurrence (overlapping ones too) takes the kind of the value's first candidate.
-        first: dict[str, tuple[int, str, int]] = {}
-        for start, end, kind, prio in cands:
-            if kind in _CREDENTIAL_SET and end - start >= 8:
-                value = text[start:end]
-                if value not in first:
-                    first[value] = (start, kind, prio)
-        for pos, value in occurrences(text, first):
-            start, kind, prio = first[value]
-            if pos != start:
-                cands.append((pos, pos + len(value), kind, prio))
-        return self._resolve(text, cands)
+            cands.extend(detect(seen, ()))
+        cands.extend(_propagated(seen, cands))
+        found = self._resolve(seen, cands)
+        if folded is None or not folded.starts:
+            return found
+        return [Finding(f.kind, folded.start(f.start), folded.end(f.end)) for f in found]
 
     def _resolve(self, text: str, cands: list[Candidate]) -> list[Finding]:
-        active, allow = self._active, self._allow
-        kept = [c for c in cands if c[1] > c[0] and c[2] in active and text[c[0] : c[1]] not in allow]
+        active, allow, lengths = self._active, self._allow, self._allow_lengths
+        kept = [
+            c
+            for c in cands
+            if c[1] > c[0] and c[2] in active and (c[1] - c[0] not in lengths or text[c[0] : c[1]] not in allow)
+        ]
         kept.sort()
         out: list[Finding] = []
         i = 0
@@ -252,7 +489,14 @@ class Scrubber:
 
     def apply(self, text: str) -> ScrubResult:
         """Mask ``text`` and report counts per masked kind and the kinds the policy rejects."""
-        findings = self.scan(text)
+        return self._result(text, self.scan(text))
+
+    def apply_window(self, text: str, start: int, end: int) -> ScrubResult:
+        """:meth:`apply` for an edit that wrote ``text[start:end]``: only what :meth:`scan_window`
+        finds is masked and counted (the rest of ``text`` was scrubbed when it was written)."""
+        return self._result(text, self.scan_window(text, start, end))
+
+    def _result(self, text: str, findings: list[Finding]) -> ScrubResult:
         counts: dict[str, int] = {}
         rejected: set[str] = set()
         for f in findings:

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from memvault.scrub.engine import Scrubber
     from memvault.store import AnyBranch
 
-__all__ = ["scrubber_for", "scrub_text", "check_path", "hook"]
+__all__ = ["scrubber_for", "scrub_text", "scrub_edit", "check_path", "hook"]
 
 _FAILED = "The sensitive-data scrubber failed; nothing was written."
 
@@ -54,15 +54,38 @@ def scrub_text(store: AnyBranch, text: str, findings: dict[str, int]) -> str:
         result = scrubber_for(store).apply(text)
     except Exception:
         raise InternalError(_FAILED) from None
-    if result.rejected:
-        kinds = ", ".join(sorted(set(result.rejected)))
+    return _outcome(result.text, result.counts, result.rejected, findings)
+
+
+def scrub_edit(store: AnyBranch, text: str, start: int, end: int, findings: dict[str, int]) -> str:
+    """:func:`scrub_text` for an edit that wrote ``text[start:end]`` into a file the store already
+    scrubbed: only the text around the edit is scanned (:meth:`~memvault.scrub.engine.Scrubber.apply_window`),
+    wide enough for a secret split across the edit, and every other occurrence of a credential
+    found there is masked too. Findings are counted in ``findings``.
+
+    Raises:
+        SensitiveDataError: a finding is of a kind whose policy is ``reject`` (nothing is counted).
+        InternalError: the scrubber failed.
+    """
+    if not store.settings.scrub.enabled:
+        return text
+    try:
+        result = scrubber_for(store).apply_window(text, start, end)
+    except Exception:
+        raise InternalError(_FAILED) from None
+    return _outcome(result.text, result.counts, result.rejected, findings)
+
+
+def _outcome(text: str, counts: dict[str, int], rejected: list[str], findings: dict[str, int]) -> str:
+    if rejected:
+        kinds = ", ".join(sorted(set(rejected)))
         raise SensitiveDataError(
             f"Error: The text contains sensitive data ({kinds}) that must not be stored in memory. "
             "Nothing was written; remove it and try again."
         )
-    for kind, n in result.counts.items():
+    for kind, n in counts.items():
         findings[kind] = findings.get(kind, 0) + n
-    return result.text
+    return text
 
 
 def check_path(store: AnyBranch, path: MemoryPath) -> None:

@@ -5,7 +5,9 @@ rules: at which offsets can each rule's regex start, and which rules cannot matc
 :class:`PatternSet` answers it for all rules at once with Hyperscan (``hyperscan``, the Python
 binding of Intel's multi-pattern regex engine, which scans a text once for every pattern), and
 with Python's ``re`` when Hyperscan is not installed; both give the same answer for the patterns
-the scrubber uses (see :class:`Pattern` for the rules those patterns follow).
+the scrubber uses (see :class:`Pattern` for the rules those patterns follow). Then each rule runs
+its Python regex only at the offsets reported (:func:`match_at`, :func:`finditer_before`,
+:func:`run_starts`), which gives the same matches as running it everywhere.
 
 This module is the only one that imports ``hyperscan``.
 """
@@ -15,11 +17,11 @@ from __future__ import annotations
 import re
 import threading
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-__all__ = ["Pattern", "PatternSet", "HYPERSCAN"]
+__all__ = ["Pattern", "PatternSet", "HYPERSCAN", "match_at", "finditer_before", "class_table", "run_starts"]
 
 _hs: Any
 try:
@@ -179,3 +181,57 @@ def width(regex: str) -> int:
     if lo != hi:
         raise ValueError(f"not a fixed-length pattern: {regex!r}")
     return int(lo)
+
+
+# -- Python regexes at the reported offsets ------------------------------------------------------
+
+
+def match_at(rx: re.Pattern[str], text: str, starts: Iterable[int]) -> Iterator[re.Match[str]]:
+    """``rx.finditer(text)``, trying ``rx`` only at ``starts``: sorted offsets that include every
+    offset a match can start at (what a :class:`PatternSet` reports), so the matches are the same."""
+    last = 0
+    for pos in starts:
+        if pos < last:
+            continue
+        m = rx.match(text, pos)
+        if m is not None:
+            last = m.end()
+            yield m
+
+
+def finditer_before(
+    rx: re.Pattern[str], back: re.Pattern[str], text: str, anchors: Iterable[int], reach: int
+) -> Iterator[re.Match[str]]:
+    """``rx.finditer(text)`` for a pattern that starts with a run of at most ``reach`` characters
+    ending at an anchor (every offset of which is in sorted ``anchors``): ``back`` (that run,
+    anchored at its end with ``\\Z``) finds the run's start."""
+    last = 0
+    for q in anchors:
+        b = back.search(text, max(0, q - reach), q)
+        if b is None or b.start() < last:
+            continue
+        m = rx.match(text, b.start())
+        if m is not None:
+            last = m.end()
+            yield m
+
+
+def class_table(chars: str) -> bytes:
+    """A ``bytes.translate`` table: ``a`` for each of ``chars`` (ASCII), ``.`` for every other byte."""
+    return bytes(ord("a") if chr(b) in chars else ord(".") for b in range(256))
+
+
+def run_starts(text: str, table: bytes, length: int) -> list[int]:
+    """Where each run of at least ``length`` characters of ``table``'s class starts (a regex whose
+    matches are such runs, not preceded by a class character, can start nowhere else)."""
+    sig = text.encode("ascii", "replace").translate(table)  # one byte per character
+    run = b"a" * length
+    out: list[int] = []
+    p = sig.find(run)
+    while p >= 0:
+        out.append(p)
+        p = sig.find(b".", p + length)
+        if p < 0:
+            break
+        p = sig.find(run, p)
+    return out

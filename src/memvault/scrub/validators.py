@@ -1,8 +1,9 @@
 """Pure checks of candidate values: entropy, checksums (Luhn, IBAN, GitHub's CRC32, a JWT's
-header), placeholders and character classes.
+header, the DER start of a private key), placeholders, payment processors' test card numbers,
+character classes, and the checks of each credential's body.
 
-:func:`occurrences` (every occurrence of many values in one pass) lives here too: this is the one
-module of the package that imports ``ahocorasick``, which the placeholder words also use.
+:func:`occurrences` and :func:`cover` (every occurrence of many values in one pass) live here too:
+this is the one module of the package that imports ``ahocorasick``.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import base64
 import binascii
 import collections
 import functools
+import ipaddress
 import json
 import math
 import re
@@ -35,13 +37,27 @@ __all__ = [
     "entropy_at_least",
     "luhn_valid",
     "iban_valid",
+    "iban_length",
     "github_checksum_valid",
     "jwt_valid",
     "is_placeholder",
     "char_classes",
     "random_looking",
     "AWS_EXAMPLES",
+    "TEST_CARD_NUMBERS",
+    "is_test_card",
+    "iin_plausible",
+    "version_context",
+    "token_check",
+    "openai_check",
+    "github_check",
+    "aws_id_check",
+    "aws_secret_check",
+    "hex_token_check",
+    "azure_key_check",
+    "jwt_check",
     "occurrences",
+    "cover",
 ]
 
 
@@ -126,9 +142,14 @@ _IBAN_LENGTHS: Final[dict[str, int]] = {
 }  # fmt: skip
 
 
+def iban_length(country: str) -> int | None:
+    """The length of an IBAN of ``country`` (two letters, either case); None for a country without IBANs."""
+    return _IBAN_LENGTHS.get(country.upper())
+
+
 def iban_valid(value: str) -> bool:
-    """Country length and ISO 7064 mod-97 check of an IBAN (spaces ignored)."""
-    compact = value.replace(" ", "").upper()
+    """Country length and ISO 7064 mod-97 check of an IBAN (spaces and hyphens ignored, either case)."""
+    compact = value.replace(" ", "").replace("-", "").upper()
     if not compact.isascii() or not compact.isalnum() or len(compact) < 15:
         return False
     if _IBAN_LENGTHS.get(compact[:2]) != len(compact) or not compact[2:4].isdigit():
@@ -169,26 +190,53 @@ def jwt_valid(value: str) -> bool:
 
 
 # -- placeholders --------------------------------------------------------------------------------
+#
+# A placeholder is a *whole value* of a documented placeholder shape: a template (``<YOUR_API_KEY>``,
+# ``{{ token }}``, ``${DB_PASSWORD}``), a reference to a variable or a secret store (``$TOKEN``,
+# ``os.environ["KEY"]``, ``vault:secret/x``), a masked or cut value (``****``, ``sk-...abcd``,
+# ``xxxxxxxx1234``), a value made of placeholder words (``your-api-key-here``, ``changeme123``), a
+# value of a handful of distinct characters, or one of the words that mean "no value". Nothing is
+# decided by a word found *inside* a value: the random body of a real key may hold ``your``,
+# ``here`` or ``xxxx`` by chance (45 in 200,000 random Anthropic keys did, with the old rule).
 
-_PLACEHOLDER_WORDS: Final[tuple[str, ...]] = (
-    "xxxx", "****", "...", "\u2026", "<", ">", "your", "example", "placeholder", "redacted", "changeme",
-    "change_me", "change-me", "dummy", "replace", "insert", "fixme", "${", "{{", "%(", "$(", "getenv",
-    "environ", "process.env", "env[", "env(", "env.", "secrets.", "vault:", "sample", "notreal", "not_real",
-    "here", "[", "...", "0123456789", "123456789", "abcdefgh", "qwerty12", "########", "••",
+#: Words that make a value a placeholder when every word of it is one of these or of ``_KEY_WORDS``.
+_PLACEHOLDER_WORDS: Final = frozenset(
+    {
+        "your", "yours", "my", "our", "here", "example", "examples", "placeholder", "redacted", "changeme",
+        "change", "me", "dummy", "replace", "replaceme", "insert", "fixme", "todo", "tbd", "sample", "notreal",
+        "not", "real", "fake", "test", "testing", "demo", "foo", "bar", "baz", "qux", "xyz", "abc", "abcd",
+        "abcdef", "abcdefgh", "qwerty", "asdf", "none", "null", "empty", "mysecret", "mypassword",
+    }
 )  # fmt: skip
-#: Any of ``_PLACEHOLDER_WORDS``: one Aho-Corasick pass (``pyahocorasick``; about twice as fast as
-#: this regex, which tries every word at every position), or the regex without it.
-_PLACEHOLDER_RE: Final = re.compile("|".join(re.escape(w) for w in _PLACEHOLDER_WORDS))
-
-
-@functools.cache
-def _placeholder_automaton() -> Any:
-    automaton = _aho.Automaton()
-    for word in _PLACEHOLDER_WORDS:
-        automaton.add_word(word, None)
-    automaton.make_automaton()
-    return automaton
-
+#: Words that name what a placeholder stands for (neutral on their own).
+_KEY_WORDS: Final = frozenset(
+    {
+        "api", "key", "keys", "token", "tokens", "access", "id", "client", "app", "auth", "value", "string",
+        "new", "actual", "prod", "production", "dev", "staging", "the", "with", "of", "for", "to", "in",
+        "this", "that", "bot", "user", "username", "webhook", "signing", "private", "public", "account", "sid",
+        "service", "org", "project", "pass", "pwd", "pat", "personal", "bearer", "jwt", "aws", "openai",
+        "anthropic", "github", "gitlab", "slack", "stripe", "twilio", "sendgrid", "npm", "pypi", "google", "azure",
+        "live", "sk", "pk", "rk", "ghp", "xoxb", "xoxp", "db", "database", "admin", "root", "master", "apikey",
+        "secret", "password", "passwd", "super", "some", "random", "generated", "enter", "put", "paste", "goes",
+    }
+)  # fmt: skip
+#: A word of a value: a run of lower-case letters, of upper-case letters (then lower-case ones), or of digits.
+_WORD_RE: Final = re.compile(r"[A-Z]+[a-z]*|[a-z]+|[0-9]+")
+#: Characters no token alphabet holds that mark a masked or cut value, or template syntax.
+#: Whether a value holds any character of ``_MASK_MARKS`` (one search; random keys hold none).
+_MARK_CHARS_RE: Final = re.compile("[.\u2026*\u2022\u25cf\u2588#${}%(]")
+_MASK_MARKS: Final = ("...", "\u2026", "***", "\u2022", "\u25cf", "\u2588", "####", "${", "{{", "}}", "%(", "$(")
+#: Whole values of a template shape: ``<...>``, ``[...]``, ``{...}``, ``(...)``.
+_TEMPLATE_RE: Final = re.compile(r"<[^<>]*>|\[[^\[\]]*\]|\{[^{}]*\}|\([^()]*\)")
+#: References to a variable or a secret store, as a whole value (or its start).
+_REFERENCE_RE: Final = re.compile(
+    r"(?:os\.)?(?:environ|getenv)\b|process\.env\b|ENV\[|env\(|secrets\.[A-Za-z_]|"
+    r"(?:vault|env|ssm|secretsmanager|sm|op|awssm|gcpsm|azkv|keyvault|k8s|file):"
+)
+#: The longest value made of placeholder words (twelve words at most).
+_MAX_WORDY: Final = 200
+#: Runs of ``x`` (or ``X``) of this length or more stand for masked characters.
+_X_RUN_RE: Final = re.compile(r"[xX]{3,}")
 
 #: Whole values that mean "no value": checked case-insensitively after stripping quotes.
 _NON_VALUES: Final[frozenset[str]] = frozenset(
@@ -198,6 +246,7 @@ _NON_VALUES: Final[frozenset[str]] = frozenset(
         "env", "password", "passwd", "pass", "secret", "token", "apikey", "api_key", "key", "value", "test",
         "mysecret", "mypassword", "secretpassword", "supersecret", "foo", "bar", "foobar", "admin", "root",
         "default", "random", "generated", "auto", "prompt", "ask", "stdin", "-", "--", "?", "see", "set",
+        "0123456789", "123456789", "12345678", "1234567890", "abcdefgh", "qwerty12", "qwertyuiop", "letmein",
     }
 )  # fmt: skip
 AWS_EXAMPLES: Final[frozenset[str]] = frozenset(
@@ -207,17 +256,59 @@ AWS_EXAMPLES: Final[frozenset[str]] = frozenset(
 
 
 def is_placeholder(value: str) -> bool:
-    """A documented placeholder, a masked value, a variable reference or an obviously fake value."""
+    """Whether ``value`` as a whole is a documented placeholder shape, not a secret.
+
+    Args:
+        value: the candidate value (surrounding quotes and blanks are ignored).
+
+    Returns:
+        True for a word that means "no value", one of AWS's published example keys, a reference
+        (``$X``, ``%X%``, ``@x``, ``os.environ[...]``, ``vault:...``), a template (``<...>``,
+        ``{{ x }}``), a masked or cut value (``***``, ``...``, ``…``, only ``x`` runs and digits), a
+        value whose every word is a placeholder word or names a key, with at least one placeholder
+        word and no more digits than letters (``your-api-key-here``, ``changeme123``), or six
+        characters or more of at most three distinct ones. A word inside a random value never decides.
+    """
     v = value.strip().strip("'\"`")
     low = v.lower()
     if low in _NON_VALUES or v in AWS_EXAMPLES or v.startswith(("$", "%", "@", "&", "*")):
         return True
-    if _aho is None:
-        if _PLACEHOLDER_RE.search(low) is not None:
-            return True
-    elif next(_placeholder_automaton().iter(low), None) is not None:
+    if _MARK_CHARS_RE.search(v) is not None and any(mark in v for mark in _MASK_MARKS):
         return True
-    return len(v) >= 6 and len(set(low)) <= 3
+    if v[:1] in "<[{(" and _TEMPLATE_RE.fullmatch(v) is not None or _REFERENCE_RE.match(v) is not None:
+        return True
+    if len(v) >= 6 and len(set(low[:16])) <= 3 and len(set(low)) <= 3:
+        return True
+    return _placeholder_words(v)
+
+
+def _placeholder_words(v: str) -> bool:
+    """Every word of ``v`` is a placeholder word, names a key, is digits or a run of ``x``; at
+    least one is a placeholder word or an ``x`` run; no more digits than letters; nothing but
+    ``-_.:/`` and blanks between them. Stops at the first other word (a random value's first)."""
+    if len(v) > _MAX_WORDY:
+        return False
+    marked = False
+    letters = digits = covered = 0
+    for n, m in enumerate(_WORD_RE.finditer(v)):
+        word = m.group()
+        if n == 12:
+            return False
+        covered += len(word)
+        if word.isdigit():
+            digits += len(word)
+            continue
+        letters += len(word)
+        low = word.lower()
+        if low in _PLACEHOLDER_WORDS or _X_RUN_RE.fullmatch(word) is not None:
+            marked = True
+        elif low not in _KEY_WORDS:
+            return False
+    return marked and letters >= digits and covered + _separators(v) == len(v)
+
+
+def _separators(v: str) -> int:
+    return sum(v.count(c) for c in "-_.:/ ")
 
 
 _ASCII_LOWER: Final = frozenset(string.ascii_lowercase)
@@ -247,6 +338,240 @@ def random_looking(value: str, *, min_len: int = 16, min_entropy: float = 3.0) -
     return len(value) >= min_len and char_classes(value) >= 2 and entropy_at_least(value, min_entropy)
 
 
+# -- the bodies of credentials -------------------------------------------------------------------
+#
+# Each check below answers for a whole, well-formed value of its kind; a random value of the real
+# shape always passes (``tests/scrub/test_scrub_keys.py`` checks that on generated keys).
+
+
+def token_check(prefix_len: int, *, min_entropy: float = 3.0) -> Callable[[str], bool]:
+    """A check of a token's body (after ``prefix_len`` characters).
+
+    Args:
+        prefix_len: characters of fixed prefix before the random body.
+        min_entropy: bits per character the body must reach.
+
+    Returns:
+        ``check(value)``: the body is not a placeholder and is random enough.
+    """
+
+    def check(value: str) -> bool:
+        body = value[prefix_len:]
+        return not is_placeholder(body) and entropy_at_least(body, min_entropy)
+
+    return check
+
+
+#: Project, service-account and admin keys of OpenAI: a word after ``sk-`` before the random body.
+_OPENAI_SCOPES: Final = ("proj-", "svcacct-", "admin-", "None-")
+
+
+def openai_check(value: str) -> bool:
+    """An OpenAI key (``sk-``, not ``sk-ant-``) whose body is random: a digit or both letter cases,
+    not a placeholder, at least 3.5 bits per character (4 without a digit)."""
+    body = value[3:]
+    if body.startswith("ant-"):
+        return False
+    for scope in _OPENAI_SCOPES:
+        if body.startswith(scope):
+            body = body[len(scope) :]
+            break
+    digit = not _ASCII_DIGITS.isdisjoint(body)
+    cases = not _ASCII_LOWER.isdisjoint(body) and not _ASCII_UPPER.isdisjoint(body)
+    if not (digit or cases) or is_placeholder(body):
+        return False
+    return entropy_at_least(body, 3.5 if digit else 4.0)
+
+
+def github_check(value: str) -> bool:
+    """A GitHub token with the right checksum, or whose body looks random."""
+    if value.startswith("github_pat_"):
+        return token_check(11)(value)
+    if github_checksum_valid(value):
+        return True
+    return token_check(4, min_entropy=3.5)(value)
+
+
+def aws_id_check(value: str) -> bool:
+    """An AWS access key id that is not an example (AWS's documented ones, ``...EXAMPLE``), not a
+    masked one, and not a run of a few characters."""
+    body = value[4:]
+    return (
+        value not in AWS_EXAMPLES and not value.endswith("EXAMPLE") and len(set(body)) > 4 and not is_placeholder(body)
+    )
+
+
+def aws_secret_check(value: str) -> bool:
+    """A 40-character AWS secret access key: both letter cases, not an example or a placeholder,
+    at least 4 bits per character (a random one has about 4.9)."""
+    if value in AWS_EXAMPLES or "EXAMPLE" in value:
+        return False
+    if _ASCII_LOWER.isdisjoint(value) or _ASCII_UPPER.isdisjoint(value):
+        return False
+    return not is_placeholder(value) and entropy_at_least(value, 4.0)
+
+
+def azure_key_check(value: str) -> bool:
+    """An Azure storage account key or SAS signature: not a placeholder, at least 3.5 bits per character."""
+    return not is_placeholder(value) and entropy_at_least(value, 3.5)
+
+
+def jwt_check(value: str) -> bool:
+    """A JWT whose header decodes to JSON with ``alg`` and whose payload and signature are not a placeholder."""
+    return jwt_valid(value) and not is_placeholder(value.split(".", 1)[1])
+
+
+def hex_token_check(value: str) -> bool:
+    """A random hex token (Twilio's auth token, an account sid's body): not a placeholder, at
+    least 2.5 bits per character (32 random hex digits have about 3.6)."""
+    return not is_placeholder(value) and entropy_at_least(value, 2.5)
+
+
+# -- payment cards -----------------------------------------------------------------------------------
+
+#: Card numbers that payment processors publish for testing (Stripe's and Visa's documentation, and
+#: the test numbers of the common gateways): not a person's card wherever they appear.
+TEST_CARD_NUMBERS: Final[frozenset[str]] = frozenset(
+    {
+        # Stripe (https://docs.stripe.com/testing)
+        "2223003122003222", "3056930009020004", "3566002020360505", "36227206271667", "371449635398431",
+        "378282246310005", "4000000000000002", "4000000000000010", "4000000000000028", "4000000000000036",
+        "4000000000000044", "4000000000000069", "4000000000000077", "4000000000000101", "4000000000000119",
+        "4000000000000127", "4000000000000259", "4000000000000341", "4000000000001976", "4000000000003055",
+        "4000000000003063", "4000000000003097", "4000000000003220", "4000000000004954", "4000000000005423",
+        "4000000000006975", "4000000000009979", "4000000000009987", "4000000000009995", "4000000400000008",
+        "4000000560000004", "4000000760000002", "4000001240000000", "4000002080000001", "4000002460000001",
+        "4000002500000003", "4000002500003155", "4000002760000016", "4000002760003184", "4000003720000278",
+        "4000003800000008", "4000003800000446", "4000004840008001", "4000006430000009", "4000007240000007",
+        "4000007520000008", "4000008260000000", "4000008400001629", "4000056655665556", "4100000000000019",
+        "4242424242424242", "5105105105105100", "5200828282828210", "5555555555554444", "6011000990139424",
+        "6011111111111117", "6011981111111113", "6200000000000005", "6200000000000047", "6205500000000000004",
+        "6555900000604105",
+        # Visa's, Adyen's and other gateways' published test numbers
+        "2222400070000005", "2222410740360010", "2223000048400011", "2223520443560010", "30569309025904",
+        "3088000000000017", "3530111333300000", "3566111111111113", "36006666333344", "36700102000000",
+        "370000000000002", "378734493671000", "38520000023237", "4000020000000000", "4000160000000004",
+        "4000640000000005", "4000760000000001", "4002690000000008", "4003550000000003", "4005519200000004",
+        "4009348888881881", "4012000033330026", "4012000077777777", "4012888888881881", "4017340000000003",
+        "4035501000000008", "4111111111111111", "4131840000000003", "4151500000000008", "4166676667666746",
+        "4199350000000002", "4217651111111119", "4222222222222", "4400000000000008", "4444333322221111",
+        "4484600000000004", "4500600000000061", "4571000000000001", "4607000000000009", "4646464646464644",
+        "4977949494949497", "4988438843884305", "5018000000000009", "5100290029002909", "5101180000000007",
+        "5136333333333335", "5424000000000015", "5431111111111111", "5454545454545454", "5500000000000004",
+        "5555444433331111", "5555555555555557", "5577000055770004", "5585558555855583", "6011000000000012",
+        "6011000995500000", "6011601160116611", "6243030000000001", "6250941006528599", "6304000000000000",
+        "6445644564456445", "6703444444444449", "6759649826438453",
+    }
+)  # fmt: skip
+
+
+def is_test_card(digits: str) -> bool:
+    """Whether ``digits`` (a card number's digits only) is a published test card number."""
+    return digits in TEST_CARD_NUMBERS
+
+
+def iin_plausible(digits: str) -> bool:
+    """Whether the leading digits (the issuer's number) and the length fit a card network."""
+    n = len(digits)
+    two, four = int(digits[:2]), int(digits[:4])
+    if digits[0] == "4":
+        return n in (13, 16, 19)
+    if 51 <= two <= 55 or 2221 <= four <= 2720:
+        return n == 16
+    if two in (34, 37):
+        return n == 15
+    if two in (36, 38, 30):
+        return n in (14, 16)
+    if digits.startswith(("6011", "65")) or 644 <= int(digits[:3]) <= 649 or two == 62:
+        return 16 <= n <= 19
+    if two == 35:
+        return 16 <= n <= 19
+    return two in (50, 56, 57, 58, 63, 67) and 12 <= n <= 19
+
+
+# -- versions that look like addresses -------------------------------------------------------------
+
+#: Words after which a dotted quad is a version (``version 8.4.15.160``, ``build 10.0.3.1``).
+_VERSION_BEFORE_RE: Final = re.compile(
+    r"(?i)\b(?:v|versions?|ver|builds?|releases?|released|rev|revision|firmware|fw|oid|sdk|hotfix)\b[^\n]{0,24}$"
+)
+#: A version and a range word before a dotted quad (``8.4.15 to 8.4.16.2``, ``v8.4.15.160 -> ...``).
+_RANGE_BEFORE_RE: Final = re.compile(r"(v?)(\d+(?:\.\d+){2,3})[ \t]*(?:to|->|\u2192|\u2013|\.\.)[ \t]*$")
+#: A range word and a version after a dotted quad.
+_RANGE_AFTER_RE: Final = re.compile(r"[ \t]*(?:to|->|\u2192|\u2013|\.\.)[ \t]*(v?)(\d+(?:\.\d+){2,3})")
+#: A markdown heading that opens with the dotted quad: a release heading (``## 8.4.15.160 (date)``).
+_HEADING_BEFORE_RE: Final = re.compile(r"(?i)[ \t]*#{1,6}[ \t]+(?:\[|v|version[ \t]+|release[ \t]+)?$")
+#: A table column header naming versions.
+_VERSION_HEADER_RE: Final = re.compile(r"(?i)version|build|release|firmware|\bver\b")
+_TABLE_RULE_RE: Final = re.compile(r"[ \t]*\|?[ \t:\-|]*-[ \t:\-|]*$")
+
+
+def _version_token(prefix: str, token: str) -> bool:
+    """Whether ``token`` (with its ``v`` prefix, if any) is a version and not an IPv4 address."""
+    if prefix:
+        return True
+    try:
+        ipaddress.IPv4Address(token)
+    except ValueError:
+        return True
+    return False
+
+
+def _table_column_header(text: str, line_start: int, pos: int) -> str:
+    """The header cell of the markdown table column ``pos`` is in ("" if not in a table, or the
+    table is more than 64 rows or its lines more than ``_LINE_REACH`` characters long)."""
+    column = text.count("|", line_start, pos)
+    end = line_start - 1
+    for _ in range(64):  # walk up the table to its rule line; the header is the line above it
+        if end <= 0:
+            return ""
+        start = text.rfind("\n", max(0, end - _LINE_REACH), end) + 1
+        line = text[start:end]
+        if not start and end > _LINE_REACH or not line.lstrip().startswith("|"):
+            return ""
+        if _TABLE_RULE_RE.fullmatch(line):
+            head_start = text.rfind("\n", max(0, start - 1 - _LINE_REACH), max(0, start - 1)) + 1
+            cells = text[head_start : max(head_start, start - 1)].split("|")
+            return cells[column] if column < len(cells) else ""
+        end = start - 1
+    return ""
+
+
+#: How far back a line is followed to its start (a longer line is not a heading or a table row).
+_LINE_REACH: Final = 1024
+
+
+def version_context(text: str, start: int, end: int) -> bool:
+    """Whether the dotted quad ``text[start:end]`` reads as a version, not an address.
+
+    Args:
+        text: the whole text.
+        start, end: the dotted quad's span.
+
+    Returns:
+        True after a version word (``version``, ``v``, ``build``, ``release``...), in a range with a
+        version (``8.4.15 to 8.4.15.160``), opening a markdown heading (``## 8.4.15.160``), or in a
+        markdown table column whose header names versions.
+    """
+    if _VERSION_BEFORE_RE.search(text, max(0, start - 40), start):
+        return True
+    nl = text.rfind("\n", max(0, start - _LINE_REACH), start)
+    line_start = nl + 1 if nl >= 0 or start <= _LINE_REACH else -1  # -1: a line too long to follow
+    before = _RANGE_BEFORE_RE.search(text, max(line_start, start - 40), start)
+    if before is not None and _version_token(before.group(1), before.group(2)):
+        return True
+    after = _RANGE_AFTER_RE.match(text, end)
+    if after is not None and _version_token(after.group(1), after.group(2)):
+        return True
+    if line_start < 0:
+        return False
+    if _HEADING_BEFORE_RE.match(text, line_start, start):
+        return True
+    if text[line_start:start].lstrip().startswith("|"):
+        return _VERSION_HEADER_RE.search(_table_column_header(text, line_start, start)) is not None
+    return False
+
+
 # -- many values at once -------------------------------------------------------------------------
 
 
@@ -267,3 +592,69 @@ def occurrences(text: str, values: Collection[str]) -> Iterator[tuple[int, str]]
         while pos >= 0:
             yield pos, value
             pos = text.find(value, pos + 1)
+
+
+def cover(text: str, values: Collection[str], budget: int) -> list[tuple[int, int, str]]:
+    """``(start, end, value)`` spans covering every occurrence in ``text`` of each of ``values``,
+    in time and memory linear in ``len(text)`` and the values' total length.
+
+    Overlapping occurrences are all reported (one Aho-Corasick pass) while there are at most
+    ``budget`` of them; a text with more (a periodic text that many values match everywhere) is
+    covered by the longest occurrence ending at each position instead, which covers the same
+    characters: at most one per position, from an automaton walked in Python.
+
+    Args:
+        text: the text searched.
+        values: non-empty strings.
+        budget: how many occurrences to report before switching to one per position.
+
+    Returns:
+        Spans in no particular order, each with the value found there; their union is the union
+        of all occurrences of all values.
+    """
+    out: list[tuple[int, int, str]] = []
+    for pos, value in occurrences(text, values):
+        out.append((pos, pos + len(value), value))
+        if len(out) > budget:
+            return _longest_per_end(text, values)
+    return out
+
+
+def _longest_per_end(text: str, values: Collection[str]) -> list[tuple[int, int, str]]:
+    """For each end position, the longest of ``values`` ending there (an Aho-Corasick automaton
+    whose states know the longest value that is a suffix of their string; linear)."""
+    goto: list[dict[str, int]] = [{}]
+    longest: list[str] = [""]  # the longest value that is a suffix of each state's string
+    for value in values:
+        state = 0
+        for ch in value:
+            nxt = goto[state].get(ch)
+            if nxt is None:
+                nxt = len(goto)
+                goto[state][ch] = nxt
+                goto.append({})
+                longest.append("")
+            state = nxt
+        if len(value) > len(longest[state]):
+            longest[state] = value
+    fail = [0] * len(goto)
+    queue = collections.deque(goto[0].values())
+    while queue:
+        state = queue.popleft()
+        for ch, nxt in goto[state].items():
+            f = fail[state]
+            while f and ch not in goto[f]:
+                f = fail[f]
+            fail[nxt] = goto[f].get(ch, 0) if state else 0
+            if len(longest[fail[nxt]]) > len(longest[nxt]):
+                longest[nxt] = longest[fail[nxt]]
+            queue.append(nxt)
+    out: list[tuple[int, int, str]] = []
+    state = 0
+    for i, ch in enumerate(text):
+        while state and ch not in goto[state]:
+            state = fail[state]
+        state = goto[state].get(ch, 0)
+        if longest[state]:
+            out.append((i + 1 - len(longest[state]), i + 1, longest[state]))
+    return out

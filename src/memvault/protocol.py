@@ -15,7 +15,8 @@ import base64
 import functools
 import operator
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from .errors import (
@@ -23,11 +24,12 @@ from .errors import (
     InvalidInputError,
     InvalidPathError,
     LimitExceededError,
+    MemvaultError,
     PathExistsError,
     PathNotFoundError,
 )
 from .paths import MemoryPath, display, parse_path
-from .scrub.guard import check_path, scrub_text
+from .scrub.guard import check_path, scrub_edit, scrub_text
 from .store import AnyBranch, Transaction
 
 __all__ = ["COMMANDS", "ToolResult", "run_command", "format_size", "MAX_LINES"]
@@ -287,12 +289,21 @@ def _read_text(txn: Transaction, path: MemoryPath, missing: str) -> str:
 
 def _encode(store: AnyBranch, path: MemoryPath, text: str) -> bytes:
     data = text.encode("utf-8")
-    if len(data) > store.settings.max_file_bytes:
+    _check_size(store, path, len(data))
+    return data
+
+
+def _check_size(store: AnyBranch, path: MemoryPath, size: int) -> None:
+    if size > store.settings.max_file_bytes:
         raise LimitExceededError(
-            f"Error: The content for {path.text} is {len(data)} bytes, over the limit of "
+            f"Error: The content for {path.text} is {size} bytes, over the limit of "
             f"{store.settings.max_file_bytes} bytes per file"
         )
-    return data
+
+
+def _utf8_size(text: str) -> int:
+    """The UTF-8 length of ``text`` (without encoding an ASCII text)."""
+    return len(text) if text.isascii() else len(text.encode("utf-8"))
 
 
 def _with_note(message: str, findings: dict[str, int]) -> str:
@@ -312,6 +323,7 @@ def _create(store: AnyBranch, args: dict[str, Any], actor: str, session: str) ->
         raise PathExistsError("Error: /memories is a directory; give a file path below it")
     check_path(store, path)
     findings: dict[str, int] = {}
+    _check_size(store, path, _utf8_size(args["file_text"]))  # before scrubbing: a refused text costs nothing
     data = _encode(store, path, scrub_text(store, args["file_text"], findings))
 
     def apply(txn: Transaction) -> str:
@@ -353,6 +365,85 @@ def _line_numbers(content: str, needle: str) -> str:
     return ", ".join(out)
 
 
+@dataclass(frozen=True)
+class _Edit:
+    """A file's text after an edit, before scrubbing: ``text[start:end]`` is what the edit wrote."""
+
+    text: str
+    start: int
+    end: int
+    #: 0-based line where the edit starts, and how many lines it wrote (for the result's snippet).
+    line: int
+    lines: int
+
+
+@dataclass(frozen=True)
+class _Scrubbed:
+    """The outcome of scrubbing an edit of ``content``: the text to store, or the error to raise."""
+
+    content: str
+    edit: _Edit
+    text: str | None
+    findings: dict[str, int]
+    error: MemvaultError | None
+
+
+def _scrub_edit(store: AnyBranch, path: MemoryPath, content: str, edit: _Edit) -> _Scrubbed:
+    """Scrub ``edit`` of ``content`` (the size limit first: a text over it is never scanned)."""
+    findings: dict[str, int] = {}
+    try:
+        _check_size(store, path, _utf8_size(edit.text))
+        text = scrub_edit(store, edit.text, edit.start, edit.end, findings)
+    except MemvaultError as err:
+        return _Scrubbed(content, edit, None, {}, err)
+    return _Scrubbed(content, edit, text, findings, None)
+
+
+def _edit(
+    store: AnyBranch,
+    path: MemoryPath,
+    missing: str,
+    make: Callable[[str], _Edit],
+    done: Callable[[_Edit, str], str],
+    *,
+    command: str,
+    actor: str,
+    session: str,
+) -> ToolResult:
+    """Run an edit of the file at ``path``: ``make(content)`` builds it (raising the command's
+    errors), ``done(edit, stored text)`` words the result.
+
+    The edit is scrubbed *before* the store's writer lock is taken, on the file as a read shows
+    it, so that scanning never holds other writers up; under the lock the file is read again, and
+    only if it changed meanwhile is the edit made and scrubbed again there.
+    """
+    early: _Scrubbed | None = None
+    try:
+        with store.reading() as snap:
+            content = _read_text(snap, path, missing)
+        early = _scrub_edit(store, path, content, make(content))
+    except MemvaultError:
+        early = None  # the same error is raised under the lock, from the state it sees
+
+    findings: dict[str, int] = {}
+
+    def apply(txn: Transaction) -> str:
+        content = _read_text(txn, path, missing)
+        outcome = early if early is not None and early.content == content else None
+        if outcome is None:  # the file changed since it was read (or could not be read then)
+            outcome = _scrub_edit(store, path, content, make(content))
+        if outcome.error is not None:
+            raise outcome.error
+        assert outcome.text is not None
+        txn.write_file(path, _encode(store, path, outcome.text))
+        findings.update(outcome.findings)
+        return _with_note(done(outcome.edit, outcome.text), findings)
+
+    return store.transact(
+        apply, command=command, paths=(path.text,), actor=actor, session=session, findings=findings
+    ).value
+
+
 def _str_replace(store: AnyBranch, args: dict[str, Any], actor: str, session: str) -> ToolResult:
     path = _path(store, args["path"])
     old_str: str = args["old_str"]
@@ -360,8 +451,7 @@ def _str_replace(store: AnyBranch, args: dict[str, Any], actor: str, session: st
     if old_str == "":
         raise EditError("Error: `old_str` must not be empty.")
 
-    def apply(txn: Transaction) -> str:
-        content = _read_text(txn, path, f"Error: The path {path.text} does not exist. Please provide a valid path.")
+    def make(content: str) -> _Edit:
         count = content.count(old_str)
         if count == 0:
             raise EditError(
@@ -374,47 +464,45 @@ def _str_replace(store: AnyBranch, args: dict[str, Any], actor: str, session: st
                 "Please ensure it is unique"
             )
         pos = content.find(old_str)
-        # The whole file as it will be is scrubbed, so a secret split across the edit is caught.
-        new_content = scrub_text(store, content[:pos] + new_str + content[pos + len(old_str) :], findings)
-        txn.write_file(path, _encode(store, path, new_content))
-        changed = content.count("\n", 0, pos)
-        new_lines = _lines(new_content)
-        first = max(0, changed - 2)
-        last = min(len(new_lines), changed + new_str.count("\n") + 3)
-        snippet = _numbered(new_lines[first:last], first + 1)
-        return _with_note(
-            f"The memory file has been edited. Snippet of {path.text} with line numbers:\n{snippet}", findings
-        )
+        text = content[:pos] + new_str + content[pos + len(old_str) :]
+        return _Edit(text, pos, pos + len(new_str), content.count("\n", 0, pos), new_str.count("\n"))
 
-    findings: dict[str, int] = {}
-    return store.transact(
-        apply, command="str_replace", paths=(path.text,), actor=actor, session=session, findings=findings
-    ).value
+    def done(edit: _Edit, stored: str) -> str:
+        new_lines = _lines(stored)
+        first = max(0, edit.line - 2)
+        last = min(len(new_lines), edit.line + edit.lines + 3)
+        snippet = _numbered(new_lines[first:last], first + 1)
+        return f"The memory file has been edited. Snippet of {path.text} with line numbers:\n{snippet}"
+
+    missing = f"Error: The path {path.text} does not exist. Please provide a valid path."
+    return _edit(store, path, missing, make, done, command="str_replace", actor=actor, session=session)
 
 
 def _insert(store: AnyBranch, args: dict[str, Any], actor: str, session: str) -> ToolResult:
     path = _path(store, args["path"])
     line: int = args["insert_line"]
     text: str = args["insert_text"]
+    # One trailing LF ends the inserted text's last line; any further LFs are blank lines the
+    # model asked for (the SDK strips them all).
+    inserted = (text[:-1] if text.endswith("\n") else text).split("\n")
 
-    def apply(txn: Transaction) -> str:
-        lines = _lines(_read_text(txn, path, f"Error: The path {path.text} does not exist"))
+    def make(content: str) -> _Edit:
+        lines = _lines(content)
         if line < 0 or line > len(lines):
             raise EditError(
                 f"Error: Invalid `insert_line` parameter: {line}. It should be within the range of lines "
                 f"of the file: [0, {len(lines)}]"
             )
-        # One trailing LF ends the inserted text's last line; any further LFs are blank lines
-        # the model asked for (the SDK strips them all).
-        lines[line:line] = (text[:-1] if text.endswith("\n") else text).split("\n")
-        new_content = scrub_text(store, "\n".join(lines) + "\n", findings)
-        txn.write_file(path, _encode(store, path, new_content))
-        return _with_note(f"The file {path.text} has been edited.", findings)
+        start = sum(map(len, lines[:line])) + line  # each line before and its LF
+        lines[line:line] = inserted
+        written = sum(map(len, inserted)) + len(inserted) - 1
+        return _Edit("\n".join(lines) + "\n", start, start + written, line, len(inserted))
 
-    findings: dict[str, int] = {}
-    return store.transact(
-        apply, command="insert", paths=(path.text,), actor=actor, session=session, findings=findings
-    ).value
+    def done(_edit: _Edit, _stored: str) -> str:
+        return f"The file {path.text} has been edited."
+
+    missing = f"Error: The path {path.text} does not exist"
+    return _edit(store, path, missing, make, done, command="insert", actor=actor, session=session)
 
 
 def _delete(store: AnyBranch, args: dict[str, Any], actor: str, session: str) -> ToolResult:
@@ -439,6 +527,14 @@ def _rename(store: AnyBranch, args: dict[str, Any], actor: str, session: str) ->
     if new.is_root:
         raise PathExistsError("Error: The destination /memories already exists")
     check_path(store, new)
+    # Every path below a moved directory gets a new name too: each is checked as create would
+    # check it, before the writer lock is taken (and, under it, any that appeared meanwhile).
+    checked = {new.text}
+    with store.reading() as snap:
+        moving = [_rebase(p, old, new) for p in snap.descendants(old)] if snap.is_dir(old) else []
+    for dst in moving:
+        check_path(store, dst)
+        checked.add(dst.text)
 
     def apply(txn: Transaction) -> str:
         if txn.get(old) is None:
@@ -447,10 +543,20 @@ def _rename(store: AnyBranch, args: dict[str, Any], actor: str, session: str) ->
             raise PathExistsError(f"Error: The destination {new.text} already exists")
         if new.is_within(old):
             raise InvalidPathError(f"Error: Cannot move {old.text} into itself ({new.text})")
+        if txn.is_dir(old):
+            for src in txn.descendants(old):
+                dst = _rebase(src, old, new)
+                if dst.text not in checked:
+                    check_path(store, dst)
         txn.rename(old, new)
         return f"Successfully renamed {old.text} to {new.text}"
 
     return store.transact(apply, command="rename", paths=(old.text, new.text), actor=actor, session=session).value
+
+
+def _rebase(path: MemoryPath, old: MemoryPath, new: MemoryPath) -> MemoryPath:
+    """``path`` (``old`` or below it) as it is named once ``old`` is renamed ``new``."""
+    return MemoryPath(new.parts + path.parts[len(old.parts) :])
 
 
 _HANDLERS = {

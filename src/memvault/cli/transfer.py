@@ -50,6 +50,9 @@ def _cmd_import(args: argparse.Namespace) -> int:
         print(f"  note: {path} is hidden (its name starts with '.'; the memory tool's view does not list it)")
     for path in result.unscanned:
         print(f"  note: {path} is an image, stored without passing the scrubber (it reads text only)")
+    for path, kinds in sorted(result.findings.items()):
+        masked = ", ".join(f"{n} {kind}" for kind, n in sorted(kinds.items()))
+        print(f"  masked in {path}: {masked}")
     for entry in result.skipped:
         print(f"  skipped {entry.source}: {entry.reason}")
     return ExitStatus.SUCCESS

@@ -88,6 +88,9 @@ class ImportResult:
     skipped: tuple[SkippedEntry, ...]
     #: images stored without passing the scrubber (it reads text only; it cannot see into pixels)
     unscanned: tuple[str, ...] = ()
+    #: what the store's scrubber masked in each imported file: ``{path: {kind: count}}`` (files with
+    #: findings only; kinds and counts, never values). Empty when a ``scrub`` hook was given.
+    findings: dict[str, dict[str, int]] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -100,6 +103,7 @@ class ImportResult:
             "hidden": list(self.hidden),
             "skipped": [s.to_json() for s in self.skipped],
             "unscanned": list(self.unscanned),
+            "findings": {path: dict(sorted(kinds.items())) for path, kinds in sorted(self.findings.items())},
         }
 
 
@@ -145,11 +149,17 @@ def _read_limited(fd: int, limit: int) -> bytes | None:
 
 
 class _Importer:
-    def __init__(self, store: MemoryStore, prefix: MemoryPath, scrub: Scrubber | None) -> None:
+    def __init__(
+        self, store: MemoryStore, prefix: MemoryPath, scrub: Scrubber | None, counts: dict[str, int] | None = None
+    ) -> None:
         self.store = store
         self.settings = store.settings
         self.prefix = prefix
         self.scrub = scrub
+        #: with the store's own scrubber: what it masked, per file (``counts`` is what the last text
+        #: scrubbed added to, read and cleared after each file)
+        self.counts = counts
+        self.findings: dict[str, dict[str, int]] = {}
         self.scan = _Scan()
         self.file_count = 0
 
@@ -242,6 +252,12 @@ class _Importer:
                 except SensitiveDataError as err:
                     self.scan.problems.append(SkippedEntry(source, str(err).removeprefix("Error: ")))
                     return
+                finally:
+                    masked = dict(self.counts or {})
+                    if self.counts:
+                        self.counts.clear()
+                if masked:
+                    self.findings[vpath.text] = masked
                 if len(data) > limit:
                     self.scan.problems.append(SkippedEntry(source, f"it is larger than the limit of {limit} bytes"))
                     return
@@ -315,22 +331,30 @@ def import_dir(
       ``("path", path)`` for every path and ``("file_text", text)`` for every text file, before
       anything is written, and its result is what gets validated and stored. It is not applied to
       binary files. It may raise (for example ``SensitiveDataError``) to refuse the import.
+      Without a hook the store's own scrubber runs, and :attr:`ImportResult.findings` says what it
+      masked in each file (kinds and counts).
 
     The source is read before the store lock is taken; the commit records ``paths=(prefix,)``
     and per-file changes are in the log. An empty source writes no commit (``commit_id`` None).
     """
     prefix_path = parse_path(prefix, store.settings)
     root_fd, layout = _source_root(Path(source))
-    findings: dict[str, int] = {}
+    counts: dict[str, int] | None = None
     if scrub is None:  # the store's own scrubber, as for the memory tool
-        scrub = guard.hook(store, findings)
-    importer = _Importer(store, prefix_path, scrub)
+        counts = {}
+        scrub = guard.hook(store, counts)
+    importer = _Importer(store, prefix_path, scrub, counts)
     with opened(root_fd):
         importer.walk(root_fd, ())
     scan = importer.scan
     if scan.problems and not skip_invalid:
         raise ImportRefusedError(tuple(scan.problems))
     files = scan.files
+    file_findings = {path: kinds for path, kinds in importer.findings.items() if path in files}
+    findings: dict[str, int] = {}  # the commit records the totals
+    for kinds in file_findings.values():
+        for kind, n in kinds.items():
+            findings[kind] = findings.get(kind, 0) + n
     if not files and not scan.directories:
         return ImportResult(
             None, None, layout, (), (), (), tuple(sorted(scan.hidden)), tuple(scan.skipped + scan.problems)
@@ -367,4 +391,5 @@ def import_dir(
         hidden=tuple(sorted(scan.hidden)),
         skipped=tuple(scan.skipped + scan.problems),
         unscanned=tuple(sorted(p for p, (_data, binary, _source) in files.items() if binary)),
+        findings=file_findings,
     )

@@ -28,7 +28,10 @@ ENVIRONMENT = (
     ("MEMVAULT_NEW_PASSPHRASE", "the new passphrase of passwd and key add"),
     ("MEMVAULT_LOCK_TIMEOUT", "seconds a writer waits for the store's lock, when --lock-timeout is not given"),
     ("MEMVAULT_DEBUG", "1: as -v, log the chain of internal errors (never content or keys)"),
-    ("MEMVAULT_PAGER, PAGER", "the pager of log, show and diff on a terminal (default: less -FRX)"),
+    (
+        "MEMVAULT_PAGER, PAGER",
+        "the pager of log, show, diff and blame on a terminal (default: less -FRX; empty or cat: none)",
+    ),
     ("NO_COLOR, TERM=dumb", "no colour"),
     ("VISUAL, EDITOR", "the editor of memvault edit"),
     ("MEMVAULT_CACHE_DIR", "where stores in object storage are cached (default: $XDG_CACHE_HOME/memvault)"),

@@ -1,10 +1,11 @@
-"""The store: :class:`MemoryStore` (open, read, commit), side branches (:class:`BranchStore`),
-state, transactions, the commit pipeline, the configuration file and access times.
+"""The store: :class:`MemoryStore` (create, open, read, commit), side branches (:class:`BranchStore`),
+state, transactions, the commit pipeline, the typed read API, the configuration file and access times.
 """
 
 from .branch import BranchStore
 from .config import STORE_FILE
 from .memorystore import MemoryStore
+from .reads import MemoryEntry
 from .state import StoreState
 from .transaction import Committed, Transaction
 
@@ -12,4 +13,13 @@ from .transaction import Committed, Transaction
 #: work on.
 AnyBranch = MemoryStore | BranchStore
 
-__all__ = ["MemoryStore", "BranchStore", "AnyBranch", "Transaction", "Committed", "StoreState", "STORE_FILE"]
+__all__ = [
+    "MemoryStore",
+    "BranchStore",
+    "AnyBranch",
+    "MemoryEntry",
+    "Transaction",
+    "Committed",
+    "StoreState",
+    "STORE_FILE",
+]

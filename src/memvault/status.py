@@ -100,7 +100,7 @@ class StoreStatus:
     last_commit: LastCommit
     lock: LockStatus
     remote: RemoteStatus | None = None
-    branches: tuple[str, ...] = field(default_factory=tuple)  #: dream branches awaiting review
+    branches: tuple[str, ...] = field(default_factory=tuple)  #: dream branches (open or merged)
 
     @property
     def key_slot_count(self) -> int:

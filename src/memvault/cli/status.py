@@ -57,7 +57,12 @@ def format_status(status: StoreStatus) -> list[str]:
         who += f" on {terminal_safe(lock.host)}" if lock.host else ""
         rows.append(("Lock", f"held by {who}"))
     if status.branches:
-        rows.append(("Dream branches", f"{len(status.branches)} awaiting review: {', '.join(status.branches)}"))
+        rows.append(
+            (
+                "Dream branches",
+                f"{len(status.branches)} (open or merged; memvault dream list): " + ", ".join(status.branches),
+            )
+        )
     if status.remote is not None:
         r = status.remote
         rows.append(("Objects", f"{terminal_safe(r.description)}; packs there: {_size(r.history_bytes)}"))

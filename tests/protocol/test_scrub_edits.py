@@ -68,7 +68,27 @@ def test_old_text_far_from_an_edit_is_not_rescanned(store: memvault.MemoryStore,
     out = tool.call({"command": "str_replace", "path": "/memories/far.md", "old_str": "END", "new_str": "DONE"})
     assert isinstance(out, str) and "Note:" not in out
     assert GH in history.read_at(store, "/memories/far.md").decode()
-    assert engine.EDIT_CONTEXT < len(filler)
+    assert engine.EDIT_CONTEXT < len(filler)  # beyond the reach of every rule
+
+
+def test_a_key_block_completed_by_an_edit_is_caught(store: memvault.MemoryStore, tool: memvault.MemoryTool) -> None:
+    """A PEM block's BEGIN line about 10 KB before the edit that writes its END line: beyond the
+    reach of the line rules, within that of the key blocks."""
+    body = "\n".join(
+        f"MIIEpAIBAAKCAQEA{i:04d}" + "Qm3vT8xLp2Zr9Ks4Wb7Ny1Jd6Hc0Fg5Ua8Ve3Ti2Ro4Pl9Mk1Xq7Sw6" for i in range(140)
+    )
+    store.put_file("/memories/key.md", f"deploy key:\n-----BEGIN RSA PRIVATE KEY-----\n{body}\nTAIL\nafter\n")
+    assert engine.LINE_CONTEXT < len(body) < engine.EDIT_CONTEXT
+    out = tool.call(
+        {
+            "command": "str_replace",
+            "path": "/memories/key.md",
+            "old_str": "TAIL",
+            "new_str": "-----END RSA PRIVATE KEY-----",
+        }
+    )
+    assert isinstance(out, str) and "(1 private_key)" in out
+    assert history.read_at(store, "/memories/key.md") == b"deploy key:\n[REDACTED:private_key]\nafter\n"
 
 
 def _blocking_window(monkeypatch: pytest.MonkeyPatch) -> tuple[threading.Event, threading.Event, list[int]]:

@@ -430,9 +430,11 @@ def detect_numbers(text: str, starts: tuple[list[int], ...]) -> Iterable[Candida
         while raw.startswith("(") and raw.count("(") > raw.count(")"):
             raw, start = raw[1:], start + 1
         raw = raw.rstrip(" -./(")
-        if not raw:
-            continue
-        yield from _classify_number(text, start, raw)
+        if not raw or len(raw) == 10 and raw[4] == "-" and raw[7] == "-" and _ISO_DATE_RE.fullmatch(raw):
+            continue  # (the commonest number in notes: a date)
+        found = _classify_number(text, start, raw)
+        if found is not None:
+            yield found
 
 
 _SSN_WORD_RE: Final = re.compile(r"(?i)ssn|social security")
@@ -451,9 +453,10 @@ def _line_before(text: str, start: int) -> str:
     return text[max(0, start - 40) : start].rsplit("\n", 1)[-1]
 
 
-def _classify_number(text: str, start: int, raw: str) -> Iterable[Candidate]:
-    if _ISO_DATE_RE.fullmatch(raw) or raw.count(".") > 2 and _DIGITS_DOTS_RE.fullmatch(raw):
-        return  # the commonest numbers in notes: dates and versions (what the checks below conclude)
+def _classify_number(text: str, start: int, raw: str) -> Candidate | None:
+    """The phone number, card or SSN that the digit run ``raw`` at ``start`` is, if any."""
+    if raw.count(".") > 2 and _DIGITS_DOTS_RE.fullmatch(raw):
+        return None  # versions (what the checks below conclude)
     end = start + len(raw)
     digits = raw.translate(_DROP_SEPARATORS)  # raw holds only \d characters and these separators
     # SSN
@@ -461,13 +464,12 @@ def _classify_number(text: str, start: int, raw: str) -> Iterable[Candidate]:
     if sm and (sm.group(2) == "-" or _SSN_WORD_RE.search(_line_before(text, start))):
         area, group, serial = sm.group(1), sm.group(3), sm.group(4)
         if area not in ("000", "666") and area[0] != "9" and group != "00" and serial != "0000":
-            yield start, end, "ssn", P_PII["ssn"]
-            return
+            return start, end, "ssn", P_PII["ssn"]
     # card: a published test number is no one's; grouped as cards are printed, a number is a card
     # even after order or reference wording (plain digits there are an order or tracking number)
     if 13 <= len(digits) <= 19 and luhn_valid(digits) and iin_plausible(digits):
         if is_test_card(digits):
-            return
+            return None
         grouped = tuple(len(g) for g in _GROUP_SEP_RE.split(raw)) in _CARD_GROUPS and len(set(raw) - _DIGITS) == 1
         line_before = _line_before(text, start)
         if (
@@ -475,8 +477,7 @@ def _classify_number(text: str, start: int, raw: str) -> Iterable[Candidate]:
             or raw.isdigit()
             and not (_NEG_CONTEXT_RE.search(line_before[-20:]) and not _CARD_CONTEXT_RE.search(line_before))
         ):
-            yield start, end, "credit_card", P_PII["credit_card"]
-            return
+            return start, end, "credit_card", P_PII["credit_card"]
     # dates, times, versions, decimals are not phone numbers
     if not raw.startswith("+") and (
         _DATE_LIKE_RE.search(raw)
@@ -484,13 +485,13 @@ def _classify_number(text: str, start: int, raw: str) -> Iterable[Candidate]:
         or _DIGITS_DOTS_RE.fullmatch(raw)
         and raw.count(".") != 2
     ):
-        return  # (a number with a country code is never a date)
+        return None  # (a number with a country code is never a date)
     if _DOTTED_QUAD_RE.search(raw):  # dotted quad or version
-        return
+        return None
     line_before = _line_before(text, start)
     context = _PHONE_CONTEXT_RE.search(line_before[-30:]) is not None
     if _NEG_CONTEXT_RE.search(line_before[-20:]) and not context and not raw.startswith("+"):
-        return
+        return None
     for rx in (_NANP_RE, _INTL_RE, _TRUNK_RE):
         pm = rx.fullmatch(raw)
         if pm is None:
@@ -501,10 +502,10 @@ def _classify_number(text: str, start: int, raw: str) -> Iterable[Candidate]:
             continue
         if rx is _INTL_RE and not 8 <= len(digits) <= 15:
             continue
-        yield start, end, "phone", P_PII["phone"]
-        return
+        return start, end, "phone", P_PII["phone"]
     if context and 7 <= len(digits) <= 15 and _PHONE_CHARS_RE.fullmatch(raw):
-        yield start, end, "phone", P_PII["phone"]
+        return start, end, "phone", P_PII["phone"]
+    return None
 
 
 _IPV4_RE: Final = re.compile(r"\d(?<![\w.\-]\d)\d{0,2}\.\d{1,3}\.\d{1,3}\.\d{1,3}(?![\w\-]|\.\d)")

@@ -79,6 +79,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from memvault.scrub.detectors import Candidate, Detector
+from memvault.scrub.prefilter import PatternSet
 from memvault.scrub.rules import (
     NUMBERS,
     NUMERIC_KINDS,
@@ -105,6 +106,7 @@ __all__ = [
     "fold",
     "Folded",
     "EDIT_CONTEXT",
+    "LINE_CONTEXT",
     "KINDS",
     "CREDENTIAL_KINDS",
     "PII_KINDS",
@@ -163,12 +165,35 @@ _FOLD_ONE: Final[dict[int, str]] = {
     **dict.fromkeys([0xA0, 0x1680, *range(0x2000, 0x200B), 0x202F, 0x205F, 0x3000], " "),
     **dict.fromkeys([0x2010, 0x2011, 0x2012, 0x2013, 0x2212, 0xFE63, 0xFF0D], "-"),
 }
+_FOLD_ONE_CHARS: Final = tuple(map(chr, _FOLD_ONE))
 #: Whether a text needs folding at all (one search; most texts do not).
 _FOLD_ANY_RE: Final = re.compile(
     "[\u00a0\u00ad\u1680\u2000-\u200d\u2010-\u2013\u202f\u205f-\u2064\u2212\u3000\ufe63\ufeff\uff0d]"
 )
 #: What folding drops (zero-width characters, soft hyphens) or shortens (``%40`` to ``@``).
 _FOLD_DROP_RE: Final = re.compile("[\u00ad\u200b-\u200d\u2060-\u2064\ufeff]+|%40")
+
+
+#: Every character folding changes.
+_FOLD_CHARS: Final = frozenset(
+    "\u00a0\u00ad\u1680\u202f\u205f\u2212\u3000\ufe63\ufeff\uff0d"
+    + "".join(map(chr, [*range(0x2000, 0x200E), *range(0x2010, 0x2014), *range(0x2060, 0x2065)]))
+)
+
+
+def _may_fold(text: str, plain: bytes | None) -> bool:
+    """Whether ``text`` (not ASCII) holds a character folding changes: looked up at the first
+    ``?`` of ``plain`` (where the other characters are), then one search of the rest."""
+    if plain is None:
+        return _FOLD_ANY_RE.search(text) is not None
+    i = plain.find(b"?")
+    for _ in range(64):
+        if i < 0:
+            return False
+        if text[i] in _FOLD_CHARS:
+            return True
+        i = plain.find(b"?", i + 1)
+    return i >= 0 and _FOLD_ANY_RE.search(text, i) is not None
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,11 +227,13 @@ class Folded:
         return self.origins[i] + (self.shrunk[i] or pos - self.starts[i])
 
 
-def fold(text: str) -> Folded | None:
+def fold(text: str, plain: bytes | None = None) -> Folded | None:
     """``text`` folded for matching (see above), or None when folding changes nothing.
 
     Args:
         text: the original text.
+        plain: ``text`` encoded as ASCII with ``?`` for every other character, if the caller has
+            it: its ``?`` show where the characters that may fold are.
 
     Returns:
         The folded text and its offset map; None if it equals ``text``. Blanks and hyphens fold
@@ -216,12 +243,15 @@ def fold(text: str) -> Folded | None:
         if "%40" not in text:
             return None
         one = text
-    elif _FOLD_ANY_RE.search(text) is None:
+    elif not _may_fold(text, plain):
         if "%40" not in text:
             return None
         one = text
     else:
-        one = text.translate(_FOLD_ONE)
+        one = text
+        for ch in _FOLD_ONE_CHARS:  # (str.replace per character present: far faster than translate)
+            if ch in one:
+                one = one.replace(ch, _FOLD_ONE[ord(ch)])
     starts, origins, shrunk = array.array("q"), array.array("q"), array.array("q")
     out: list[str] = []
     f = o = 0
@@ -252,11 +282,20 @@ def fold(text: str) -> Folded | None:
 _CREDENTIAL_SET: Final = frozenset(CREDENTIAL_KINDS)
 #: Every probe of the built-in rules, compiled on first use.
 _PROBE_SET: Final = probe_set()
-#: How far around an edit :meth:`Scrubber.scan_window` scans, each side: more than the longest
-#: finding that spans lines (the PEM block of a 16,384-bit RSA key is about 12,700 characters).
+#: The probes of the rules of multi-line key blocks only (PEM, bare bodies, PuTTY, age, JWK).
+_BLOCK_PROBE_SET: Final = probe_set(kinds=frozenset({"private_key"}))
+#: How far around an edit :meth:`Scrubber.scan_window` looks for key blocks, each side: more than
+#: the longest finding that spans lines (the PEM block of a 16,384-bit RSA key is about 12,700
+#: characters).
 EDIT_CONTEXT: Final = 16384
-#: How far past :data:`EDIT_CONTEXT` a window may widen to reach a line's end.
-_LINE_SLACK: Final = 4096
+#: How far around an edit every other rule looks, each side, before the window widens to whole
+#: lines: their findings lie on one line (a value split across the edit is on the edited lines),
+#: their context words at most 160 characters before or 80 after the value.
+LINE_CONTEXT: Final = 256
+#: How far past a window's reach it may widen to end at a line boundary (a longer line is cut).
+_LINE_SLACK: Final = 8192
+#: Rows of a markdown table the window takes in above an edited row, to reach the table's header.
+_TABLE_ROWS: Final = 64
 #: Credential values longer than this are not searched for elsewhere in the text (blocks that long
 #: are found by their own shape wherever they are).
 _MAX_PROPAGATED: Final = 1024
@@ -289,16 +328,22 @@ def _propagated(text: str, cands: list[Candidate]) -> list[Candidate]:
     return out
 
 
-def _window(text: str, start: int, end: int) -> tuple[int, bool, int, bool]:
-    """``(a, cut_a, b, cut_b)``: the span ``text[a:b]`` :meth:`Scrubber.scan_window` scans for an
-    edit of ``text[start:end]``, and whether each end cuts a line (else it is the text's end or a
-    line boundary)."""
+def _window(text: str, start: int, end: int, reach: int) -> tuple[int, bool, int, bool]:
+    """``(a, cut_a, b, cut_b)``: the span ``text[a:b]`` within ``reach`` of ``text[start:end]``
+    widened to whole lines (by at most ``_LINE_SLACK``), and whether each end cuts a line (else it
+    is the text's end or a line boundary)."""
     n = len(text)
-    lo, hi = max(0, start - EDIT_CONTEXT), min(n, end + EDIT_CONTEXT)
+    lo, hi = max(0, start - reach), min(n, end + reach)
     a, cut_a = lo, False
     if lo > 0:
         nl = text.rfind("\n", max(0, lo - _LINE_SLACK), lo)
         a, cut_a = (nl + 1, False) if nl >= 0 else (lo, True)
+    rows = 0
+    while not cut_a and a > 0 and rows < _TABLE_ROWS and text.startswith("|", a):  # up to a table's header
+        nl = text.rfind("\n", max(0, a - 1 - _LINE_SLACK), a - 1)
+        if nl < 0 and a - 1 > _LINE_SLACK:
+            break
+        a, rows = nl + 1, rows + 1
     b, cut_b = hi, False
     if hi < n:
         nl = text.find("\n", hi, hi + _LINE_SLACK)
@@ -377,15 +422,26 @@ class Scrubber:
             raise TypeError("text must be a str")
         if not self._settings.enabled or not text:
             return []
-        folded = fold(text)
-        seen = text if folded is None else folded.text
-        return self._found(text, _PROBE_SET.grouped(projections(seen)), folded)
+        if text.isascii() and "%40" not in text:  # (most texts: nothing to fold)
+            return self._found(text, _PROBE_SET.grouped((text.encode("ascii"),)), None, customs=True)
+        return self._scan(text, _PROBE_SET, customs=True)
+
+    def _scan(self, text: str, probes: PatternSet, *, customs: bool, folding: bool = True) -> list[Finding]:
+        """The findings of the rules ``probes`` has probes for (and of custom rules, if ``customs``),
+        in the folded text unless ``folding`` is false."""
+        plain = None if text.isascii() else text.encode("ascii", "replace")
+        folded = fold(text, plain) if folding else None
+        if folded is None:
+            return self._found(text, probes.grouped(projections(text, plain)), None, customs=customs)
+        return self._found(text, probes.grouped(projections(folded.text)), folded, customs=customs)
 
     def scan_window(self, text: str, start: int, end: int) -> list[Finding]:
         """The findings an edit that wrote ``text[start:end]`` brings, the rest of ``text`` having been
-        scanned before: the text within :data:`EDIT_CONTEXT` characters of the edit (widened to
-        whole lines) is scanned, and every other occurrence in ``text`` of a credential found there
-        is reported too. Linear in the window, plus one search of ``text`` when credentials are found.
+        scanned before: the text within :data:`LINE_CONTEXT` characters of the edit is scanned by
+        every rule, the text within :data:`EDIT_CONTEXT` characters by the rules of multi-line key
+        blocks (both widened to whole lines), and every other occurrence in ``text`` of a credential
+        found there is reported too. Linear in the window, plus one search of ``text`` when
+        credentials are found.
 
         Args:
             text: the whole text after the edit.
@@ -396,32 +452,44 @@ class Scrubber:
         """
         if not self._settings.enabled or not text:
             return []
-        a, cut_a, b, cut_b = _window(text, start, end)
-        found = [
-            Finding(f.kind, f.start + a, f.end + a)
-            for f in self.scan(text[a:b])
-            if not (cut_a and f.start == 0 or cut_b and f.end == b - a)
-        ]
-        if a == 0 and b == len(text):
+        found, whole = self._scan_around(text, start, end, LINE_CONTEXT, _PROBE_SET, full=True)
+        if not whole and "private_key" in self._active:  # (blocks are not folded: text around the edit was)
+            blocks, whole = self._scan_around(text, start, end, EDIT_CONTEXT, _BLOCK_PROBE_SET, full=False)
+            found = _merge(found + blocks) if blocks else found
+        if whole:
             return found
         values = {text[f.start : f.end]: f.kind for f in found if f.kind in _CREDENTIAL_SET and f.end - f.start >= 8}
         if not values:
             return found
         extra = [
-            Finding(values[value], pos, stop)
-            for pos, stop, value in cover(text, values, len(text) + _MATCH_SLACK)
-            if pos < a or stop > b
+            Finding(values[value], pos, stop) for pos, stop, value in cover(text, values, len(text) + _MATCH_SLACK)
         ]
         return _merge(found + extra)
+
+    def _scan_around(
+        self, text: str, start: int, end: int, reach: int, probes: PatternSet, *, full: bool
+    ) -> tuple[list[Finding], bool]:
+        """The findings of :meth:`_scan` (with custom rules and folding if ``full``) in the window
+        ``reach`` around ``text[start:end]``, in offsets of ``text`` (not those at a window end
+        that cuts a line), and whether the window is the whole text."""
+        a, cut_a, b, cut_b = _window(text, start, end, reach)
+        found = [
+            Finding(f.kind, f.start + a, f.end + a)
+            for f in self._scan(text[a:b], probes, customs=full, folding=full)
+            if not (cut_a and f.start == 0 or cut_b and f.end == b - a)
+        ]
+        return found, a == 0 and b == len(text)
 
     def _findings(self, text: str, reported: dict[int, list[int]]) -> list[Finding]:
         """The findings of the rules given the offsets ``reported`` by each probe over the folded
         text (a superset of where the rules' regexes match: every offset of every probe gives the
         same findings), in offsets of ``text``."""
-        return self._found(text, reported, fold(text))
+        return self._found(text, reported, fold(text), customs=True)
 
-    def _found(self, text: str, reported: dict[int, list[int]], folded: Folded | None) -> list[Finding]:
-        """:meth:`_findings` given ``fold(text)``."""
+    def _found(
+        self, text: str, reported: dict[int, list[int]], folded: Folded | None, *, customs: bool
+    ) -> list[Finding]:
+        """:meth:`_findings` given ``fold(text)``; custom rules run if ``customs``."""
         seen = text if folded is None else folded.text
         cands: list[Candidate] = []
         rule_of, plan = self._rule_of, self._plan
@@ -435,7 +503,7 @@ class Scrubber:
             else:
                 starts = tuple(sorted(set(reported[p])) if p in reported else [] for p in probes)
             cands.extend(detect(seen, starts))
-        for detect in self._always:
+        for detect in self._always if customs else ():
             cands.extend(detect(seen, ()))
         cands.extend(_propagated(seen, cands))
         found = self._resolve(seen, cands)

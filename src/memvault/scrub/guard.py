@@ -59,9 +59,10 @@ def scrub_text(store: AnyBranch, text: str, findings: dict[str, int]) -> str:
 
 def scrub_edit(store: AnyBranch, text: str, start: int, end: int, findings: dict[str, int]) -> str:
     """:func:`scrub_text` for an edit that wrote ``text[start:end]`` into a file the store already
-    scrubbed: only the text around the edit is scanned (:meth:`~memvault.scrub.engine.Scrubber.apply_window`),
-    wide enough for a secret split across the edit, and every other occurrence of a credential
-    found there is masked too. Findings are counted in ``findings``.
+    scrubbed: only the text around the edit is scanned
+    (:meth:`~memvault.scrub.engine.Scrubber.apply_window`: the edited lines and 256 characters each
+    side for every rule, 16 KiB for key blocks), wide enough for a secret split across the edit, and
+    every other occurrence of a credential found there is masked too. Findings are counted in ``findings``.
 
     Raises:
         SensitiveDataError: a finding is of a kind whose policy is ``reject`` (nothing is counted).

@@ -79,12 +79,14 @@ _T: Final = URLSAFE_CHARS
 _ODD_CASE: Final[dict[int, str]] = {0x130: "i", 0x131: "i", 0x17F: "s", 0x212A: "k"}
 
 
-def projections(text: str) -> tuple[bytes, ...]:
-    """``text`` with every non-ASCII character as ``?``; and if it holds one of ``_ODD_CASE``, also
-    with those as their ASCII letter (for case-insensitive patterns)."""
+def projections(text: str, plain: bytes | None = None) -> tuple[bytes, ...]:
+    """``text`` with every non-ASCII character as ``?`` (``plain``, if the caller has it already);
+    and if it holds one of ``_ODD_CASE``, also with those as their ASCII letter (for
+    case-insensitive patterns)."""
     if text.isascii():
-        return (text.encode("ascii"),)
-    plain = text.encode("ascii", "replace")
+        return (text.encode("ascii") if plain is None else plain,)
+    if plain is None:
+        plain = text.encode("ascii", "replace")
     if "\u0130" not in text and "\u0131" not in text and "\u017f" not in text and "\u212a" not in text:
         return (plain,)  # (four substring searches cost a fifth of a regex search for any of them)
     return plain, text.translate(_ODD_CASE).encode("ascii", "replace")
@@ -589,11 +591,15 @@ def custom_detector(rule: CustomRule) -> Detector:
 PROBES: Final[tuple[tuple[Pattern, ...], ...]] = tuple(p for r in (*RULES, NUMBERS) for p in r.probes)
 
 
-def probe_set(*, hyperscan: bool = HYPERSCAN) -> PatternSet:
-    """The patterns of every probe (compiled on first use), each in the group of its probe."""
+def probe_set(*, hyperscan: bool = HYPERSCAN, kinds: frozenset[str] | None = None) -> PatternSet:
+    """The patterns of every probe (compiled on first use), each in the group of its index in
+    :data:`PROBES`; with ``kinds``, only the probes of the rules of those kinds."""
+    wanted = set(range(len(PROBES)))
+    if kinds is not None:
+        wanted = {i for rule in (*RULES, NUMBERS) if rule.kind in kinds for i in probe_ids(rule)}
     return PatternSet(
-        [pat for probe in PROBES for pat in probe],
-        groups=[i for i, probe in enumerate(PROBES) for _ in probe],
+        [pat for i, probe in enumerate(PROBES) if i in wanted for pat in probe],
+        groups=[i for i, probe in enumerate(PROBES) if i in wanted for _ in probe],
         hyperscan=hyperscan,
     )
 

@@ -1,8 +1,9 @@
 #!/usr/bin/env python
-"""memvault's scrubber vs Yelp's detect-secrets on the same labelled notes, in one run.
+"""memvault's scrubber vs Yelp's detect-secrets on the same labelled notes, and what the scrubber costs, in one run.
 
-For each tool and each corpus (the held-out corpus ``tests/scrub/heldout_corpus.jsonl`` and the public
-examples ``tests/scrub/public_examples.jsonl``) it prints:
+For each tool and each corpus (the held-out corpus ``tests/scrub/heldout_corpus.jsonl``, the agent-notes
+corpus ``tests/scrub/agent_corpus.jsonl`` and the public examples ``tests/scrub/public_examples.jsonl``)
+it prints:
 
 - recall per kind: a labelled span counts as caught when any finding overlaps it (the finding's kind
   does not have to match), and recall over credential kinds and over personal-data kinds (ip and dob
@@ -12,9 +13,21 @@ examples ``tests/scrub/public_examples.jsonl``) it prints:
 - throughput in MB/s (UTF-8 bytes of note text scanned per second of wall time; best of ``--repeat``);
 - for memvault only, the notes in which ``redact()`` left a labelled value in the text.
 
+Then, for memvault only:
+
+- **benign notes**: MB/s on the benign notes of the held-out and agent corpora, scanned note by note
+  (how a write uses it) and joined into one text (median of ``--repeat`` runs);
+- **adversarial inputs**: the time (best of 3) and the peak memory allocated during the scan
+  (``tracemalloc``) of 100 KiB texts built to make the scrubber work hard (``pin=`` repeated, dense
+  findings of each kind, blocks without an end...), the worst of them last;
+- **durable edits**: the scrubber's share of a ``str_replace`` and of an ``insert`` through the memory tool
+  on a store with ``durability="full"``, on files of 1, 10 and 100 KiB of benign agent notes: the median
+  time spent in the scrubber (``protocol.scrub_edit``, timed around each call) over the median time of
+  the whole command (``--edits`` commands of each, after a warm-up).
+
 detect-secrets is not a memvault dependency; install it into the venv for the benchmark only::
 
-    pip install detect-secrets
+    pip install detect-secrets          # or: pip install -e '.[bench]'
 
 It runs with every plugin and its default filters, no network verification, each note scanned as a
 markdown file named ``memory.md`` through the line-based scanner that ``SecretsCollection.scan_file``
@@ -23,7 +36,7 @@ the secret value and line number; the value is located in the line to get charac
 occurrences; the whole line if the value cannot be found).
 
     python benchmarks/bench_scrub.py
-    python benchmarks/bench_scrub.py --tools memvault --repeat 5
+    python benchmarks/bench_scrub.py --tools memvault --repeat 5 --edits 20
     python benchmarks/bench_scrub.py --json > scrub.json
 """
 
@@ -33,16 +46,21 @@ import argparse
 import importlib.metadata
 import importlib.util
 import json
+import os
 import platform
 import shlex
+import statistics
 import subprocess
 import sys
+import tempfile
 import time
+import tracemalloc
 from collections import Counter, defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 HELDOUT = ROOT / "tests" / "scrub" / "heldout_corpus.jsonl"
+AGENT = ROOT / "tests" / "scrub" / "agent_corpus.jsonl"
 PUBLIC = ROOT / "tests" / "scrub" / "public_examples.jsonl"
 
 
@@ -262,13 +280,184 @@ def report(results: dict, tools: list[str], corpora: list[str]) -> str:
     return "\n".join(lines)
 
 
+# ----------------------------------------------------------------------------------------------
+# memvault only: benign throughput, adversarial inputs, durable edits
+# ----------------------------------------------------------------------------------------------
+
+#: 100 KiB texts built to make the scrubber work hard (each unit repeated): overlapping assignment
+#: values, dense findings of every kind, blocks without an end, characters the scrubber folds.
+ADVERSARIAL = [
+    "pin=", "password=", "api_key='", "token: ", "secret=Ab3x", "1.1.1.1 ", "| 8.4.15.160 ", "a@bc.de ",
+    "4539148803436467 ", "+1 212 555 0100 ", "ssn 123-45-6789 ", "DE89370400440532013000 ", "http://u:p@h ",
+    "dob 1990-01-01 ", "-----BEGIN PRIVATE KEY-----\n", "Private-Lines: 1\nAAAA\n", "MIIEpAIBAAKCAQEA",
+    '{"kty":"EC","d":"', "%40a", "a\u200b", "4111\u00a01111 ", "aws AbCdEfGhIjKlMnOpQrStUvWxYz0123456789+/ab ",
+    "twilio 0123456789abcdef0123456789abcdef ", "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.abc ",
+]  # fmt: skip
+ADVERSARIAL_BYTES = 100 * 1024
+
+
+def benign_throughput(notes_by_corpus: dict[str, list[dict]], repeat: int) -> dict:
+    """MB/s of memvault on the benign notes of each corpus, note by note and joined (medians)."""
+    from memvault.scrub import Scrubber
+
+    scrubber = Scrubber()
+    scrubber.scan("compile the rules")
+    out = {}
+    for label, notes in notes_by_corpus.items():
+        texts = [n["text"] for n in notes if not n["spans"]]
+        if not texts:
+            continue
+        joined = "\n".join(texts)
+        nbytes = sum(len(t.encode("utf-8")) for t in texts)
+        per_note, whole = [], []
+        for _ in range(max(1, repeat)):
+            t0 = time.perf_counter()
+            for t in texts:
+                scrubber.scan(t)
+            per_note.append(time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            scrubber.scan(joined)
+            whole.append(time.perf_counter() - t0)
+        out[label] = {
+            "notes": len(texts),
+            "bytes": nbytes,
+            "per_note_mb_per_s": nbytes / 1e6 / statistics.median(per_note),
+            "joined_mb_per_s": len(joined.encode("utf-8")) / 1e6 / statistics.median(whole),
+        }
+    return out
+
+
+def adversarial_costs() -> dict:
+    """Time (best of 3) and peak allocated memory of scanning each adversarial 100 KiB text."""
+    from memvault.scrub import Scrubber
+
+    scrubber = Scrubber()
+    scrubber.scan("compile the rules")
+    out = {}
+    for unit in ADVERSARIAL:
+        text = (unit * (ADVERSARIAL_BYTES // len(unit) + 1))[:ADVERSARIAL_BYTES]
+        best = float("inf")
+        for _ in range(3):
+            t0 = time.perf_counter()
+            found = scrubber.scan(text)
+            best = min(best, time.perf_counter() - t0)
+        tracemalloc.start()
+        scrubber.scan(text)
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        out[unit] = {"seconds": best, "peak_bytes": peak, "findings": len(found)}
+    return out
+
+
+def edit_shares(notes: list[dict], sizes: tuple[int, ...], edits: int) -> dict:
+    """The scrubber's share of durable str_replace and insert commands on files of ``sizes`` bytes."""
+    import memvault
+    from memvault import protocol
+
+    benign = "\n".join(n["text"] for n in notes if not n["spans"])
+    spent = [0.0]
+    original = protocol.scrub_edit
+
+    def timed(*args: object, **kwargs: object) -> str:
+        t0 = time.perf_counter()
+        try:
+            return original(*args, **kwargs)  # type: ignore[arg-type]
+        finally:
+            spent[0] += time.perf_counter() - t0
+
+    protocol.scrub_edit = timed  # type: ignore[assignment]
+    out: dict = {}
+    try:
+        for size in sizes:
+            with tempfile.TemporaryDirectory() as tmp:
+                store = memvault.MemoryStore.create(
+                    Path(tmp) / "store",
+                    passphrase="benchmark passphrase",
+                    kdf=memvault.KdfParams(memory_kib=8, iterations=1, lanes=1),
+                    settings=memvault.StoreSettings(durability="full"),
+                )
+                tool = memvault.MemoryTool(store)
+                lines = benign[: max(200, size - 1024)].rsplit("\n", 1)[0].split("\n")
+                middle = len(lines) // 2
+                text = "\n".join([*lines[:middle], "MARKER-0", *lines[middle:]]) + "\n"
+                tool.call({"command": "create", "path": "/memories/notes.md", "file_text": text})
+                runs: dict[str, tuple[list[float], list[float]]] = {"str_replace": ([], []), "insert": ([], [])}
+                for i in range(edits + 3):  # the first three warm up
+                    for command, call in (
+                        ("str_replace", {"command": "str_replace", "path": "/memories/notes.md",
+                                         "old_str": f"MARKER-{i}", "new_str": f"MARKER-{i + 1}"}),
+                        ("insert", {"command": "insert", "path": "/memories/notes.md", "insert_line": middle // 2,
+                                    "insert_text": f"- checked the queue depth ({i})\n"}),
+                    ):  # fmt: skip
+                        spent[0] = 0.0
+                        t0 = time.perf_counter()
+                        tool.call(call)
+                        if i >= 3:
+                            runs[command][0].append(time.perf_counter() - t0)
+                            runs[command][1].append(spent[0])
+                    tool.call({"command": "str_replace", "path": "/memories/notes.md",
+                               "old_str": f"- checked the queue depth ({i})\n", "new_str": ""})  # fmt: skip
+                store.close()
+            out[str(size)] = {
+                command: {
+                    "command_ms": 1e3 * statistics.median(total),
+                    "scrub_ms": 1e3 * statistics.median(scrub),
+                    "share": statistics.median(scrub) / statistics.median(total),
+                }
+                for command, (total, scrub) in runs.items()
+            }
+            out[str(size)]["file_bytes"] = len(text.encode("utf-8"))
+    finally:
+        protocol.scrub_edit = original  # type: ignore[assignment]
+    return out
+
+
+def report_costs(costs: dict) -> str:
+    lines = []
+    bt = costs.get("benign_throughput")
+    if bt:
+        lines.append("\n=== memvault on benign notes (median of --repeat runs) ===\n")
+        lines.append(f"{'corpus':<14}{'notes':>7}{'MB':>8}{'note by note MB/s':>20}{'joined MB/s':>14}")
+        for label, r in bt.items():
+            lines.append(
+                f"{label:<14}{r['notes']:>7}{r['bytes'] / 1e6:>8.2f}{r['per_note_mb_per_s']:>20.1f}"
+                f"{r['joined_mb_per_s']:>14.1f}"
+            )
+    adv = costs.get("adversarial")
+    if adv:
+        lines.append(
+            f"\n=== memvault on adversarial {ADVERSARIAL_BYTES // 1024} KiB inputs (best of 3; peak traced) ===\n"
+        )
+        lines.append(f"{'unit repeated':<34}{'seconds':>9}{'peak MB':>9}{'findings':>10}")
+        for unit, r in sorted(adv.items(), key=lambda kv: kv[1]["seconds"]):
+            lines.append(f"{unit[:32]!r:<34}{r['seconds']:>9.3f}{r['peak_bytes'] / 1e6:>9.1f}{r['findings']:>10}")
+        worst_t = max(r["seconds"] for r in adv.values())
+        worst_m = max(r["peak_bytes"] for r in adv.values())
+        lines.append(f"worst: {worst_t:.3f} s, {worst_m / 1e6:.1f} MB")
+    ed = costs.get("edits")
+    if ed:
+        lines.append("\n=== scrubber's share of durable edits (durability=full; medians) ===\n")
+        lines.append(f"{'file':>10}{'command':>13}{'command ms':>12}{'scrub ms':>10}{'share':>8}")
+        for size, r in ed.items():
+            for command in ("str_replace", "insert"):
+                c = r[command]
+                lines.append(
+                    f"{int(size) // 1024:>7} KiB{command:>13}{c['command_ms']:>12.2f}{c['scrub_ms']:>10.3f}"
+                    f"{100 * c['share']:>7.1f}%"
+                )
+    return "\n".join(lines)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--heldout", type=Path, default=HELDOUT)
+    ap.add_argument("--agent", type=Path, default=AGENT)
     ap.add_argument("--public", type=Path, default=PUBLIC)
     ap.add_argument("--tools", default="memvault,detect-secrets")
     ap.add_argument("--repeat", type=int, default=3, help="memvault scans each corpus this many times (best time)")
     ap.add_argument("--ds-repeat", type=int, default=1, help="same for detect-secrets (slow)")
+    ap.add_argument("--edits", type=int, default=30, help="durable edits timed per command and file size")
+    ap.add_argument("--no-costs", action="store_true", help="skip the memvault-only cost sections")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
 
@@ -296,7 +485,7 @@ def main() -> int:
             sys.exit(f"bench_scrub: unknown tool {t!r} (memvault, detect-secrets)")
 
     corpora = {}
-    for label, path in (("held-out", a.heldout), ("public", a.public)):
+    for label, path in (("held-out", a.heldout), ("agent", a.agent), ("public", a.public)):
         if path.exists():
             corpora[label] = load(path)
         else:
@@ -312,24 +501,42 @@ def main() -> int:
                 inst, notes, a.repeat if t == "memvault" else a.ds_repeat, check_redact=(t == "memvault")
             )
 
+    costs: dict = {}
+    if "memvault" in instances and not a.no_costs:
+        print("[memvault] benign throughput, adversarial inputs, durable edits...", file=sys.stderr, flush=True)
+        benign = {label: notes for label, notes in corpora.items() if label in ("held-out", "agent")}
+        costs["benign_throughput"] = benign_throughput(benign, max(3, a.repeat))
+        costs["adversarial"] = adversarial_costs()
+        edit_notes = corpora.get("agent") or corpora.get("held-out") or []
+        costs["edits"] = edit_shares(edit_notes, (1024, 10 * 1024, 100 * 1024), a.edits)
+
     env = {
         "command": " ".join(shlex.quote(x) for x in [sys.executable, *sys.argv]),
+        "cpus": os.cpu_count(),
+        "load_average": os.getloadavg() if hasattr(os, "getloadavg") else None,
         "python": platform.python_version(),
         "platform": platform.platform(),
         "versions": {t: inst.version() for t, inst in instances.items()},
-        "corpora": {label: str(p) for label, p in (("held-out", a.heldout), ("public", a.public)) if label in corpora},
+        "corpora": {
+            label: str(p)
+            for label, p in (("held-out", a.heldout), ("agent", a.agent), ("public", a.public))
+            if label in corpora
+        },
     }
     if "detect-secrets" in instances:
         instances["detect-secrets"].close()
     if a.json:
-        print(json.dumps({"environment": env, "results": results}, indent=2))
+        print(json.dumps({"environment": env, "results": results, "costs": costs}, indent=2))
         return 0
     print(f"$ {env['command']}")
     print(f"python {env['python']} on {env['platform']}")
     for t, v in env["versions"].items():
         print(f"{t}: {v}")
     print("a labelled span is caught when any finding overlaps it; ip and dob count as personal data")
+    print(f"{env['cpus']} CPUs, load average {env['load_average']}")
     print(report(results, list(instances), list(corpora)))
+    if costs:
+        print(report_costs(costs))
     return 0
 
 

@@ -5,8 +5,9 @@ For each corpus, the notes are repeated until they total about 3 MB, then timed 
 - ``per-note``: ``scan`` called on every note in turn (how the store uses it: one call per write);
 - ``joined``: ``scan`` called once on all of those notes joined by newlines (one ~3 MB text).
 
-The held-out corpus is also timed in two halves: its benign notes (every one written to hold a
-near miss: a placeholder, a hash, an example key) and its notes with labelled findings.
+The held-out and agent-notes corpora are also timed in two halves: their benign notes (the held-out
+ones each written to hold a near miss: a placeholder, a hash, an example key; the agent ones full of
+versions, ids, ports and test card numbers) and their notes with labelled findings.
 
 Each figure is the median of ``--runs`` timed runs (default 5).
 
@@ -26,14 +27,18 @@ from memvault.scrub import Scrubber
 
 ROOT = Path(__file__).resolve().parent.parent
 _HELDOUT = ROOT / "tests" / "scrub" / "heldout_corpus.jsonl"
-#: name -> (path, which notes: all, only those without labelled spans, only those with some)
-CORPORA: dict[str, tuple[Path, str]] = {
-    "dev": (ROOT / "tests" / "scrub" / "dev_corpus.jsonl", "all"),
-    "public": (ROOT / "tests" / "scrub" / "public_examples.jsonl", "all"),
-    "heldout": (_HELDOUT, "all"),
-    "  benign": (_HELDOUT, "benign"),
-    "  labelled": (_HELDOUT, "labelled"),
-}
+_AGENT = ROOT / "tests" / "scrub" / "agent_corpus.jsonl"
+#: (name, path, which notes: all, only those without labelled spans, only those with some)
+CORPORA: list[tuple[str, Path, str]] = [
+    ("dev", ROOT / "tests" / "scrub" / "dev_corpus.jsonl", "all"),
+    ("public", ROOT / "tests" / "scrub" / "public_examples.jsonl", "all"),
+    ("heldout", _HELDOUT, "all"),
+    ("  benign", _HELDOUT, "benign"),
+    ("  labelled", _HELDOUT, "labelled"),
+    ("agent", _AGENT, "all"),
+    ("  benign", _AGENT, "benign"),
+    ("  labelled", _AGENT, "labelled"),
+]
 
 
 def load_notes(path: Path, target_bytes: int, which: str = "all") -> list[str]:
@@ -66,7 +71,7 @@ def main() -> None:
     args = ap.parse_args()
     scrubber = Scrubber()
     print(f"{'corpus':<10}{'MB':>8}{'notes':>8}{'per-note MB/s':>16}{'joined MB/s':>14}")
-    for name, (path, which) in CORPORA.items():
+    for name, path, which in CORPORA:
         if not path.exists():
             print(f"{name:<10}  (missing: {path})")
             continue

@@ -13,7 +13,7 @@ import pytest
 from anthropic.lib.tools._beta_functions import ToolError
 
 import memvault
-from conftest import make_store
+from conftest import PASSPHRASE, make_store
 from memvault import history
 from memvault.scrub import Scrubber, engine
 from memvault.settings import StoreSettings
@@ -242,3 +242,24 @@ def test_renaming_a_directory_of_harmless_names_works(store: memvault.MemoryStor
         "Successfully renamed /memories/x to /memories/y"
     )
     assert history.read_at(store, "/memories/y/b/c.md") == b"c"
+
+
+def test_a_view_never_loads_or_compiles_the_scrubber(tmp_path: Path) -> None:
+    """The rules are compiled once per process, on first use: a process that only views never
+    imports the engine (whose module compiles them lazily)."""
+    import subprocess
+    import sys
+
+    store = make_store(tmp_path / "s")
+    memvault.MemoryTool(store).call({"command": "create", "path": "/memories/a.md", "file_text": "alpha\n"})
+    store.close()
+    code = (
+        "import sys, memvault\n"
+        f"s = memvault.MemoryStore.open({str(tmp_path / 's')!r}, passphrase={PASSPHRASE!r})\n"
+        "out = memvault.MemoryTool(s).call({'command': 'view', 'path': '/memories/a.md'})\n"
+        "assert 'alpha' in out\n"
+        "print('memvault.scrub.engine' in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "False"

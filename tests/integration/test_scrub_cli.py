@@ -1,4 +1,4 @@
-"""Issue 21, point 6: ``memvault scrub`` shows what would be masked (kinds and places, never values)
+"""``memvault scrub`` shows what would be masked (kinds and places, never values)
 without writing; ``memvault import`` reports what was masked in each file, in text and ``--json``."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 21, points 1 and 5, through the memory tool: an edit is scrubbed around what it wrote, before
+"""Through the memory tool: an edit is scrubbed around what it wrote, before
 the store's writer lock is taken (and again under it only if the file changed meanwhile), a text over
 the size limit is refused before any scanning, and renaming a directory re-checks every path it moves.
 """

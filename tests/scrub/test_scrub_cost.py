@@ -1,4 +1,4 @@
-"""Issue 21, point 1: the scrubber's cost is linear in its input, on inputs built to make it work hard.
+"""The scrubber's cost is linear in its input, on inputs built to make it work hard.
 
 ``pin=`` repeated to 100,000 characters made the "mask this value everywhere" step build millions of
 candidates (7 s and 540 MB). These tests check the *shape* of the cost, not a time: scanning ten times

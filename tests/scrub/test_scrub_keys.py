@@ -1,4 +1,4 @@
-"""Issue 21, point 2: no random, well-formed credential is let through.
+"""No random, well-formed credential is let through.
 
 The old placeholder rule rejected any value holding ``your``, ``here``, ``xxxx``... anywhere, the random
 body of a real key included (45 of 200,000 random Anthropic keys, 21 of 200,000 AWS secrets passed).

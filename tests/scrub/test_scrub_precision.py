@@ -1,4 +1,4 @@
-"""Issue 21, point 4: harmless text agents write is left alone; and the agent-notes corpus targets.
+"""Harmless text agents write is left alone; and the agent-notes corpus targets.
 
 Classes of harmless text the scrubber used to flag: four-part version numbers read as IP addresses,
 payment processors' published test card numbers read as cards, prose after a password label read as a

@@ -1,4 +1,4 @@
-"""Issue 21, point 3: the spellings people really use are found, and masked as they were written.
+"""The spellings people really use are found, and masked as they were written.
 
 The scrubber folds the text before matching (no-break, narrow no-break and thin spaces and Unicode hyphens
 to ASCII ones, zero-width characters and soft hyphens dropped, ``%40`` to ``@``) and maps offsets back:

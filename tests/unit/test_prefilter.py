@@ -235,7 +235,7 @@ def test_scrubber_on_the_re_fallback_finds_the_same(monkeypatch: pytest.MonkeyPa
 def test_placeholders_found_alike_with_and_without_aho_corasick(monkeypatch: pytest.MonkeyPatch) -> None:
     """``is_placeholder`` answers the same with or without ``pyahocorasick``, for short and long
     values. It judges whole values only: a placeholder word, ``xxxx``, ``<`` or ``vault:`` inside a
-    random value does not make it a placeholder (issue 21: real keys were let through)."""
+    random value does not make it a placeholder (real keys were let through that way)."""
     values = [
         "A1b2c3",
         "your-key",

@@ -669,3 +669,21 @@ def test_grep_colour_on_a_terminal(cli: Path) -> None:
     assert (code, out) == (0, "\x1b[35m/memories/a.md\x1b[0m\x1b[36m:\x1b[0mAlpha line\n")
     code, out = _pty_run(["grep", "Alpha"], {**env, "TERM": "dumb"})
     assert (code, out) == (0, "/memories/a.md:Alpha line\n")
+
+
+def test_a_scrub_setting_changed_in_the_library_applies_to_the_open_store(tmp_path: Path) -> None:
+    """The store object that changed its scrub policy scrubs by the new one at once (its scrubber
+    is built again), without being opened again."""
+    from conftest import make_store
+    from memvault.protocol import run_command
+    from memvault.settings_change import change_settings
+
+    store = make_store(tmp_path / "s")
+    run_command(store, {"command": "create", "path": "/memories/a.md", "file_text": "mail bob@globex-corp.io\n"},
+                actor="t", session="")  # fmt: skip
+    assert store.read_text("/memories/a.md") == "mail [REDACTED:email]\n"
+    change_settings(store, {"scrub.policy.email": "allow"}, actor="operator")
+    run_command(store, {"command": "create", "path": "/memories/b.md", "file_text": "mail bob@globex-corp.io\n"},
+                actor="t", session="")  # fmt: skip
+    assert store.read_text("/memories/b.md") == "mail bob@globex-corp.io\n"
+    store.close()

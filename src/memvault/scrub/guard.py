@@ -24,20 +24,25 @@ __all__ = ["scrubber_for", "scrub_text", "scrub_edit", "check_path", "hook"]
 
 _FAILED = "The sensitive-data scrubber failed; nothing was written."
 
-#: The scrubber of each store object, built on first use (dropped with the store).
-_SCRUBBERS: weakref.WeakKeyDictionary[AnyBranch, Scrubber] = weakref.WeakKeyDictionary()
+#: The scrubber of each store object and the settings it was built from, built on first use
+#: (dropped with the store).
+_SCRUBBERS: weakref.WeakKeyDictionary[AnyBranch, tuple[object, Scrubber]] = weakref.WeakKeyDictionary()
 
 
 def scrubber_for(store: AnyBranch) -> Scrubber:
-    """The scrubber configured by ``store.settings.scrub``, built once per store object.
+    """The scrubber configured by ``store.settings.scrub``, built once per store object and
+    built again when those settings change (``memvault config set``).
 
     Two threads asking at once may each build one; either serves (they are equal). Raises
     whatever building it raises (a custom rule's regex, for one)."""
-    scrubber = _SCRUBBERS.get(store)
-    if scrubber is None:
-        from memvault.scrub.engine import Scrubber
+    wanted = store.settings.scrub
+    cached = _SCRUBBERS.get(store)
+    if cached is not None and (cached[0] is wanted or cached[0] == wanted):
+        return cached[1]
+    from memvault.scrub.engine import Scrubber
 
-        scrubber = _SCRUBBERS[store] = Scrubber(store.settings.scrub)
+    scrubber = Scrubber(wanted)
+    _SCRUBBERS[store] = (wanted, scrubber)
     return scrubber
 
 

@@ -10,6 +10,7 @@ blocks are in :mod:`memvault.scrub.rules`, next to their rules.
 
 from __future__ import annotations
 
+import bisect
 import ipaddress
 import re
 import string
@@ -534,16 +535,58 @@ def _private_v4(value: str) -> bool:
     )
 
 
+def _v4_bounds() -> tuple[list[int], list[bool]] | None:
+    """The IPv4 space cut where membership of the networks that decide ``is_global`` (those of
+    :mod:`ipaddress`, and :func:`_private_v4`'s) changes: ``(cuts, report)``, ``report[i]`` (global
+    and not one of :func:`_private_v4`'s) holding from ``cuts[i]`` up to the next cut. None if this
+    Python's :mod:`ipaddress` keeps its networks elsewhere (then it is asked every time)."""
+    consts = getattr(ipaddress.IPv4Address, "_constants", None)
+    nets = [ipaddress.IPv4Network(n) for n in ("100.64.0.0/10", "169.254.0.0/16", "172.16.0.0/12", "192.168.0.0/16")]
+    nets += [ipaddress.IPv4Network((x << 24, 8)) for x in (0, 10, 127, *range(224, 256))]
+    for name in ("_public_network", "_private_networks", "_private_networks_exceptions"):
+        got = getattr(consts, name, None)
+        if isinstance(got, ipaddress.IPv4Network):
+            nets.append(got)
+        elif isinstance(got, list) and all(isinstance(n, ipaddress.IPv4Network) for n in got):
+            nets.extend(got)
+        elif name != "_private_networks_exceptions":
+            return None
+    ends = {int(n.broadcast_address) + 1 for n in nets}
+    cuts = sorted(c for c in {0} | {int(n.network_address) for n in nets} | ends if c < 1 << 32)
+    addrs = [ipaddress.IPv4Address(c) for c in cuts]
+    return cuts, [a.is_global and not _private_v4(str(a)) for a in addrs]
+
+
+_V4_BOUNDS: Final = _v4_bounds()
+
+
+def _reported_v4(value: str) -> bool:
+    """Whether the IPv4 address ``value`` (four runs of one to three digits joined by dots) is
+    reported: not one of :func:`_private_v4`'s, an address to :mod:`ipaddress`, and global."""
+    if _V4_BOUNDS is not None and value.isascii():
+        n = 0
+        for octet in value.split("."):
+            if octet[0] == "0" and len(octet) > 1:
+                return False  # (ipaddress refuses leading zeros)
+            o = int(octet)
+            if o > 255:
+                return False
+            n = n << 8 | o
+        cuts, report = _V4_BOUNDS
+        return report[bisect.bisect_right(cuts, n) - 1]
+    if _private_v4(value):
+        return False
+    try:
+        return ipaddress.IPv4Address(value).is_global
+    except ValueError:
+        return False
+
+
 def detect_ip(text: str, starts: tuple[list[int], ...]) -> Iterable[Candidate]:
     """Globally routable IPv4 and IPv6 addresses (not version numbers)."""
     for m in match_at(_IPV4_RE, text, starts[0]):
-        if _private_v4(m.group()):
-            continue
-        try:
-            addr = ipaddress.IPv4Address(m.group())
-        except ValueError:
-            continue
-        if addr.is_global and not version_context(text, m.start(), m.end()):
+        value = m.group()
+        if _reported_v4(value) and not version_context(text, m.start(), m.end()):
             yield m.start(), m.end(), "ip", P_PII["ip"]
     if starts[1] and ("::" in text or text.count(":") >= 7):
         for m in match_at(_IPV6_RE, text, starts[1]):

@@ -422,17 +422,29 @@ _CARD_GROUPS: Final = frozenset(
 
 def detect_numbers(text: str, starts: tuple[list[int], ...]) -> Iterable[Candidate]:
     """Phone numbers, payment cards and US SSNs: one scan of digit runs, each classified once."""
-    for m in match_at(_NUM_RE, text, starts[0]):
+    match = _NUM_RE.match
+    last = 0
+    for pos in starts[0]:  # (match_at, inlined: this is the commonest rule by far)
+        if pos < last:
+            continue
+        m = match(text, pos)
+        if m is None:
+            continue
+        last = m.end()
         raw = m.group()
-        start = m.start()
-        # trim unbalanced parentheses at either end
-        while raw.endswith(")") and raw.count(")") > raw.count("("):
-            raw = raw[:-1]
-        while raw.startswith("(") and raw.count("(") > raw.count(")"):
-            raw, start = raw[1:], start + 1
+        start = pos
+        if "(" in raw or ")" in raw:  # trim unbalanced parentheses at either end
+            while raw.endswith(")") and raw.count(")") > raw.count("("):
+                raw = raw[:-1]
+            while raw.startswith("(") and raw.count("(") > raw.count(")"):
+                raw, start = raw[1:], start + 1
         raw = raw.rstrip(" -./(")
         if not raw or len(raw) == 10 and raw[4] == "-" and raw[7] == "-" and _ISO_DATE_RE.fullmatch(raw):
             continue  # (the commonest number in notes: a date)
+        if raw.count(".") > 2 and _DIGITS_DOTS_RE.fullmatch(raw):
+            continue  # versions (what _classify_number concludes first)
+        if len(raw.translate(_DROP_SEPARATORS)) < 7 and not raw.startswith(("0", "(0")):
+            continue  # too few digits for any kind (only a trunk prefix after a phone word takes fewer)
         found = _classify_number(text, start, raw)
         if found is not None:
             yield found

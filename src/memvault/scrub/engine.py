@@ -505,6 +505,8 @@ class Scrubber:
             cands.extend(detect(seen, starts))
         for detect in self._always if customs else ():
             cands.extend(detect(seen, ()))
+        if not cands:  # (most texts: nothing to propagate, resolve or map back)
+            return []
         cands.extend(_propagated(seen, cands))
         found = self._resolve(seen, cands)
         if folded is None or not folded.starts:

@@ -164,13 +164,16 @@ def _gatherer(
     """A Hyperscan match handler that files each match under its group (in the callback: one
     Python call per match, no list of matches to walk again)."""
 
+    #: Per pattern: its group, and what turns an end offset into the offset reported (None: a gate).
+    plan = tuple((g, a if s else None) for g, s, a in zip(groups, starts, adjust, strict=True))
+
     def gather(index: int, _start: int, end: int, _flags: int, out: dict[int, list[int]]) -> None:
-        offset = end + adjust[index] if starts[index] else 0
-        got = out.get(groups[index])
+        group, shift = plan[index]
+        got = out.get(group)
         if got is None:
-            out[groups[index]] = [offset]
+            out[group] = [0 if shift is None else end + shift]
         else:
-            got.append(offset)
+            got.append(0 if shift is None else end + shift)
 
     return gather
 

@@ -65,7 +65,7 @@ PUBLIC = ROOT / "tests" / "scrub" / "public_examples.jsonl"
 
 
 def _generator_kinds() -> tuple[list[str], list[str]]:
-    """The kind taxonomy of the held-out corpus generator (written from the list of kinds, not from memvault's rules)."""
+    """The kind taxonomy of the held-out corpus generator (written from a list of kinds, not memvault's rules)."""
     spec = importlib.util.spec_from_file_location(
         "make_heldout_corpus", ROOT / "tests" / "scrub" / "make_heldout_corpus.py"
     )

@@ -495,6 +495,11 @@ def iin_plausible(digits: str) -> bool:
 _VERSION_BEFORE_RE: Final = re.compile(
     r"(?i)\b(?:v|versions?|ver|builds?|releases?|released|rev|revision|firmware|fw|oid|sdk|hotfix)\b[^\n]{0,24}$"
 )
+#: How far before a dotted quad a ``_VERSION_BEFORE_RE`` match can start: its longest word (8
+#: characters) and 24 more (its ``\b`` looks at the character before the search's start anyway).
+_VERSION_WORD_REACH: Final = 32
+#: The range words of ``_RANGE_BEFORE_RE`` (which the text before a dotted quad must end with).
+_RANGE_WORDS: Final = ("to", "->", "\u2192", "\u2013", "..")
 #: A version and a range word before a dotted quad (``8.4.15 to 8.4.16.2``, ``v8.4.15.160 -> ...``).
 _RANGE_BEFORE_RE: Final = re.compile(r"(v?)(\d+(?:\.\d+){2,3})[ \t]*(?:to|->|\u2192|\u2013|\.\.)[ \t]*$")
 #: A range word and a version after a dotted quad.
@@ -553,13 +558,16 @@ def version_context(text: str, start: int, end: int) -> bool:
         version (``8.4.15 to 8.4.15.160``), opening a markdown heading (``## 8.4.15.160``), or in a
         markdown table column whose header names versions.
     """
-    if _VERSION_BEFORE_RE.search(text, max(0, start - 40), start):
+    nl = text.rfind("\n", max(0, start - _VERSION_WORD_REACH), start - 1)  # (``$`` matches before a last newline)
+    if _VERSION_BEFORE_RE.search(text, max(0, start - _VERSION_WORD_REACH, nl + 1), start):
         return True
     nl = text.rfind("\n", max(0, start - _LINE_REACH), start)
     line_start = nl + 1 if nl >= 0 or start <= _LINE_REACH else -1  # -1: a line too long to follow
-    before = _RANGE_BEFORE_RE.search(text, max(line_start, start - 40), start)
-    if before is not None and _version_token(before.group(1), before.group(2)):
-        return True
+    lo = max(line_start, start - 40)
+    if text[lo:start].rstrip(" \t").endswith(_RANGE_WORDS):  # (else _RANGE_BEFORE_RE cannot match)
+        before = _RANGE_BEFORE_RE.search(text, lo, start)
+        if before is not None and _version_token(before.group(1), before.group(2)):
+            return True
     after = _RANGE_AFTER_RE.match(text, end)
     if after is not None and _version_token(after.group(1), after.group(2)):
         return True

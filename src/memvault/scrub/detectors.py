@@ -400,16 +400,33 @@ def detect_email(text: str, starts: tuple[list[int], ...]) -> Iterable[Candidate
 
 
 _NUM_RE: Final = re.compile(r"[+(\d](?<![\w.\-/:+#(][+(\d])[\d \-.()/]{5,24}\d(?![\w\-/]|\.\d|:\d)")
-_PHONE_CONTEXT_RE: Final = re.compile(
-    r"(?i:phone|tel\b|tel\.|t\u00e9l|mobile|cell|call|fax|whatsapp|sms|handy|telefon|t\u00e9l\u00e9phone|portable|"
-    r"m\u00f3vil|cellulare|\bph\b|contact|reach)"
+_PHONE_WORDS: Final = (
+    r"phone|tel\b|tel\.|t\u00e9l|mobile|cell|call|fax|whatsapp|sms|handy|telefon|t\u00e9l\u00e9phone|portable|"
+    r"m\u00f3vil|cellulare|\bph\b|contact|reach"
 )
-_NEG_CONTEXT_RE: Final = re.compile(
-    r"(?i:order|invoice|ticket|tracking|shipment|case|rma|ref|id\b|#|no\.|number|build|version|pid|\bport\b|po\b)"
+_NEG_WORDS: Final = (
+    r"order|invoice|ticket|tracking|shipment|case|rma|ref|id\b|#|no\.|number|build|version|pid|\bport\b|po\b"
 )
-_CARD_CONTEXT_RE: Final = re.compile(
-    r"(?i:card|visa|mastercard|amex|credit|debit|cc\b|pan\b|payment|charge|paid|pay\b)"
-)
+_CARD_WORDS: Final = r"card|visa|mastercard|amex|credit|debit|cc\b|pan\b|payment|charge|paid|pay\b"
+_PHONE_CONTEXT_RE: Final = re.compile(f"(?i:{_PHONE_WORDS})")
+_NEG_CONTEXT_RE: Final = re.compile(f"(?i:{_NEG_WORDS})")
+_CARD_CONTEXT_RE: Final = re.compile(f"(?i:{_CARD_WORDS})")
+#: The same words over an ASCII text in lower case (the same answer, several times faster: a
+#: case-insensitive alternation is tried branch by branch at every offset); the look-ahead holds
+#: the first letter of every word.
+_PHONE_LOWER_RE: Final = re.compile(f"(?=[ptmcfwshr])(?:{_PHONE_WORDS})")
+_NEG_LOWER_RE: Final = re.compile(f"(?=[oitscrn#bvp])(?:{_NEG_WORDS})")
+_CARD_LOWER_RE: Final = re.compile(f"(?=[cvmadp])(?:{_CARD_WORDS})")
+
+
+def _has_word(before: str, rx: re.Pattern[str], lower_rx: re.Pattern[str]) -> bool:
+    """Whether ``rx`` (case-insensitive) matches in ``before``: ``lower_rx`` over it in lower case
+    if it is ASCII."""
+    if before.isascii():
+        return lower_rx.search(before.lower()) is not None
+    return rx.search(before) is not None
+
+
 _NANP_RE: Final = re.compile(r"(?:\+?1[ \-.]?)?(?:\(([2-9]\d\d)\)[ \-.]?|([2-9]\d\d)([ \-.]))[2-9]\d\d[ \-.]\d{4}")
 _INTL_RE: Final = re.compile(r"\+\d{1,3}(?:[ \-.]?\(\d{1,4}\))?(?:[ \-.]?\d{1,5}){1,6}")
 _TRUNK_RE: Final = re.compile(r"\(?0\d{1,4}\)?(?:[ \-/.]\d{2,8}){1,5}")
@@ -488,7 +505,10 @@ def _classify_number(text: str, start: int, raw: str) -> Candidate | None:
         if (
             grouped
             or raw.isdigit()
-            and not (_NEG_CONTEXT_RE.search(line_before[-20:]) and not _CARD_CONTEXT_RE.search(line_before))
+            and not (
+                _has_word(line_before[-20:], _NEG_CONTEXT_RE, _NEG_LOWER_RE)
+                and not _has_word(line_before, _CARD_CONTEXT_RE, _CARD_LOWER_RE)
+            )
         ):
             return start, end, "credit_card", P_PII["credit_card"]
     # dates, times, versions, decimals are not phone numbers
@@ -502,8 +522,8 @@ def _classify_number(text: str, start: int, raw: str) -> Candidate | None:
     if _DOTTED_QUAD_RE.search(raw):  # dotted quad or version
         return None
     line_before = _line_before(text, start)
-    context = _PHONE_CONTEXT_RE.search(line_before[-30:]) is not None
-    if _NEG_CONTEXT_RE.search(line_before[-20:]) and not context and not raw.startswith("+"):
+    context = _has_word(line_before[-30:], _PHONE_CONTEXT_RE, _PHONE_LOWER_RE)
+    if not context and not raw.startswith("+") and _has_word(line_before[-20:], _NEG_CONTEXT_RE, _NEG_LOWER_RE):
         return None
     for rx in (_NANP_RE, _INTL_RE, _TRUNK_RE):
         pm = rx.fullmatch(raw)

@@ -495,9 +495,15 @@ def iin_plausible(digits: str) -> bool:
 _VERSION_BEFORE_RE: Final = re.compile(
     r"(?i)\b(?:v|versions?|ver|builds?|releases?|released|rev|revision|firmware|fw|oid|sdk|hotfix)\b[^\n]{0,24}$"
 )
+#: ``_VERSION_BEFORE_RE`` over an ASCII text in lower case (the look-ahead holds the words' first letters).
+_VERSION_BEFORE_LOWER_RE: Final = re.compile(
+    r"\b(?=[vbrfosh])(?:v|versions?|ver|builds?|releases?|released|rev|revision|firmware|fw|oid|sdk|hotfix)\b"
+    r"[^\n]{0,24}$"
+)
 #: How far before a dotted quad a ``_VERSION_BEFORE_RE`` match can start: its longest word (8
-#: characters) and 24 more (its ``\b`` looks at the character before the search's start anyway).
-_VERSION_WORD_REACH: Final = 32
+#: characters) and 24 more, and one for the newline ``$`` may match before (its ``\b`` looks at the
+#: character before the search's start anyway).
+_VERSION_WORD_REACH: Final = 33
 #: The range words of ``_RANGE_BEFORE_RE`` (which the text before a dotted quad must end with).
 _RANGE_WORDS: Final = ("to", "->", "\u2192", "\u2013", "..")
 #: A version and a range word before a dotted quad (``8.4.15 to 8.4.16.2``, ``v8.4.15.160 -> ...``).
@@ -558,8 +564,14 @@ def version_context(text: str, start: int, end: int) -> bool:
         version (``8.4.15 to 8.4.15.160``), opening a markdown heading (``## 8.4.15.160``), or in a
         markdown table column whose header names versions.
     """
-    nl = text.rfind("\n", max(0, start - _VERSION_WORD_REACH), start - 1)  # (``$`` matches before a last newline)
-    if _VERSION_BEFORE_RE.search(text, max(0, start - _VERSION_WORD_REACH, nl + 1), start):
+    # (not the character just before: ``$`` matches before a last newline)
+    nl = text.rfind("\n", max(0, start - _VERSION_WORD_REACH), max(0, start - 1))
+    lo = max(0, start - _VERSION_WORD_REACH, nl + 1)
+    window = text[max(0, lo - 1) : start]  # (with the character ``\b`` looks at before ``lo``)
+    if window.isascii():  # (in lower case: a case-insensitive alternation is slow)
+        if _VERSION_BEFORE_LOWER_RE.search(window.lower(), 1 if lo else 0) is not None:
+            return True
+    elif _VERSION_BEFORE_RE.search(text, lo, start):
         return True
     nl = text.rfind("\n", max(0, start - _LINE_REACH), start)
     line_start = nl + 1 if nl >= 0 or start <= _LINE_REACH else -1  # -1: a line too long to follow

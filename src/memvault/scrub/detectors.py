@@ -380,7 +380,10 @@ _EMAIL_SKIP_TLDS: Final = frozenset(
 )  # fmt: skip
 
 
-_LOCAL_BACK_RE: Final = re.compile(r"[^\W_][\w.%+\-]{0,63}\Z")
+#: Where ``_LOCAL_BACK_RE = [^\W_][\w.%+\-]{0,63}\Z`` first matches before an ``@`` (within 64
+#: characters): at the first letter or digit after the last character that a local part cannot hold.
+_NOT_LOCAL_RE: Final = re.compile(r"(?s).*[^\w.%+\-]")
+_LOCAL_FIRST_RE: Final = re.compile(r"[^\W_]")
 
 
 _ASSET_SCALE_RE: Final = re.compile(r"\d+x\.")
@@ -388,7 +391,17 @@ _ASSET_SCALE_RE: Final = re.compile(r"\d+x\.")
 
 def detect_email(text: str, starts: tuple[list[int], ...]) -> Iterable[Candidate]:
     """Email addresses, except reserved example domains, asset names and ``git@host:`` remotes."""
-    for m in finditer_before(_EMAIL_RE, _LOCAL_BACK_RE, text, starts[0], 64):
+    last = 0
+    for q in starts[0]:  # (finditer_before, finding the local part without trying every offset)
+        lo = max(0, q - 64)
+        cut = _NOT_LOCAL_RE.match(text, lo, q)
+        b = _LOCAL_FIRST_RE.search(text, lo if cut is None else cut.end(), q)
+        if b is None or b.start() < last:
+            continue
+        m = _EMAIL_RE.match(text, b.start())
+        if m is None:
+            continue
+        last = m.end()
         domain = m.group(1).lower()
         if m.group(2).lower() in _EMAIL_SKIP_TLDS or domain.endswith(_EMAIL_SKIP_DOMAINS):
             continue

@@ -493,16 +493,16 @@ class Scrubber:
         seen = text if folded is None else folded.text
         cands: list[Candidate] = []
         rule_of, plan = self._rule_of, self._plan
-        for i in sorted({rule_of[p] for p in reported if p in rule_of}):
+        hit = [rule_of[p] for p in reported if p in rule_of]
+        if len(hit) > 1:
+            hit = sorted(set(hit))
+        for i in hit:
             probes, detect, every_probe = plan[i]
             if len(probes) == 1:
                 got = reported[probes[0]]
-                starts: tuple[list[int], ...] = (got if len(got) == 1 else sorted(set(got)),)
-            elif every_probe and not all(p in reported for p in probes):
-                continue
-            else:
-                starts = tuple(sorted(set(reported[p])) if p in reported else [] for p in probes)
-            cands.extend(detect(seen, starts))
+                cands.extend(detect(seen, (got if len(got) == 1 else sorted(set(got)),)))
+            elif not every_probe or all(p in reported for p in probes):
+                cands.extend(detect(seen, tuple([sorted(set(reported[p])) if p in reported else [] for p in probes])))
         for detect in self._always if customs else ():
             cands.extend(detect(seen, ()))
         if not cands:  # (most texts: nothing to propagate, resolve or map back)

@@ -603,20 +603,18 @@ def _v4_bounds() -> tuple[list[int], list[bool]] | None:
 
 
 _V4_BOUNDS: Final = _v4_bounds()
+#: The value of each octet as :mod:`ipaddress` reads it (no leading zeros).
+_OCTETS: Final[dict[str, int]] = {str(i): i for i in range(256)}
 
 
 def _reported_v4(value: str) -> bool:
     """Whether the IPv4 address ``value`` (four runs of one to three digits joined by dots) is
     reported: not one of :func:`_private_v4`'s, an address to :mod:`ipaddress`, and global."""
     if _V4_BOUNDS is not None and value.isascii():
-        n = 0
-        for octet in value.split("."):
-            if octet[0] == "0" and len(octet) > 1:
-                return False  # (ipaddress refuses leading zeros)
-            o = int(octet)
-            if o > 255:
-                return False
-            n = n << 8 | o
+        a, b, c, d = map(_OCTETS.get, value.split("."))
+        if a is None or b is None or c is None or d is None:
+            return False  # (over 255, or a leading zero: ipaddress refuses those)
+        n = a << 24 | b << 16 | c << 8 | d
         cuts, report = _V4_BOUNDS
         return report[bisect.bisect_right(cuts, n) - 1]
     if _private_v4(value):

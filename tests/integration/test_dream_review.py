@@ -423,6 +423,7 @@ def test_a_directory_on_main_where_the_dream_made_a_file_is_a_conflict(store: me
     assert [(c.path, c.reason) for c in caught.value.conflicts] == [
         ("/memories/n", "a directory on main, a file in the dream")
     ]
+    assert caught.value.conflicts[0].render() == "CONFLICT (a directory on main, a file in the dream): /memories/n\n"
     assert store.head == head
 
 

@@ -85,7 +85,8 @@ class FileConflict:
                 return b"".join(_marked_lines(m3)).decode("utf-8", errors="replace")
         sides = ((FORK_LABEL, self.base), (MAIN_LABEL, self.ours), (DREAM_LABEL, self.theirs))
         rows = [f"CONFLICT ({self.reason}): {self.path}"]
-        rows.extend(f"{label}: {self._describe(content)}" for label, content in sides)
+        if any(content is not None for _label, content in sides):  # (a file/directory clash has no contents)
+            rows.extend(f"{label}: {self._describe(content)}" for label, content in sides)
         return "\n".join(rows) + "\n"
 
     def _describe(self, content: bytes | None) -> str:

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from ..keys.keyring import Keyring
     from .memorystore import MemoryStore
 
-__all__ = ["BranchStore", "BRANCH_PREFIX", "FORK_COMMAND", "check_branch_name", "is_branch_name", "fork_meta"]
+__all__ = ["BranchStore", "BRANCH_PREFIX", "FORK_COMMAND", "check_branch_name", "is_branch_name"]
 
 T = TypeVar("T")
 
@@ -291,7 +291,7 @@ class BranchStore:
                 raise InvalidInputError(f"The dream branch {self.name} exists already.")
             commit_id, seq = self.store.head
             start = StoreState(commit_id, seq, self.store.opened_commit(commit_id).tree_id)
-            meta = fork_meta(start, self.name, actor, session, extra or {})
+            meta = _fork_commit_meta(start, self.name, actor, session, extra or {})
             self.write(start, Transaction(self, start), meta, first=True)
 
     def delete(self) -> bool:
@@ -315,7 +315,7 @@ class BranchStore:
         return f"BranchStore({self.name!r})"
 
 
-def fork_meta(state: StoreState, name: str, actor: str, session: str, extra: dict[str, Any]) -> CommitMeta:
+def _fork_commit_meta(state: StoreState, name: str, actor: str, session: str, extra: dict[str, Any]) -> CommitMeta:
     """The metadata of the fork commit of branch ``name`` on top of ``state`` (a state of ``main``)."""
     fields = {str(k): str(v) for k, v in extra.items()}
     fields["fork"] = state.commit_id.decode("ascii")

@@ -377,11 +377,11 @@ class StoreLock:
     that could steal it. Separate ``open()`` calls get separate lock descriptions, so threads of
     one process exclude each other too; the thread lock keeps them from spinning.
 
-    While it holds the lock, a writer keeps one line of JSON in the lock file naming itself
-    (``{"host": ..., "pid": ...}``), emptied again before the lock is released: only to tell a
-    waiting writer (:func:`set_lock_wait_notice`) and ``memvault status`` who holds it
-    (:meth:`holder`). The lock never depends on it; an empty file (older memvault versions, or
-    between writers) names nobody.
+    A writer that takes the lock makes the lock file name it, one line of JSON
+    (``{"host": ..., "pid": ...}``) written only when the file names someone else, and left there
+    after the lock is released: only to tell a waiting writer (:func:`set_lock_wait_notice`) and
+    ``memvault status`` who holds it (:meth:`holder`, which first checks that someone does). The
+    lock never depends on it; an empty file (older memvault versions) names nobody.
 
     Waiting is bounded by ``timeout`` seconds in all (thread lock and ``flock`` together); then
     :class:`~memvault.errors.LockedError` says how long the caller waited. A lock file that
@@ -401,12 +401,31 @@ class StoreLock:
         )
 
     def holder(self) -> LockHolder | None:
-        """Who the lock file names as holding the lock: None if it names nobody (no writer, a
-        writer of an older memvault version, a file that does not parse) or a process of this host
-        that no longer exists. Advisory: the holder may have finished meanwhile."""
+        """Who holds the lock, as the lock file names it: None if nobody holds it now (probed with a
+        non-blocking shared ``flock``, released at once), or the file names nobody (a writer of an
+        older memvault version, a file that does not parse) or a process of this host that no
+        longer exists. Advisory: the holder may have finished meanwhile."""
         try:
-            data = read_bounded(self._path, _HOLDER_MAX_BYTES)
+            fd = os.open(self._path, O_READ)
         except OSError:
+            return None
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
+                pass  # held: the file names the holder
+            except OSError:
+                return None
+            else:
+                return None  # free: the file names the last holder (closing the file releases the probe)
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return None
+            data = os.pread(fd, _HOLDER_MAX_BYTES + 1, 0)
+        except OSError:
+            return None
+        finally:
+            os.close(fd)
+        if len(data) > _HOLDER_MAX_BYTES:
             return None
         try:
             obj = json.loads(data)
@@ -439,10 +458,6 @@ class StoreLock:
                     self._name_holder(fd)
                     yield
                 finally:
-                    try:
-                        os.ftruncate(fd, 0)
-                    except OSError:
-                        pass  # a stale name is told apart by its pid
                     fcntl.flock(fd, fcntl.LOCK_UN)
             finally:
                 os.close(fd)
@@ -451,9 +466,13 @@ class StoreLock:
 
     @staticmethod
     def _name_holder(fd: int) -> None:
-        """Write this process's pid and host into the lock file (best effort, never synced)."""
+        """Write this process's pid and host into the lock file unless it names them already (best
+        effort, never synced). The name stays after the lock is released: a file written at every
+        acquire and release would be one more file for each durable commit's ``syncfs`` to flush."""
         line = json.dumps({"host": _host_name(), "pid": os.getpid()}, sort_keys=True).encode() + b"\n"
         try:
+            if os.pread(fd, _HOLDER_MAX_BYTES, 0) == line:
+                return
             os.ftruncate(fd, 0)
             pwrite_all(fd, line, 0)
         except OSError:

@@ -429,11 +429,28 @@ def test_malformed_lock_timeout_is_a_usage_error(
 def test_the_lock_file_names_its_holder_only_while_held(tmp_path: Path) -> None:
     lock = StoreLock(tmp_path / "lock", timeout=0.0)
     assert lock.holder() is None  # no file yet
+    name = f'{{"host": "{HOST}", "pid": {os.getpid()}}}\n'
     with lock.hold():
-        assert (tmp_path / "lock").read_text() == f'{{"host": "{HOST}", "pid": {os.getpid()}}}\n'
+        assert (tmp_path / "lock").read_text() == name
         assert lock.holder() == LockHolder(os.getpid(), HOST)
-    assert (tmp_path / "lock").read_bytes() == b""
+    # The name stays (rewriting the file at each release would cost every durable commit a
+    # flush), but nobody holds the lock, so it names nobody.
+    assert (tmp_path / "lock").read_text() == name
     assert lock.holder() is None
+
+
+def test_a_writer_rewrites_the_lock_file_only_when_it_names_someone_else(tmp_path: Path) -> None:
+    path = tmp_path / "lock"
+    lock = StoreLock(path, timeout=0.0)
+    with lock.hold():
+        pass
+    os.utime(path, ns=(0, 0))  # any write or truncation sets mtime to now
+    with lock.hold():
+        pass
+    assert path.stat().st_mtime_ns == 0  # named this process already: not written
+    path.write_text('{"host": "elsewhere", "pid": 4242}\n')
+    with lock.hold():
+        assert path.read_text() == f'{{"host": "{HOST}", "pid": {os.getpid()}}}\n'
 
 
 @pytest.mark.parametrize(
@@ -448,13 +465,25 @@ def test_the_lock_file_names_its_holder_only_while_held(tmp_path: Path) -> None:
 )
 def test_the_holder_of_other_lock_files(tmp_path: Path, content: bytes, expected: LockHolder | None) -> None:
     (tmp_path / "lock").write_bytes(content)
-    assert StoreLock(tmp_path / "lock").holder() == expected
+    lock = StoreLock(tmp_path / "lock")
+    assert lock.holder() is None  # nobody holds it: whatever the file says
+    fd = os.open(tmp_path / "lock", os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # a writer that does not name itself (an older version)
+        assert lock.holder() == expected
+    finally:
+        os.close(fd)
 
 
 def test_a_dead_process_of_this_host_holds_nothing(tmp_path: Path) -> None:
     gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     (tmp_path / "lock").write_text(f'{{"host": "{HOST}", "pid": {int(gone.stdout)}}}\n')
-    assert StoreLock(tmp_path / "lock").holder() is None
+    fd = os.open(tmp_path / "lock", os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        assert StoreLock(tmp_path / "lock").holder() is None
+    finally:
+        os.close(fd)
 
 
 def test_the_notice_is_called_once_after_its_delay(tmp_path: Path) -> None:

@@ -19,6 +19,10 @@ from memvault.settings import KdfParams, StoreSettings
 FAST_KDF = KdfParams(memory_kib=8, iterations=1, lanes=1)
 PASSPHRASE = "correct horse battery staple"
 
+# Tests never write the scrubber's cache into the user's home; its own tests turn it on in a
+# temporary directory (tests/unit/test_scrub_cache.py).
+os.environ.setdefault("MEMVAULT_NO_SCRUB_CACHE", "1")
+
 
 def make_store(path: Path, settings: StoreSettings | None = None) -> memvault.MemoryStore:
     return memvault.MemoryStore.create(path, passphrase=PASSPHRASE, kdf=FAST_KDF, settings=settings)

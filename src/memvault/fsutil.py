@@ -57,6 +57,7 @@ __all__ = [
     "flock_exclusive",
     "LockHolder",
     "set_lock_wait_notice",
+    "cache_root",
 ]
 
 #: Owner read/write only: memory stores hold regulated data, and container umasks are often 0.
@@ -227,6 +228,17 @@ def wipe_leftovers(directory: Path, markers: tuple[str, ...]) -> int:
                 continue
             count += 1
     return count
+
+
+def cache_root() -> Path:
+    """The directory memvault keeps its caches under (replicas of stores in object storage, the
+    scrubber's compiled patterns): ``$MEMVAULT_CACHE_DIR``, else ``$XDG_CACHE_HOME/memvault``,
+    else ``~/.cache/memvault``."""
+    root = os.environ.get("MEMVAULT_CACHE_DIR")
+    if not root:
+        xdg = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        root = os.path.join(xdg, "memvault")
+    return Path(root)
 
 
 def make_private_dir(path: Path, *, parents: bool = False) -> None:

@@ -34,13 +34,18 @@ ENVIRONMENT = (
     ),
     ("NO_COLOR, TERM=dumb", "no colour"),
     ("VISUAL, EDITOR", "the editor of memvault edit"),
-    ("MEMVAULT_CACHE_DIR", "where stores in object storage are cached (default: $XDG_CACHE_HOME/memvault)"),
+    (
+        "MEMVAULT_CACHE_DIR",
+        "where stores in object storage and the scrubber's compiled patterns are cached"
+        " (default: $XDG_CACHE_HOME/memvault)",
+    ),
     ("MEMVAULT_CACHE_BYTES", "the bound of that cache's packs"),
     ("MEMVAULT_KEY_COMMAND_TIMEOUT", "seconds a command: key helper may take"),
     ("MEMVAULT_PKCS11_MODULE", "the PKCS#11 module of pkcs11: keys"),
     ("MEMVAULT_PKCS11_PIN", "the token's PIN"),
     ("MEMVAULT_DREAM_MODEL", "the model of memvault dream (ANTHROPIC_API_KEY: its credentials)"),
     ("MEMVAULT_NO_SYNCFS", "1: sync each file of a commit, not one syncfs(2) (Linux)"),
+    ("MEMVAULT_NO_SCRUB_CACHE", "1: compile the scrubber's patterns in each process, not load them from the cache"),
 )
 
 #: What each exit status means, for the help epilog.

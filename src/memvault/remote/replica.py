@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from ..errors import IntegrityError, InvalidInputError, RollbackDetectedError, ServiceError, StoreExistsError
-from ..fsutil import atomic_write, wipe_file
+from ..fsutil import atomic_write, cache_root, wipe_file
 from ..git.repo import GitStore
 from ..keys.framing import frame_records, is_dek_record, record_seq
 from ..keys.keyring import Keyring
@@ -541,8 +541,5 @@ def _checked_dek(record: bytes, dek_id: bytes, where: str) -> bytes:
 def cache_dir_for(url: str, base: str | os.PathLike[str] | None = None) -> Path:
     """The default replica directory of the store at ``url``: ``$MEMVAULT_CACHE_DIR`` or
     ``$XDG_CACHE_HOME/memvault`` (``~/.cache/memvault``), then a digest of the URL."""
-    root = base or os.environ.get("MEMVAULT_CACHE_DIR")
-    if not root:
-        xdg = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-        root = os.path.join(xdg, "memvault")
-    return Path(root) / hashlib.sha256(url.encode()).hexdigest()[:32]
+    root = Path(base) if base else cache_root()
+    return root / hashlib.sha256(url.encode()).hexdigest()[:32]

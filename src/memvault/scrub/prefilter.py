@@ -9,19 +9,42 @@ the scrubber uses (see :class:`Pattern` for the rules those patterns follow). Th
 its Python regex only at the offsets reported (:func:`match_at`, :func:`finditer_before`,
 :func:`run_starts`), which gives the same matches as running it everywhere.
 
+Compiling the scrubber's Hyperscan database takes about a tenth of a second, once per process (on
+first use). :class:`PatternSet` keeps the compiled database in a cache directory, so that later
+processes load it instead (:func:`cache_dir`; the file format and when a file is trusted are in
+``docs/format.md`` §13).
+
 This module is the only one that imports ``hyperscan``.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
+import platform
 import re
+import stat
 import threading
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Final
 
-__all__ = ["Pattern", "PatternSet", "HYPERSCAN", "match_at", "finditer_before", "class_table", "run_starts"]
+from ..fsutil import O_READ, atomic_write, cache_root, make_private_dir
+
+__all__ = [
+    "Pattern",
+    "PatternSet",
+    "HYPERSCAN",
+    "match_at",
+    "finditer_before",
+    "class_table",
+    "run_starts",
+    "cache_dir",
+    "CACHE_FILES",
+]
 
 _hs: Any
 try:
@@ -39,6 +62,12 @@ with warnings.catch_warnings():
 
 #: Whether the Hyperscan engine is in use (else the slower ``re`` fallback).
 HYPERSCAN: Final[bool] = _hs is not None
+#: Compiled databases kept in the cache directory; the least recently written beyond are removed.
+CACHE_FILES: Final = 8
+#: The first bytes of a cache file (then the fingerprint, the SHA-256 of the database, the database).
+_CACHE_MAGIC: Final = b"memvault hyperscan database 1\n"
+#: A cache file larger than this is not read (the scrubber's database is about 250 KB).
+_CACHE_MAX_BYTES: Final = 64 << 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,7 +91,18 @@ class PatternSet:
     """A set of :class:`Pattern` s, compiled on first use. Thread-safe: each thread scans with
     its own Hyperscan scratch space."""
 
-    __slots__ = ("_patterns", "_groups", "_hyperscan", "_adjust", "_gather", "_db", "_fallback", "_local", "_lock")
+    __slots__ = (
+        "_patterns",
+        "_groups",
+        "_hyperscan",
+        "_adjust",
+        "_gather",
+        "_db",
+        "_source",
+        "_fallback",
+        "_local",
+        "_lock",
+    )
 
     def __init__(
         self, patterns: Sequence[Pattern], *, groups: Sequence[int] | None = None, hyperscan: bool = HYPERSCAN
@@ -80,6 +120,7 @@ class PatternSet:
         self._adjust = tuple(p.shift - width(p.regex) if p.starts else 0 for p in self._patterns)
         self._gather = _gatherer(self._groups, tuple(p.starts for p in self._patterns), self._adjust)
         self._db: Any = None
+        self._source: str | None = None
         self._fallback: tuple[tuple[int, re.Pattern[bytes], bool, int], ...] | None = None
         self._local = threading.local()
         self._lock = threading.Lock()
@@ -121,19 +162,36 @@ class PatternSet:
                 out.setdefault(groups[i], []).append(offset)
         return out
 
+    @property
+    def source(self) -> str | None:
+        """Where the Hyperscan database came from: ``"compiled"`` in this process, ``"cache"`` (a
+        file of :func:`cache_dir`), or None (not needed yet, or the ``re`` fallback)."""
+        return self._source
+
     def _database(self) -> Any:
         with self._lock:
             if self._db is None:
-                db = _hs.Database()
-                db.compile(
-                    expressions=[p.regex.encode("ascii") for p in self._patterns],
-                    ids=list(range(len(self._patterns))),
-                    elements=len(self._patterns),
-                    flags=[
-                        (0 if p.starts else _hs.HS_FLAG_SINGLEMATCH) | (_hs.HS_FLAG_CASELESS if p.caseless else 0)
-                        for p in self._patterns
-                    ],
-                )
+                expressions = [p.regex.encode("ascii") for p in self._patterns]
+                flags = [
+                    (0 if p.starts else _hs.HS_FLAG_SINGLEMATCH) | (_hs.HS_FLAG_CASELESS if p.caseless else 0)
+                    for p in self._patterns
+                ]
+                fingerprint = _digest_of(expressions, flags)
+                where = cache_dir()
+                db = None if where is None else _load_cached(where, fingerprint)
+                if db is not None:
+                    self._source = "cache"
+                else:
+                    db = _hs.Database()
+                    db.compile(
+                        expressions=expressions,
+                        ids=list(range(len(expressions))),
+                        elements=len(expressions),
+                        flags=flags,
+                    )
+                    self._source = "compiled"
+                    if where is not None:
+                        _store_cached(where, fingerprint, db)
                 self._db = db
             return self._db
 
@@ -152,6 +210,90 @@ class PatternSet:
                 for i, p in enumerate(self._patterns)
             )
         return self._fallback
+
+
+# -- the cache of compiled databases ----------------------------------------------------------
+
+
+def cache_dir() -> Path | None:
+    """The directory of compiled Hyperscan databases, ``scrub`` under
+    :func:`~memvault.fsutil.cache_root`; None when ``MEMVAULT_NO_SCRUB_CACHE`` is ``1`` (each
+    process then compiles its own)."""
+    if os.environ.get("MEMVAULT_NO_SCRUB_CACHE", "") == "1":
+        return None
+    return cache_root() / "scrub"
+
+
+def _digest_of(expressions: list[bytes], flags: list[int]) -> bytes:
+    """What a cached database must have been compiled from: the patterns, their flags, this
+    Hyperscan binding and machine type."""
+    spec = {
+        "format": 1,
+        "hyperscan": str(getattr(_hs, "__version__", "")),
+        "machine": platform.machine(),
+        "mode": "block",
+        "patterns": [[e.decode("ascii"), f] for e, f in zip(expressions, flags, strict=True)],
+    }
+    return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).digest()
+
+
+def _trusted(st: os.stat_result, kind: int) -> bool:
+    """Whether a cache entry is of file type ``kind``, owned by this user and writable by no one
+    else (a database another user could write could hide a secret from the scrubber)."""
+    return stat.S_IFMT(st.st_mode) == kind and st.st_uid == os.geteuid() and not st.st_mode & 0o022
+
+
+def _load_cached(directory: Path, fingerprint: bytes) -> Any:
+    """The database cached in ``directory`` for ``fingerprint``, or None: no file, a directory or
+    file that is not trusted, a file that is damaged or was written for other patterns, a
+    database Hyperscan refuses (another version, a CPU without the features it was built for)."""
+    try:
+        if not _trusted(os.lstat(directory), stat.S_IFDIR):
+            return None
+        fd = os.open(directory / f"{fingerprint.hex()[:32]}.hsdb", O_READ)
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not _trusted(st, stat.S_IFREG) or st.st_size > _CACHE_MAX_BYTES:
+            return None
+        data = os.pread(fd, st.st_size + 1, 0)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    head = len(_CACHE_MAGIC)
+    digest, blob = data[head + 32 : head + 64], data[head + 64 :]
+    if data[:head] != _CACHE_MAGIC or data[head : head + 32] != fingerprint:
+        return None
+    if hashlib.sha256(blob).digest() != digest:
+        return None
+    try:
+        db = _hs.loadb(blob, _hs.HS_MODE_BLOCK)
+        _hs.Scratch(db)  # checks that this CPU can run it
+    except (_hs.HyperscanError, TypeError, ValueError):
+        return None
+    return db
+
+
+def _store_cached(directory: Path, fingerprint: bytes, db: Any) -> None:
+    """Keep ``db`` in ``directory`` (made 0700 if missing), replacing a file of the same
+    fingerprint atomically, and remove the least recently written beyond :data:`CACHE_FILES`.
+    Best effort: a cache that cannot be written (read-only home, no space) is skipped."""
+    try:
+        if not directory.exists():
+            make_private_dir(directory, parents=True)
+        if not _trusted(os.lstat(directory), stat.S_IFDIR):
+            return
+        blob = _hs.dumpb(db)
+        path = directory / f"{fingerprint.hex()[:32]}.hsdb"
+        atomic_write(path, _CACHE_MAGIC + fingerprint + hashlib.sha256(blob).digest() + blob, durable=False)
+        kept = sorted(directory.glob("*.hsdb"), key=lambda p: p.stat().st_mtime_ns, reverse=True)
+        for old in kept[CACHE_FILES:]:
+            if old != path:
+                old.unlink()
+    except (OSError, _hs.HyperscanError):
+        pass
 
 
 def _collect(index: int, _start: int, end: int, _flags: int, hits: list[tuple[int, int]]) -> None:

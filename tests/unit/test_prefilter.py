@@ -68,6 +68,8 @@ _PIECES = [
     "example.org", "://", "bearer ", "Basic ", "+1 ", "(212) ", "555-0142", "4111 1111 1111 1111", "DE89 3704",
     "0044 0532 0130 00", "192.168.", "8.8.8.8", "2001:db8::1", "dob ", "born ", "1990-01-02", "eyJhbGciOiJIUzI1NiJ9",
     ".", "-", "_", "/", "+", "\n", " ", "AccountKey=", "twilio", "AC", "aws", "ghp_", "xoxb-", "sig=",
+    "date of birth ", "Date_of-Birth: ", "date de naissance ", "data di nascita ", "n\u00e9e le ", "https://",
+    "u\u00e9:", "Pa55w0rdX@", "@db", "223.1.2.3", "224.1.", "\u0668.8.8.8", "8.8.8.\u0668", "01.", "100.64.",
 ]  # fmt: skip
 _ALPHABET = st.sampled_from(list("aAzZ019xX-_./+=:") + list(_SPECIAL))
 _TEXT = st.lists(st.one_of(st.sampled_from(_PIECES), st.text(_ALPHABET, min_size=1, max_size=12)), max_size=24).map(
@@ -132,6 +134,23 @@ def test_rules_run_only_when_every_probe_reports_need_them_all() -> None:
                 starts = tuple([] if i == missing else got for i, got in enumerate(full))
                 assert list(rule.detect(text, starts)) == [], (rule.kind, missing, text[:80])
     assert found > 20  # the same texts do give findings when every probe reports
+
+
+def test_url_passwords_are_looked_for_only_where_the_gate_reports() -> None:
+    """The basic_auth rule's URL part runs only when its fourth probe (a URL with a password
+    somewhere) reports; its header and ``curl -u`` parts do not depend on it."""
+    (rule,) = [r for r in rules.RULES if r.kind == "basic_auth"]
+    text = (
+        "db at postgres://admin:Zq8wT3vLp0@db.corp:5432; Authorization: Basic dXNlcjpQNHNzd29yZEhlcmU=;"
+        " curl -u ops:Hunter22x"
+    )
+    everywhere = list(range(len(text) + 1))
+    full = (everywhere, everywhere, everywhere, [0])
+    values = {text[s:e] for s, e, _, _ in rule.detect(text, full)}
+    assert values == {"Zq8wT3vLp0", "dXNlcjpQNHNzd29yZEhlcmU=", "Hunter22x"}
+    without = {text[s:e] for s, e, _, _ in rule.detect(text, (*full[:3], []))}
+    assert without == {"dXNlcjpQNHNzd29yZEhlcmU=", "Hunter22x"}
+    assert rules.probe_ids(rule)[3] in engine._PROBE_SET.grouped((text.encode("ascii"),))
 
 
 def test_odd_case_table_is_complete() -> None:

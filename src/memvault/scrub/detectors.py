@@ -161,8 +161,9 @@ _SCHEME_BACK_RE: Final = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]{1,20}\Z")
 
 
 def detect_basic_auth(text: str, starts: tuple[list[int], ...]) -> Iterable[Candidate]:
-    """Passwords in URLs (``scheme://user:pw@``), ``Basic`` headers and ``curl -u``."""
-    if starts[0]:
+    """Passwords in URLs (``scheme://user:pw@``), ``Basic`` headers and ``curl -u``; URLs only
+    if a URL with a password can be in the text (``starts[3]``)."""
+    if starts[0] and starts[3]:
         for m in finditer_before(_URL_AUTH_RE, _SCHEME_BACK_RE, text, starts[0], 21):
             pw = m.group(2)
             if not is_placeholder(pw) and not is_placeholder(m.group(1) + pw) and pw.lower() not in ("pass", "pwd"):

@@ -109,6 +109,14 @@ def _anywhere(*bodies: str, caseless: bool = False) -> tuple[Pattern, ...]:
     return tuple(Pattern(b, caseless, starts=False) for b in bodies)
 
 
+#: A character of the first part (the user name), and of the second (after the colon), of
+#: ``scheme://user:password@``: all that the detector's classes take (they exclude ``\s``,
+#: which holds these ASCII blanks, and the punctuation; ``?`` stays in: it projects every
+#: non-ASCII character).
+_URL_FIRST_CHAR: Final = "[^ \\t\\n\\r\\f\\x0b:@/#\\[\\]\"'<>`]"
+_URL_SECOND_CHAR: Final = "[^ \\t\\n\\r\\f\\x0b@/\"'<>`]"
+
+
 # -- the rules ---------------------------------------------------------------------------------
 
 
@@ -477,7 +485,13 @@ RULES: Final[tuple[Rule, ...]] = (
     Rule("jwt", (_at(r"eyJ[A-Za-z0-9_\-]{8}", not_after=r"A-Za-z0-9_\-."),), detect_jwt),
     Rule(
         "basic_auth",
-        (_at("://"), _at("basic" + _S, caseless=True), _at(_S + "-u", "--user")),
+        (
+            _at("://"),
+            _at("basic" + _S, caseless=True),
+            _at(_S + "-u", "--user"),
+            # what a URL with a password holds somewhere (most URLs have none: their part is skipped)
+            _anywhere("://" + _URL_FIRST_CHAR + "{1,128}:" + _URL_SECOND_CHAR + "{1,256}@"),
+        ),
         detect_basic_auth,
     ),
     Rule(
@@ -550,7 +564,22 @@ RULES: Final[tuple[Rule, ...]] = (
                 r"geb\.",
                 caseless=True,
             ),
-            _at("dob", r"d\.o", r"do\.", "date", "data", "birth", "born", "geb", "fecha", r"n\?", caseless=True),
+            # where each of the words can start (``date`` and ``data`` only as the start of a birth date)
+            _at(
+                "dob",
+                r"d\.o",
+                r"do\.",
+                "dateof",
+                r"date[ _\-]of",
+                "date de",
+                "data di",
+                "birth",
+                "born",
+                "geb",
+                "fecha",
+                r"n\?",
+                caseless=True,
+            ),
         ),
         detect_dob,
         every_probe=True,

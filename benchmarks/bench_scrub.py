@@ -349,6 +349,10 @@ def adversarial_costs() -> dict:
     return out
 
 
+#: Bytes a file in :func:`edit_shares` leaves free for the lines its edits add.
+_EDIT_ROOM = 128
+
+
 def edit_shares(notes: list[dict], sizes: tuple[int, ...], edits: int) -> dict:
     """The scrubber's share of durable str_replace and insert commands on files of ``sizes`` bytes."""
     import memvault
@@ -377,7 +381,13 @@ def edit_shares(notes: list[dict], sizes: tuple[int, ...], edits: int) -> dict:
                     settings=memvault.StoreSettings(durability="full"),
                 )
                 tool = memvault.MemoryTool(store)
-                lines = benign[: max(200, size - 1024)].rsplit("\n", 1)[0].split("\n")
+                # the file takes the size asked for, less room for the edits (a little under the
+                # store's 100 KiB file limit for the largest)
+                budget = size - _EDIT_ROOM
+                chunk = benign[:budget]
+                while len(chunk.encode("utf-8")) > budget:
+                    chunk = chunk[:-64]
+                lines = chunk.rsplit("\n", 1)[0].split("\n")
                 middle = len(lines) // 2
                 text = "\n".join([*lines[:middle], "MARKER-0", *lines[middle:]]) + "\n"
                 tool.call({"command": "create", "path": "/memories/notes.md", "file_text": text})
@@ -438,11 +448,11 @@ def report_costs(costs: dict) -> str:
     if ed:
         lines.append("\n=== scrubber's share of durable edits (durability=full; medians) ===\n")
         lines.append(f"{'file':>10}{'command':>13}{'command ms':>12}{'scrub ms':>10}{'share':>8}")
-        for size, r in ed.items():
+        for r in ed.values():
             for command in ("str_replace", "insert"):
                 c = r[command]
                 lines.append(
-                    f"{int(size) // 1024:>7} KiB{command:>13}{c['command_ms']:>12.2f}{c['scrub_ms']:>10.3f}"
+                    f"{r['file_bytes'] / 1024:>6.1f} KiB{command:>13}{c['command_ms']:>12.2f}{c['scrub_ms']:>10.3f}"
                     f"{100 * c['share']:>7.1f}%"
                 )
     return "\n".join(lines)

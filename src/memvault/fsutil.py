@@ -353,6 +353,9 @@ class LockHolder:
 #: Most bytes of a lock file that are read for its holder (one short JSON line).
 _HOLDER_MAX_BYTES = 512
 
+#: The line naming this process in a lock file, by process id.
+_holder_lines: dict[int, bytes] = {}
+
 #: ``(callback, after)`` of :func:`set_lock_wait_notice`, or None.
 _wait_notice: tuple[Callable[[LockHolder | None, float], None], float] | None = None
 
@@ -481,7 +484,11 @@ class StoreLock:
         """Write this process's pid and host into the lock file unless it names them already (best
         effort, never synced). The name stays after the lock is released: a file written at every
         acquire and release would be one more file for each durable commit's ``syncfs`` to flush."""
-        line = json.dumps({"host": _host_name(), "pid": os.getpid()}, sort_keys=True).encode() + b"\n"
+        pid = os.getpid()
+        line = _holder_lines.get(pid)
+        if line is None:  # (once per process: a forked child has another pid)
+            line = json.dumps({"host": _host_name(), "pid": pid}, sort_keys=True).encode() + b"\n"
+            _holder_lines[pid] = line
         try:
             if os.pread(fd, _HOLDER_MAX_BYTES, 0) == line:
                 return

@@ -415,24 +415,43 @@ class StoreLock:
             waited=waited,
         )
 
+    def held(self) -> bool:
+        """Whether a writer holds the lock now, probed with a non-blocking shared ``flock`` taken
+        and released at once (a writer trying to take the lock meanwhile tries once more).
+        Advisory: it may be taken or released right after."""
+        try:
+            fd = os.open(self._path, O_READ)
+        except OSError:
+            return False
+        try:
+            return self._held(fd)
+        finally:
+            os.close(fd)
+
+    @staticmethod
+    def _held(fd: int) -> bool:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        except OSError:
+            return False
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return False
+
     def holder(self) -> LockHolder | None:
-        """Who holds the lock, as the lock file names it: None if nobody holds it now (probed with a
-        non-blocking shared ``flock``, released at once), or the file names nobody (a writer of an
-        older memvault version, a file that does not parse) or a process of this host that no
-        longer exists. Advisory: the holder may have finished meanwhile."""
+        """Who holds the lock, as the lock file names it: None if nobody holds it now
+        (:meth:`held`), or the file names nobody (a file that does not parse, a writer of an older
+        memvault version when no writer of this one held the lock before it) or a process of this
+        host that no longer exists. Advisory: the holder may have finished meanwhile, and the file
+        names a new holder only once it has taken the lock."""
         try:
             fd = os.open(self._path, O_READ)
         except OSError:
             return None
         try:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-            except BlockingIOError:
-                pass  # held: the file names the holder
-            except OSError:
-                return None
-            else:
-                return None  # free: the file names the last holder (closing the file releases the probe)
+            if not self._held(fd):
+                return None  # free: the file names the last holder
             if not stat.S_ISREG(os.fstat(fd).st_mode):
                 return None
             data = os.pread(fd, _HOLDER_MAX_BYTES + 1, 0)
@@ -501,14 +520,19 @@ class StoreLock:
         deadline = start + timeout
         delay = 0.0005
         notice = _wait_notice
+        tries = 0
         while True:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 return
             except BlockingIOError:
+                tries += 1
                 now = time.monotonic()
-                if now >= deadline:
+                if now >= deadline and tries > 1:
                     raise self._locked(start) from None
+                if now >= deadline:  # (once more: a probe of :meth:`held` holds it for microseconds)
+                    time.sleep(0.001)
+                    continue
                 if notice is not None and now - start >= notice[1]:
                     callback, notice = notice[0], None
                     callback(self.holder(), timeout)

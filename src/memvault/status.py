@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from .errors import LockedError, StorageError
+from .errors import StorageError
 from .fsutil import StoreLock
 from .keys.slots import load_slots
 from .remote.layout import PACKS
@@ -129,11 +129,8 @@ def _lock_status(store: MemoryStore) -> LockStatus:
     """Whether another writer holds the store's lock now (probed without waiting), and who, as
     its lock file says (:meth:`~memvault.fsutil.StoreLock.holder`)."""
     probe = StoreLock(store.root / "lock", timeout=0.0)
-    try:
-        with probe.hold():
-            return LockStatus(held=False)
-    except LockedError:
-        pass
+    if not probe.held():
+        return LockStatus(held=False)
     holder = probe.holder()
     return LockStatus(held=True) if holder is None else LockStatus(held=True, pid=holder.pid, host=holder.host)
 

@@ -426,7 +426,38 @@ def test_malformed_lock_timeout_is_a_usage_error(
     assert capsys.readouterr().err == "memvault: --lock-timeout must be a number of seconds, 0 or more.\n"
 
 
-def test_the_lock_file_names_its_holder_only_while_held(tmp_path: Path) -> None:
+def test_a_lock_probed_by_a_reader_is_still_taken_without_waiting(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """held() and holder() take a shared flock for an instant: a writer that may not wait
+    (timeout 0) tries once more after a millisecond instead of failing on it."""
+    path = tmp_path / "lock"
+    path.write_bytes(b"")
+    probe = os.open(path, os.O_RDONLY)
+    fcntl.flock(probe, fcntl.LOCK_SH)  # a reader's probe, caught in the middle
+    sleeps: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        sleeps.append(seconds)
+        fcntl.flock(probe, fcntl.LOCK_UN)  # the probe ends
+
+    monkeypatch.setattr(fsutil.time, "sleep", sleep)
+    try:
+        with StoreLock(path, timeout=0.0).hold():
+            assert StoreLock(path).held()
+        assert sleeps == [0.001]
+        fcntl.flock(probe, fcntl.LOCK_EX)  # a real writer: timeout 0 still fails, after that one retry
+        monkeypatch.setattr(fsutil.time, "sleep", sleeps.append)
+        with pytest.raises(LockedError):
+            with StoreLock(path, timeout=0.0).hold():
+                pass
+        assert sleeps == [0.001, 0.001]
+    finally:
+        os.close(probe)
+    assert not StoreLock(path).held()
+
+
+def test_the_lock_file_names_its_holder_while_held(tmp_path: Path) -> None:
     lock = StoreLock(tmp_path / "lock", timeout=0.0)
     assert lock.holder() is None  # no file yet
     name = f'{{"host": "{HOST}", "pid": {os.getpid()}}}\n'

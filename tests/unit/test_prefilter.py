@@ -136,6 +136,39 @@ def test_rules_run_only_when_every_probe_reports_need_them_all() -> None:
     assert found > 20  # the same texts do give findings when every probe reports
 
 
+_BOUNDARY_TEXTS = [
+    *(
+        f"db: postgres://{'u' * user}:{'Zq8wT3' * (password // 6) + 'x' * (password % 6)}@db.corp:5432/app"
+        for user in (1, 127, 128, 129)
+        for password in (1, 8, 255, 256, 257)
+    ),
+    "https://\u00fcser:p\u00e4ssw0rdXY9@h.io/ and ftp://a#b:c[d]e?f@host/",
+    "dateofbirth 1990-01-02",
+    "DateOfBirth: 02/03/1990",
+    "date_of-birth 12 March 1990",
+    "Date-of Birth: 1990-01-02",
+    "date de naissance 02/03/1990",
+    "Date De Naissance : 2 mars 1990",
+    "data di nascita 02/03/1990",
+    "DATA DI NASCITA 1990-01-02",
+    "n\u00e9e le 02/03/1990, geb. 1.2.1990, born 1990-01-02",
+    "updated: date of the release 2024-01-02 (not a birth date)",
+]
+
+
+@pytest.mark.parametrize("text", _BOUNDARY_TEXTS)
+def test_prefilter_hides_nothing_at_the_gates_bounds(text: str) -> None:
+    """The URL-password gate at its length bounds, and every way a birth-date word can start."""
+    scrubber = SCRUBBERS["default"]
+    assert scrubber.scan(text) == exhaustive(scrubber, text)
+
+
+def test_the_bound_texts_do_hold_findings() -> None:
+    kinds = [{f.kind for f in SCRUBBERS["default"].scan(t)} for t in _BOUNDARY_TEXTS]
+    assert sum("basic_auth" in k for k in kinds) >= 10  # (none beyond the detector's own bounds)
+    assert sum("dob" in k for k in kinds) >= 8
+
+
 def test_url_passwords_are_looked_for_only_where_the_gate_reports() -> None:
     """The basic_auth rule's URL part runs only when its fourth probe (a URL with a password
     somewhere) reports; its header and ``curl -u`` parts do not depend on it."""

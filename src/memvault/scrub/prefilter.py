@@ -19,6 +19,7 @@ This module is the only one that imports ``hyperscan``.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -32,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from ..fsutil import O_READ, atomic_write, cache_root, make_private_dir
+from ..fsutil import FILE_MODE, O_DIR, O_NEW_FILE, O_READ, cache_root, make_private_dir, write_all
 
 __all__ = [
     "Pattern",
@@ -239,20 +240,45 @@ def _digest_of(expressions: list[bytes], flags: list[int]) -> bytes:
 
 def _trusted(st: os.stat_result, kind: int) -> bool:
     """Whether a cache entry is of file type ``kind``, owned by this user and writable by no one
-    else (a database another user could write could hide a secret from the scrubber)."""
-    return stat.S_IFMT(st.st_mode) == kind and st.st_uid == os.geteuid() and not st.st_mode & 0o022
+    else (a database another user could write could hide a secret from the scrubber); a file
+    also has no other name (a hard link to a file of the user's that someone else chose)."""
+    return (
+        stat.S_IFMT(st.st_mode) == kind
+        and st.st_uid == os.geteuid()
+        and not st.st_mode & 0o022
+        and (kind != stat.S_IFREG or st.st_nlink == 1)
+    )
+
+
+def _open_trusted_dir(directory: Path) -> int | None:
+    """A descriptor of ``directory`` (not followed if a symbolic link) if it is trusted, else None.
+    Every later step goes through it, so the directory cannot be swapped between check and use."""
+    try:
+        fd = os.open(directory, O_DIR)
+    except OSError:
+        return None
+    try:
+        if _trusted(os.fstat(fd), stat.S_IFDIR):
+            return fd
+    except OSError:
+        pass
+    os.close(fd)
+    return None
 
 
 def _load_cached(directory: Path, fingerprint: bytes) -> Any:
     """The database cached in ``directory`` for ``fingerprint``, or None: no file, a directory or
     file that is not trusted, a file that is damaged or was written for other patterns, a
     database Hyperscan refuses (another version, a CPU without the features it was built for)."""
+    dfd = _open_trusted_dir(directory)
+    if dfd is None:
+        return None
     try:
-        if not _trusted(os.lstat(directory), stat.S_IFDIR):
-            return None
-        fd = os.open(directory / f"{fingerprint.hex()[:32]}.hsdb", O_READ)
+        fd = os.open(f"{fingerprint.hex()[:32]}.hsdb", O_READ, dir_fd=dfd)
     except OSError:
         return None
+    finally:
+        os.close(dfd)
     try:
         st = os.fstat(fd)
         if not _trusted(st, stat.S_IFREG) or st.st_size > _CACHE_MAX_BYTES:
@@ -277,21 +303,47 @@ def _load_cached(directory: Path, fingerprint: bytes) -> Any:
 
 
 def _store_cached(directory: Path, fingerprint: bytes, db: Any) -> None:
-    """Keep ``db`` in ``directory`` (made 0700 if missing), replacing a file of the same
-    fingerprint atomically, and remove the least recently written beyond :data:`CACHE_FILES`.
-    Best effort: a cache that cannot be written (read-only home, no space) is skipped."""
+    """Keep ``db`` in ``directory``, replacing a file of the same fingerprint atomically, and
+    remove the least recently written beyond :data:`CACHE_FILES`. The directory and its missing
+    parents are made (0700) only under a directory of this user's: root running with another
+    user's home leaves that home alone. Best effort: a cache that cannot be written (read-only
+    home, no space) is skipped."""
     try:
-        if not directory.exists():
+        if not os.path.lexists(directory):
+            ancestor = directory.parent
+            while not os.path.lexists(ancestor) and ancestor != ancestor.parent:
+                ancestor = ancestor.parent
+            if os.stat(ancestor).st_uid != os.geteuid():
+                return
             make_private_dir(directory, parents=True)
-        if not _trusted(os.lstat(directory), stat.S_IFDIR):
+        dfd = _open_trusted_dir(directory)
+        if dfd is None:
             return
-        blob = _hs.dumpb(db)
-        path = directory / f"{fingerprint.hex()[:32]}.hsdb"
-        atomic_write(path, _CACHE_MAGIC + fingerprint + hashlib.sha256(blob).digest() + blob, durable=False)
-        kept = sorted(directory.glob("*.hsdb"), key=lambda p: p.stat().st_mtime_ns, reverse=True)
-        for old in kept[CACHE_FILES:]:
-            if old != path:
-                old.unlink()
+        try:
+            blob = _hs.dumpb(db)
+            name = f"{fingerprint.hex()[:32]}.hsdb"
+            tmp = f".{name}.tmp-{os.getpid()}-{threading.get_ident()}"
+            fd = os.open(tmp, O_NEW_FILE, FILE_MODE, dir_fd=dfd)
+            try:
+                try:
+                    write_all(fd, _CACHE_MAGIC + fingerprint + hashlib.sha256(blob).digest() + blob)
+                finally:
+                    os.close(fd)
+                os.replace(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp, dir_fd=dfd)
+                raise
+            kept = sorted(
+                (os.stat(n, dir_fd=dfd, follow_symlinks=False).st_mtime_ns, n)
+                for n in os.listdir(dfd)
+                if n.endswith(".hsdb")
+            )
+            for _mtime, old in kept[: max(0, len(kept) - CACHE_FILES)]:
+                if old != name:
+                    os.unlink(old, dir_fd=dfd)
+        finally:
+            os.close(dfd)
     except (OSError, _hs.HyperscanError):
         pass
 

@@ -685,7 +685,7 @@ _DOB_RE: Final = re.compile(
 
 def detect_dob(text: str, starts: tuple[list[int], ...]) -> Iterable[Candidate]:
     """Dates right after a birth-date word."""
-    if not starts[0]:  # none of the words the rule is for (the rule does not look for "d.ob")
+    if not starts[0]:  # none of the words the rule is for
         return
     for m in match_at(_DOB_RE, text, starts[1]):
         yield m.start(1), m.end(1), "dob", P_PII["dob"]

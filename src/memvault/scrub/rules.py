@@ -553,6 +553,8 @@ RULES: Final[tuple[Rule, ...]] = (
             _anywhere(
                 "dob",
                 r"d\.o\.b",
+                r"d\.ob",
+                r"do\.b",
                 "birth",
                 "born",
                 "geburt",

@@ -24,6 +24,10 @@ __all__ = [
     "SensitiveDataError",
     "RedactedError",
     "ConflictError",
+    "PreconditionFailedError",
+    "PathConflictError",
+    "NotFoundError",
+    "PermissionDeniedError",
     "KeyRotatedError",
     "LockedError",
     "IntegrityError",
@@ -121,6 +125,36 @@ class ConflictError(MemvaultError):
     """A concurrent writer changed what this command depended on."""
 
     exit_status = ExitStatus.CONFLICT
+
+
+class PreconditionFailedError(ConflictError):
+    """A write's precondition (the content's SHA-256 it expected) no longer holds: someone else
+    changed the memory first. Nothing was written."""
+
+
+class PathConflictError(PathExistsError):
+    """A memory cannot take a path: it is taken, or a file lies above or below it (a path is a
+    file or a directory, never both). ``memory_id`` names the memory in the way ("" when it is
+    no memory of the API, such as a binary file), ``path`` its path (memory-stores form, ``/a/b``)."""
+
+    exit_status = ExitStatus.CONFLICT
+
+    def __init__(self, message: str, *, memory_id: str, path: str) -> None:
+        super().__init__(message)
+        self.memory_id = memory_id
+        self.path = path
+
+
+class NotFoundError(MemvaultError):
+    """An id (a memory store, a memory, a version, an API key) names nothing here."""
+
+    exit_status = ExitStatus.REFUSED
+
+
+class PermissionDeniedError(MemvaultError):
+    """The caller is known but may not do this (an API key without the right)."""
+
+    exit_status = ExitStatus.REFUSED
 
 
 class KeyRotatedError(ConflictError):

@@ -43,19 +43,27 @@ exception: the total length is checked first, which bounds the work done on host
 
 Sibling names that differ only by case or compatibility form (``Notes.md``/``notes.md``) are
 valid paths; the store refuses the second one with :func:`fold_key`.
+
+A store made for the memory-stores API (``settings.path_grammar == "api"``) takes the API's own,
+looser grammar instead (:func:`parse_path` applies it; docs/format.md says what it means for
+``export``): below ``/memories`` every segment is not ``""``, ``.`` or ``..``; holds no character of
+category Cc, Cf, Cs, Zl or Zp; is in NFC; and the limits above hold. Reserved characters, device
+names, ``.git``, leading or trailing dots and spaces are allowed, and names are case-sensitive
+(``Notes.md`` and ``notes.md`` are two siblings: :func:`sibling_key` is the identity there).
 """
 
 from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
 from memvault.errors import InvalidPathError
 from memvault.settings import StoreSettings
 
-__all__ = ["ROOT", "MemoryPath", "Reason", "parse_path", "fold_key", "display"]
+__all__ = ["ROOT", "MemoryPath", "Reason", "parse_path", "fold_key", "sibling_key", "display"]
 
 ROOT: Final[str] = "/memories"
 _PREFIX: Final[str] = ROOT + "/"
@@ -65,6 +73,8 @@ _DEFAULT_SETTINGS: Final[StoreSettings] = StoreSettings()
 
 #: Unicode categories refused anywhere in a segment (and escaped by :func:`display`).
 _BAD_CATEGORIES: Final[frozenset[str]] = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})
+#: The categories the memory-stores API grammar refuses (control, format, surrogate, U+2028/9).
+_API_BAD_CATEGORIES: Final[frozenset[str]] = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
 #: Characters that render as nothing (or as blank) although their category is a letter or mark
 #: (Unicode Default_Ignorable_Code_Point outside Cf, plus blank fillers): two names differing
 #: only by one of these look identical in a listing. Non-ASCII spaces (Zs) are refused too.
@@ -112,6 +122,7 @@ class Reason:
     PERCENT: Final = "it contains a percent-encoded sequence"
     RESERVED_CHAR: Final = "it contains a reserved character"
     NOT_NORMALIZED: Final = "it is not in Unicode normalization form NFC/NFKC"
+    NOT_NORMALIZED_NFC: Final = "it is not in Unicode normalization form NFC"
     DOTGIT: Final = "it names .git"
     DEVICE_NAME: Final = "it contains a reserved device name"
     TRAILING_DOT_OR_SPACE: Final = "a segment ends with a dot or space"
@@ -288,6 +299,8 @@ def parse_path(raw: object, settings: StoreSettings | None = None) -> MemoryPath
         raise _fail(raw, Reason.EMPTY_SEGMENT)
     if "." in parts or ".." in parts:
         raise _fail(raw, Reason.DOT_SEGMENT)
+    if settings.path_grammar == "api":
+        return _api_path(raw, rest, parts, settings)
 
     ascii_only = rest.isascii()
     if not ascii_only or _ASCII_BAD_RE.search(rest):
@@ -317,6 +330,36 @@ def parse_path(raw: object, settings: StoreSettings | None = None) -> MemoryPath
     if len(parts) > settings.max_depth:
         raise _fail(raw, Reason.TOO_DEEP.format(limit=settings.max_depth))
     return MemoryPath(tuple(parts))
+
+
+def _api_path(raw: str, rest: str, parts: list[str], settings: StoreSettings) -> MemoryPath:
+    """The rest of :func:`parse_path` under the memory-stores API grammar."""
+    if not rest.isascii():
+        category = unicodedata.category
+        if any(category(c) in _API_BAD_CATEGORIES for c in rest if c >= "\x80"):
+            raise _fail(raw, Reason.CONTROL)
+        if not unicodedata.is_normalized("NFC", rest):
+            raise _fail(raw, Reason.NOT_NORMALIZED_NFC)
+    elif _ASCII_CONTROL_RE.search(rest):
+        raise _fail(raw, Reason.CONTROL)
+    max_segment = settings.max_segment_bytes
+    if any(_utf8_len(seg) > max_segment for seg in parts):
+        raise _fail(raw, Reason.SEGMENT_TOO_LONG.format(limit=max_segment))
+    if len(parts) > settings.max_depth:
+        raise _fail(raw, Reason.TOO_DEEP.format(limit=settings.max_depth))
+    return MemoryPath(tuple(parts))
+
+
+def sibling_key(settings: StoreSettings | None) -> Callable[[str], str]:
+    """How a store tells sibling names apart: :func:`fold_key` (names equal after case folding
+    collide) under memvault's grammar, the name itself under the API grammar (case-sensitive)."""
+    if settings is not None and settings.path_grammar == "api":
+        return _same
+    return fold_key
+
+
+def _same(segment: str) -> str:
+    return segment
 
 
 def fold_key(segment: str) -> str:

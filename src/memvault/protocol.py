@@ -28,11 +28,11 @@ from .errors import (
     PathExistsError,
     PathNotFoundError,
 )
-from .paths import MemoryPath, display, parse_path
+from .paths import ROOT, MemoryPath, display, parse_path
 from .scrub.guard import check_path, scrub_edit, scrub_text
 from .store import AnyBranch, Transaction
 
-__all__ = ["COMMANDS", "ToolResult", "run_command", "format_size", "MAX_LINES"]
+__all__ = ["COMMANDS", "ToolResult", "run_command", "clear_all_memory", "CLEARED", "format_size", "MAX_LINES"]
 
 COMMANDS = ("view", "create", "str_replace", "insert", "delete", "rename")
 #: The documented line limit of a file view.
@@ -567,3 +567,30 @@ _HANDLERS = {
     "delete": _delete,
     "rename": _rename,
 }
+
+
+#: What ``clear_all_memory`` returns, as the SDK's ``BetaLocalFilesystemMemoryTool`` does.
+CLEARED = "All memory cleared"
+
+
+class _NothingToClear(Exception):
+    """``/memories`` is empty already: no commit (never escapes this module)."""
+
+
+def clear_all_memory(store: AnyBranch, *, actor: str, session: str) -> str:
+    """Delete everything under ``/memories`` in one ``clear`` commit (none when it is empty);
+    returns :data:`CLEARED`."""
+    root = parse_path(ROOT)
+
+    def apply(txn: Transaction) -> None:
+        names = txn.child_names(root)
+        if not names:
+            raise _NothingToClear
+        for name in names:
+            txn.delete(root.child(name))
+
+    try:
+        store.transact(apply, command="clear", paths=(ROOT,), actor=actor, session=session)
+    except _NothingToClear:
+        pass
+    return CLEARED

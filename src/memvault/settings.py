@@ -227,6 +227,11 @@ class StoreSettings(BaseModel):
     #: ``memvault expire --history`` and ``memvault gc`` (:mod:`memvault.retention`). None: keep
     #: every version; 0: nothing readable beyond the head.
     retain_history_days: int | None = Field(default=None, ge=0, le=1_000_000)
+    #: Which path grammar the store's paths follow (:mod:`memvault.paths`): ``memvault`` (portable
+    #: to every filesystem, case-insensitively unique siblings) or ``api`` (the memory-stores API's:
+    #: case-sensitive, any name that is NFC text without control or format characters). Chosen
+    #: when the store is made (``memvault server`` makes ``api`` stores); ``config set`` refuses a change.
+    path_grammar: Literal["memvault", "api"] = "memvault"
 
     @model_serializer(mode="wrap")
     def _omit_default_scrub(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo) -> Any:
@@ -243,4 +248,6 @@ class StoreSettings(BaseModel):
                 data.pop("max_stored_bytes", None)
             if self.retain_history_days is None:
                 data.pop("retain_history_days", None)
+            if self.path_grammar == "memvault":
+                data.pop("path_grammar", None)
         return data

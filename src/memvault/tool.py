@@ -11,6 +11,7 @@ empties its directory, but undoable with ``memvault revert``.
 
 from __future__ import annotations
 
+import functools
 import logging
 import uuid
 from typing import Any
@@ -29,9 +30,8 @@ from anthropic.types.beta import (
 from anyio.to_thread import run_sync
 
 from .errors import InternalError, MemvaultError
-from .paths import ROOT, parse_path
-from .protocol import run_command
-from .store import AnyBranch, Transaction
+from .protocol import CLEARED, clear_all_memory, run_command
+from .store import AnyBranch
 
 __all__ = ["MemoryTool", "AsyncMemoryTool", "CLEARED"]
 
@@ -47,32 +47,6 @@ def _execute(store: AnyBranch, data: object, actor: str, session: str) -> BetaFu
         # Log the type only: the message of an arbitrary exception may hold content or paths.
         _log.error("memvault: unexpected %s while running a memory command", type(err).__name__)
         raise ToolError("Error: " + str(InternalError())) from None
-
-
-#: What ``clear_all_memory`` returns, as the SDK's ``BetaLocalFilesystemMemoryTool`` does.
-CLEARED = "All memory cleared"
-
-
-class _NothingToClear(Exception):
-    """``/memories`` is empty already: no commit (never escapes this module)."""
-
-
-def _clear(store: AnyBranch, actor: str, session: str) -> str:
-    """Delete everything under ``/memories`` in one ``clear`` commit (none when it is empty)."""
-    root = parse_path(ROOT)
-
-    def apply(txn: Transaction) -> None:
-        names = txn.child_names(root)
-        if not names:
-            raise _NothingToClear
-        for name in names:
-            txn.delete(root.child(name))
-
-    try:
-        store.transact(apply, command="clear", paths=(ROOT,), actor=actor, session=session)
-    except _NothingToClear:
-        pass
-    return CLEARED
 
 
 def _as_input(command: Any) -> object:
@@ -144,7 +118,7 @@ class MemoryTool(BetaAbstractMemoryTool):
         Raises:
             MemvaultError: e.g. LockedError, StorageError (for the application: not a ToolError).
         """
-        return _clear(self.store, self.actor, self.session)
+        return clear_all_memory(self.store, actor=self.actor, session=self.session)
 
 
 class AsyncMemoryTool(BetaAsyncAbstractMemoryTool):
@@ -192,4 +166,4 @@ class AsyncMemoryTool(BetaAsyncAbstractMemoryTool):
 
     async def clear_all_memory(self) -> str:
         """As :meth:`MemoryTool.clear_all_memory`, in a worker thread."""
-        return await run_sync(_clear, self.store, self.actor, self.session)
+        return await run_sync(functools.partial(clear_all_memory, self.store, actor=self.actor, session=self.session))

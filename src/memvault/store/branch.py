@@ -290,7 +290,7 @@ class BranchStore:
             if self._ref.head() is not None:
                 raise InvalidInputError(f"The dream branch {self.name} exists already.")
             commit_id, seq = self.store.head
-            start = StoreState(commit_id, seq, self.store.opened_commit(commit_id).tree_id)
+            start = StoreState(commit_id, seq, self.store.opened_commit(commit_id).tree_id, fold=self._reader.fold)
             meta = _fork_commit_meta(start, self.name, actor, session, extra or {})
             self.write(start, Transaction(self, start), meta, first=True)
 

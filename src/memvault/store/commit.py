@@ -421,4 +421,4 @@ class CommitWriter:
         self.keyring.append(record, durable=self._durable)
         if not self.git.compare_and_swap(None, commit.id):
             raise InternalError()
-        return StoreState(commit.id, 0, empty.id)
+        return StoreState(commit.id, 0, empty.id, fold=self._reader.fold)

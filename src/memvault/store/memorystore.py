@@ -40,7 +40,7 @@ from ..keys.slots import (
     unlock_master_keys,
     write_slot,
 )
-from ..paths import parse_path
+from ..paths import parse_path, sibling_key
 from ..remote.replica import Replica
 from ..settings import KdfParams, StoreSettings
 from ..storage.url import is_remote
@@ -132,6 +132,7 @@ class MemoryStore(FileReads):
             live=lambda: {n.token for n in self._sync(writer=False).nodes.values()},
         )  # fmt: skip
         self._reader = StateReader(git, self.keyring, self._keys, store_id, self._token_mac)
+        self._reader.fold = sibling_key(settings)
         self._head = Head(self._reader, self.keyring, durable=self._durable)
         self._writer_of_commits = CommitWriter(
             self._reader, self.keyring, self._keys, store_id, durable=self._durable, on_objects=self._wrote_objects,
@@ -179,6 +180,7 @@ class MemoryStore(FileReads):
         allow_weak_passphrase: bool = False,
         cache_dir: str | os.PathLike[str] | None = None,
         key: str | None = None,
+        unlock: Unlock | None = None,
     ) -> MemoryStore:
         """Create a new store in directory ``path`` (created if missing; must be empty), or at an
         empty ``s3://bucket/prefix`` or ``file:///path`` URL (object storage). A failure or an
@@ -187,7 +189,7 @@ class MemoryStore(FileReads):
         ``lock_timeout``, ``plaintext_cache_bytes``, ``cache_dir``, ``key``: see :meth:`open`. A
         passphrase shorter than 12 characters is refused unless ``allow_weak_passphrase``.
         """
-        unlock = Unlock.of(passphrase, key_file, key)
+        unlock = unlock if unlock is not None else Unlock.of(passphrase, key_file, key)
         if unlock.passphrase is not None:
             check_new_passphrase(unlock.passphrase, allow_weak=allow_weak_passphrase)
         try:
@@ -255,6 +257,7 @@ class MemoryStore(FileReads):
         plaintext_cache_bytes: int = PLAINTEXT_CACHE_BYTES,
         cache_dir: str | os.PathLike[str] | None = None,
         key: str | None = None,
+        unlock: Unlock | None = None,
     ) -> MemoryStore:
         """Open an existing store (a directory, or an ``s3://`` / ``file://`` URL of object
         storage) with exactly one of ``passphrase``, ``key_file`` or ``key`` (a key provider's
@@ -274,7 +277,7 @@ class MemoryStore(FileReads):
             WrongKeyError: the secret opens no key slot. ProviderError: the key provider failed.
             StoreNotFoundError, IntegrityError, StorageError: no store, a damaged one, or a refused one.
         """
-        unlock = Unlock.of(passphrase, key_file, key)
+        unlock = unlock if unlock is not None else Unlock.of(passphrase, key_file, key)
         objects, root = replica_for_open(str(path), cache_dir, lock_timeout) if is_remote(path) else (None, Path(path))
         config = read_config(root)
         slot, master_keys = unlock_master_keys(config.store_id, load_slots(root / "keys"), unlock)
@@ -600,7 +603,7 @@ class MemoryStore(FileReads):
         with self._state_lock:
             head = self._sync(writer=False)
             if commit_id == head.commit_id:
-                frozen = StoreState(head.commit_id, head.seq, head.tree_id)
+                frozen = StoreState(head.commit_id, head.seq, head.tree_id, fold=head.fold)
                 frozen.nodes = dict(head.nodes)
                 frozen.children = {k: dict(v) for k, v in head.children.items()}
                 frozen.file_count, frozen.total_bytes = head.file_count, head.total_bytes

@@ -59,12 +59,14 @@ class StoreState:
     children: dict[str, dict[str, str]] = field(default_factory=dict)  #: dir -> fold(name) -> name
     file_count: int = 0
     total_bytes: int = 0  #: plaintext bytes of all files
+    #: The key siblings are unique by in :attr:`children` (``paths.sibling_key`` of the store's grammar).
+    fold: Callable[[str], str] = field(default=fold_key, compare=False, repr=False)
 
     def add(self, node: Node) -> None:
         self.nodes[node.path] = node
         self.shards.setdefault(shard_of(node.token), {})[node.token] = node
         parent, name = split_path(node.path)
-        self.children.setdefault(parent, {})[fold_key(name)] = name
+        self.children.setdefault(parent, {})[self.fold(name)] = name
         if node.is_dir:
             self.children.setdefault(node.path, {})
         else:
@@ -81,7 +83,7 @@ class StoreState:
         parent, name = split_path(node.path)
         siblings = self.children.get(parent)
         if siblings is not None:
-            siblings.pop(fold_key(name), None)
+            siblings.pop(self.fold(name), None)
             if not siblings and parent != ROOT and parent not in self.nodes:
                 del self.children[parent]
         if node.is_dir:
@@ -146,6 +148,8 @@ class StateReader:
         self._keys = keys
         self._store_id = store_id
         self._token = token
+        #: How sibling names are told apart (``paths.sibling_key``); every state built gets it.
+        self.fold: Callable[[str], str] = fold_key
         self._layout = LayoutChecker(git.tree_entries)
         self._commits: OrderedDict[bytes, OpenedCommit] = OrderedDict()
         self._shards: OrderedDict[bytes, dict[bytes, Node]] = OrderedDict()
@@ -261,7 +265,7 @@ class StateReader:
         if problem is not None:
             raise IntegrityError(f"The store's git repository holds a tree memvault did not write: {problem}.")
         blob_ids = self.shard_blobs(tree_id)
-        state = StoreState(commit_id, seq, tree_id)
+        state = StoreState(commit_id, seq, tree_id, fold=self.fold)
         if old is not None:
             # Incremental: keep shards whose index blob did not change.
             state.nodes, state.children = old.nodes, old.children

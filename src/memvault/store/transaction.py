@@ -9,7 +9,7 @@ from typing import Generic, Protocol, TypeVar
 from .. import crypto
 from ..errors import LimitExceededError, PathExistsError
 from ..format.records import Node
-from ..paths import MemoryPath, fold_key
+from ..paths import MemoryPath
 from ..settings import StoreSettings
 from .state import StoreState, split_path
 
@@ -63,6 +63,11 @@ class Transaction:
     def base_commit(self) -> bytes:
         """The id of the commit this transaction works on."""
         return self._base.commit_id
+
+    @property
+    def base_seq(self) -> int:
+        """The sequence number of the commit this transaction works on."""
+        return self._base.seq
 
     # -- reading ------------------------------------------------------------------------------
 
@@ -120,7 +125,7 @@ class Transaction:
         self.changes[key] = node
         parent, name = split_path(key)
         overlay = self._child_overlay.setdefault(parent, {})
-        overlay[fold_key(name)] = None if node is None else name
+        overlay[self._base.fold(name)] = None if node is None else name
         if old is not None and not old.is_dir:
             self._file_delta -= 1
             self._bytes_delta -= old.size
@@ -130,7 +135,7 @@ class Transaction:
 
     def _check_new_name(self, path: MemoryPath) -> None:
         """Refuse a name whose case-folded form collides with a different existing sibling."""
-        parent, folded = path.parent.text, fold_key(path.name)
+        parent, folded = path.parent.text, self._base.fold(path.name)
         overlay = self._child_overlay.get(parent, {})
         existing = overlay[folded] if folded in overlay else self._base.children.get(parent, {}).get(folded)
         if existing is not None and existing != path.name:

@@ -1,0 +1,390 @@
+"""A server root: the catalog and the memory stores, in a directory or under an ``s3://`` prefix.
+
+Layout (docs/format.md "Server root"): ``catalog`` is a memvault store unlocked by the operator's
+key source (``MEMVAULT_KEY``, ``MEMVAULT_KEY_FILE``, ``MEMVAULT_PASSPHRASE``, like any store); it
+holds the registry (:mod:`.catalog`). ``stores/<memstore id>`` is one memvault store per memory
+store, with its own id and data keys, unlocked by a key derived from the catalog's master key:
+``HKDF(master, salt=catalog id, info="memvault/v1/server/store-key/" || memstore id)``. So the
+server process alone unlocks the stores, one key source opens the whole root, and each store is
+still a store: ``memvault --store ROOT/stores/<id> log`` works with the root's key source.
+
+Several processes may serve one root: every change of the registry is a catalog commit (the
+catalog's writer lock or conditional writes order them), and each request reads the catalog's
+head first, so a revoked key stops working at the next request in every process.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import replace
+from pathlib import Path
+
+from .. import crypto
+from ..errors import InvalidInputError, MemvaultError, NotFoundError, StoreExistsError, StoreNotFoundError
+from ..fsutil import DEFAULT_LOCK_TIMEOUT
+from ..keys.slots import Unlock
+from ..memories import Memories
+from ..paths import parse_path
+from ..settings import KdfParams, StoreSettings
+from ..storage.url import is_remote
+from ..store import MemoryStore, Transaction
+from .catalog import (
+    KEYS_DIR,
+    STORES_DIR,
+    ApiKeyRecord,
+    Registry,
+    StoreRecord,
+    check_name,
+    parse_key,
+    parse_store,
+    record_bytes,
+)
+
+__all__ = ["ServerRoot", "API_STORE_SETTINGS", "store_location", "new_id", "CATALOG"]
+
+CATALOG = "catalog"
+STORES = "stores"
+#: Settings of every store the API creates: the API's path grammar and limits.
+API_STORE_SETTINGS = StoreSettings(
+    path_grammar="api", max_file_bytes=102_400, max_path_bytes=1024 + len("/memories"), max_depth=20,
+    max_segment_bytes=1024,
+)  # fmt: skip
+#: Open memory stores kept per process (least recently used closed first).
+DEFAULT_OPEN_STORES = 64
+_SERVER_ACTOR = "memvault-server"
+
+
+def _join(root: str, *parts: str) -> str:
+    if is_remote(root):
+        return "/".join([root.rstrip("/"), *parts])
+    return os.path.join(root, *parts)
+
+
+def store_location(root: str, store_id: str) -> str:
+    """Where the memory store ``store_id`` of ``root`` lives."""
+    return _join(root, STORES, store_id)
+
+
+def new_id(prefix: str) -> str:
+    """A new random id: ``prefix`` and 26 base32 characters (128 bits)."""
+    return prefix + base64.b32encode(crypto.random_bytes(16)).decode("ascii").rstrip("=").lower()
+
+
+class _Open:
+    """An open memory store and how many requests use it now."""
+
+    def __init__(self, memories: Memories) -> None:
+        self.memories = memories
+        self.users = 0
+
+
+class ServerRoot:
+    """An open server root. Thread-safe. Use :meth:`init` or :meth:`open`.
+
+    Args:
+        location: the root (a directory, ``s3://bucket/prefix`` or ``file:///path``).
+        catalog: the open catalog store.
+        cache_dir: where replicas of stores in object storage live (default: the cache root).
+        open_stores: how many memory stores stay open at once.
+    """
+
+    def __init__(
+        self, location: str, catalog: MemoryStore, *, cache_dir: str | None = None,
+        open_stores: int = DEFAULT_OPEN_STORES, lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
+    ) -> None:  # fmt: skip
+        self.location = location
+        self.catalog = catalog
+        self._cache_dir = cache_dir
+        self._open_limit = max(1, open_stores)
+        self._lock_timeout = lock_timeout
+        master = catalog.master_keys()[min(catalog.master_keys())]
+        self._secret = crypto.hkdf(master, salt=catalog.store_id, info=b"memvault/v1/server")
+        self._registry = Registry()
+        self._registry_lock = threading.Lock()
+        self._open: OrderedDict[str, _Open] = OrderedDict()
+        self._open_lock = threading.Lock()
+        self._opening: dict[str, threading.Lock] = {}
+
+    # -- construction ----------------------------------------------------------------------------
+
+    @classmethod
+    def init(
+        cls, location: str | os.PathLike[str], unlock: Unlock, *, durability: str = "full",
+        kdf: KdfParams | None = None, cache_dir: str | None = None,
+    ) -> ServerRoot:  # fmt: skip
+        """Make a new server root at ``location`` (an empty or missing directory, or an empty
+        prefix in object storage) whose catalog ``unlock`` opens.
+
+        Raises:
+            StoreExistsError: something is there already. And what ``MemoryStore.create`` raises.
+        """
+        root = str(location)
+        if not is_remote(root):
+            path = Path(root)
+            if path.exists() and (not path.is_dir() or any(path.iterdir())):
+                raise StoreExistsError("Error: The server root must be a new or empty directory.")
+            path.mkdir(mode=0o700, parents=True, exist_ok=True)
+            (path / STORES).mkdir(mode=0o700, exist_ok=True)
+        settings = StoreSettings.model_validate(
+            {"durability": durability, "scrub": {"enabled": False}, "max_file_bytes": 64 * 1024}
+        )
+        catalog = MemoryStore.create(_join(root, CATALOG), unlock=unlock, settings=settings, kdf=kdf,
+                                     cache_dir=cache_dir)  # fmt: skip
+        return cls(root, catalog, cache_dir=cache_dir)
+
+    @classmethod
+    def open(
+        cls, location: str | os.PathLike[str], unlock: Unlock, *, cache_dir: str | None = None,
+        open_stores: int = DEFAULT_OPEN_STORES, lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
+    ) -> ServerRoot:  # fmt: skip
+        """Open the server root at ``location`` with the catalog's key.
+
+        Raises:
+            StoreNotFoundError: no server root there. WrongKeyError, ProviderError, IntegrityError,
+            StorageError: as ``MemoryStore.open``.
+        """
+        root = str(location)
+        if not is_remote(root) and not Path(root, CATALOG).is_dir():
+            raise StoreNotFoundError("Error: No memvault server root here (run `memvault server init` first).")
+        catalog = MemoryStore.open(_join(root, CATALOG), unlock=unlock, cache_dir=cache_dir,
+                                   lock_timeout=lock_timeout)  # fmt: skip
+        return cls(root, catalog, cache_dir=cache_dir, open_stores=open_stores, lock_timeout=lock_timeout)
+
+    def derive(self, purpose: str) -> bytes:
+        """A 32-byte key of this root for ``purpose`` (cursor keys, key digests, store keys)."""
+        return crypto.hkdf(self._secret, salt=b"", info=b"memvault/v1/server/" + purpose.encode("utf-8"))
+
+    def store_unlock(self, store_id: str) -> Unlock:
+        """How memory store ``store_id`` of this root is unlocked."""
+        return Unlock(raw_key=self.derive("store-key/" + store_id))
+
+    def close(self) -> None:
+        """Close every open store and the catalog."""
+        with self._open_lock:
+            entries = list(self._open.values())
+            self._open.clear()
+        for entry in entries:
+            entry.memories.store.close()
+        self.catalog.close()
+
+    # -- the registry ------------------------------------------------------------------------------
+
+    def registry(self) -> Registry:
+        """The registry at the catalog's head (read again only when the head moved)."""
+        commit_id, _seq = self.catalog.head
+        with self._registry_lock:
+            if self._registry.commit_id == commit_id:
+                return self._registry
+            old = self._registry
+            fresh = Registry(commit_id)
+            with self.catalog.reading() as txn:
+                for directory, parse in ((STORES_DIR, parse_store), (KEYS_DIR, parse_key)):
+                    parent = parse_path(directory)
+                    for name in txn.child_names(parent):
+                        path = parent.child(name)
+                        node = txn.get(path)
+                        if node is None or node.is_dir:
+                            continue
+                        cached = old.parsed.get(path.text)
+                        record = cached[1] if cached is not None and cached[0] == node.sha256 else parse(txn.read(path))
+                        fresh.parsed[path.text] = (node.sha256, record)
+                        if isinstance(record, StoreRecord):
+                            fresh.stores[record.id] = record
+                        else:
+                            fresh.keys[record.id] = record
+                            if record.revoked_at is None:
+                                fresh.by_digest[record.digest] = record
+            self._registry = fresh
+            return fresh
+
+    def _write(self, record: StoreRecord | ApiKeyRecord, *, actor: str, command: str) -> None:
+        directory = STORES_DIR if isinstance(record, StoreRecord) else KEYS_DIR
+        path = parse_path(f"{directory}/{record.id}.json")
+        data = record_bytes(record)
+
+        def apply(txn: Transaction) -> None:
+            txn.write_file(path, data)
+
+        self.catalog.transact(apply, command=command, paths=(path.text,), actor=actor, session="")
+
+    def _remove(self, record: StoreRecord, *, actor: str) -> None:
+        path = parse_path(f"{STORES_DIR}/{record.id}.json")
+
+        def apply(txn: Transaction) -> None:
+            if txn.get(path) is not None:
+                txn.delete(path)
+
+        self.catalog.transact(apply, command="store-delete", paths=(path.text,), actor=actor, session="")
+
+    # -- memory stores -----------------------------------------------------------------------------
+
+    def store(self, store_id: str) -> StoreRecord:
+        """The live store ``store_id`` (NotFoundError if there is none)."""
+        record = self.registry().stores.get(store_id) if isinstance(store_id, str) else None
+        if record is None or record.deleting:
+            raise NotFoundError("Error: No memory store has this id.")
+        return record
+
+    def create_store(
+        self, name: str, *, description: str = "", metadata: dict[str, str] | None = None, actor: str = _SERVER_ACTOR
+    ) -> StoreRecord:
+        """A new memory store: its own memvault store under ``stores/``, then its catalog record."""
+        store_id = new_id("memstore_")
+        now = time.time()
+        record = StoreRecord(store_id, check_name(name), description, dict(metadata or {}), now, now)
+        location = store_location(self.location, store_id)
+        settings = API_STORE_SETTINGS.model_copy(update={"durability": self.catalog.settings.durability})
+        MemoryStore.create(location, unlock=self.store_unlock(store_id), settings=settings,
+                           cache_dir=self._cache_for(store_id)).close()  # fmt: skip
+        try:
+            self._write(record, actor=actor, command="store-create")
+        except BaseException:
+            self._destroy(store_id)
+            raise
+        return record
+
+    def update_store(self, record: StoreRecord, *, actor: str = _SERVER_ACTOR) -> StoreRecord:
+        """Record ``record``'s new name, description, metadata or archive time."""
+        self._write(record, actor=actor, command="store-update")
+        return record
+
+    def delete_store(self, store_id: str, *, actor: str = _SERVER_ACTOR) -> None:
+        """Delete a memory store for good: hidden first (one catalog commit), then its keys and
+        every file or object destroyed (``shred-store``), then its record removed."""
+        record = self.store(store_id)
+        self._write(replace(record, deleting=True), actor=actor, command="store-delete")
+        self._evict(store_id)
+        self._destroy(store_id)
+        self._remove(record, actor=actor)
+
+    def finish_deletions(self) -> int:
+        """Finish the deletions a stopped process left half done; returns how many."""
+        done = 0
+        for record in list(self.registry().stores.values()):
+            if record.deleting:
+                self._destroy(record.id)
+                self._remove(record, actor=_SERVER_ACTOR)
+                done += 1
+        return done
+
+    def _cache_for(self, store_id: str) -> str | None:
+        return None if self._cache_dir is None else os.path.join(self._cache_dir, store_id)
+
+    def _destroy(self, store_id: str) -> None:
+        from ..erase import shred_store
+
+        try:
+            store = MemoryStore.open(store_location(self.location, store_id), unlock=self.store_unlock(store_id),
+                                     check_head=False, cache_dir=self._cache_for(store_id))  # fmt: skip
+        except StoreNotFoundError:
+            return  # destroyed already
+        shred_store(store)
+
+    # -- open stores -------------------------------------------------------------------------------
+
+    @contextmanager
+    def memories(self, store_id: str) -> Iterator[Memories]:
+        """The operations on live store ``store_id``, opened once and kept open (LRU).
+
+        Raises:
+            NotFoundError: no live store has this id. And what opening a store raises.
+        """
+        self.store(store_id)
+        entry = self._take(store_id)
+        try:
+            yield entry.memories
+        finally:
+            with self._open_lock:
+                entry.users -= 1
+            self._trim()
+
+    def _take(self, store_id: str) -> _Open:
+        with self._open_lock:
+            entry = self._open.get(store_id)
+            if entry is not None:
+                self._open.move_to_end(store_id)
+                entry.users += 1
+                return entry
+            gate = self._opening.setdefault(store_id, threading.Lock())
+        with gate:
+            with self._open_lock:
+                entry = self._open.get(store_id)
+                if entry is not None:
+                    entry.users += 1
+                    return entry
+            store = MemoryStore.open(store_location(self.location, store_id), unlock=self.store_unlock(store_id),
+                                     cache_dir=self._cache_for(store_id), lock_timeout=self._lock_timeout)  # fmt: skip
+            entry = _Open(Memories(store, store_id, cursor_key=self.derive("cursor")))
+            with self._open_lock:
+                entry.users += 1
+                self._open[store_id] = entry
+                self._opening.pop(store_id, None)
+            return entry
+
+    def _trim(self) -> None:
+        closing: list[_Open] = []
+        with self._open_lock:
+            for store_id in list(self._open):
+                if len(self._open) - len(closing) <= self._open_limit:
+                    break
+                if self._open[store_id].users == 0:
+                    closing.append(self._open.pop(store_id))
+        for entry in closing:
+            try:
+                entry.memories.store.close()
+            except MemvaultError:
+                pass  # a store that fails to close keeps its leftovers for the next writer
+
+    def _evict(self, store_id: str) -> None:
+        with self._open_lock:
+            entry = self._open.pop(store_id, None)
+        if entry is not None:
+            entry.memories.store.close()
+
+    def open_count(self) -> int:
+        """How many memory stores are open now."""
+        with self._open_lock:
+            return len(self._open)
+
+    # -- API keys ----------------------------------------------------------------------------------
+
+    def create_key(
+        self, name: str, *, admin: bool = False, stores: tuple[str, ...] = (), actor: str = _SERVER_ACTOR
+    ) -> tuple[ApiKeyRecord, str]:
+        """A new API key: its record and its secret (``mvk_`` and 256 random bits, shown once)."""
+        registry = self.registry()
+        for store_id in stores:
+            if store_id not in registry.stores or registry.stores[store_id].deleting:
+                raise InvalidInputError(f"Error: No memory store has the id {store_id!r}.")
+        secret = "mvk_" + base64.urlsafe_b64encode(crypto.random_bytes(32)).decode("ascii").rstrip("=")
+        record = ApiKeyRecord(new_id("apikey_"), check_name(name), self.key_digest(secret), admin,
+                              tuple(stores), time.time())  # fmt: skip
+        self._write(record, actor=actor, command="apikey-create")
+        return record, secret
+
+    def key_digest(self, secret: str) -> str:
+        """The digest the catalog keeps of an API key's secret (HMAC-SHA256 under a root key)."""
+        return crypto.mac(self.derive("apikey-digest"), secret.encode("utf-8")).hex()
+
+    def revoke_key(self, key_id: str, *, actor: str = _SERVER_ACTOR) -> ApiKeyRecord:
+        """Revoke an API key (NotFoundError if there is none; revoking twice changes nothing)."""
+        record = self.registry().keys.get(key_id)
+        if record is None:
+            raise NotFoundError("Error: No API key has this id.")
+        if record.revoked_at is not None:
+            return record
+        revoked = replace(record, revoked_at=time.time())
+        self._write(revoked, actor=actor, command="apikey-revoke")
+        return revoked
+
+    def authenticate(self, secret: str) -> ApiKeyRecord | None:
+        """The live key whose secret this is, else None (read at the catalog's head)."""
+        if not isinstance(secret, str) or not secret.startswith("mvk_") or len(secret) > 128:
+            return None
+        return self.registry().by_digest.get(self.key_digest(secret))

@@ -1,0 +1,299 @@
+"""The base of every API view: authentication, rights, rate limits, bodies, errors and headers.
+
+A view subclass names its handlers per HTTP method (``get``, ``post``, ``patch``, ``delete``);
+each is a plain function run in the server's thread pool with a :class:`Call` (the request's
+path parameters, query, parsed JSON body, API key and id) and returns ``(status, JSON)``.
+Everything else is here, once:
+
+- the API key from ``Authorization: Bearer`` or ``x-api-key`` (401 ``authentication_error``);
+- the key's rights (403 ``permission_error``) and its rate limit (429 ``rate_limit_error``);
+- bodies bounded before they are read whole (413 ``request_too_large``), JSON objects only;
+- every error as the API's envelope ``{"type": "error", "error": {...}, "request_id"}``, with a
+  ``request-id`` header, ``x-should-retry: false`` on the deterministic ones and ``retry-after``
+  on the ones worth retrying; a memvault error's message is safe to show, anything else becomes
+  a generic 500 whose type only is logged;
+- ``Cache-Control: no-store`` on every answer; one access-log line and the metrics per request.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import JSONResponse, Response
+
+from ...errors import (
+    ConflictError,
+    EditError,
+    IntegrityError,
+    InvalidInputError,
+    InvalidPathError,
+    LimitExceededError,
+    LockedError,
+    MemvaultError,
+    NotFoundError,
+    PathConflictError,
+    PathExistsError,
+    PathNotFoundError,
+    PermissionDeniedError,
+    PreconditionFailedError,
+    RedactedError,
+    SensitiveDataError,
+    ServiceError,
+    StorageError,
+    UnlockError,
+)
+from ...memories.ops import View
+from ..catalog import ApiKeyRecord
+from ..root import new_id
+
+if TYPE_CHECKING:
+    from ..app import ServerApp
+
+__all__ = ["ApiError", "Call", "ApiView", "error_response", "bad_request"]
+
+_log = logging.getLogger("memvault.server")
+
+#: Statuses a client should not retry unchanged (``x-should-retry: false``).
+_FINAL = frozenset({400, 401, 403, 404, 405, 409, 413, 422})
+
+
+class ApiError(Exception):
+    """An error answer: HTTP ``status``, the API's error ``type``, a message safe to show, and
+    fields the error object carries beside them (``conflicting_memory_id``...)."""
+
+    def __init__(
+        self, status: int, type_: str, message: str, *, fields: Mapping[str, Any] | None = None,
+        retry_after: float | None = None,
+    ) -> None:  # fmt: skip
+        super().__init__(message)
+        self.status = status
+        self.type = type_
+        self.message = message
+        self.fields = dict(fields or {})
+        self.retry_after = retry_after
+
+
+def bad_request(message: str) -> ApiError:
+    """A 400 ``invalid_request_error``."""
+    return ApiError(400, "invalid_request_error", message)
+
+
+def _strip(message: str) -> str:
+    return message[len("Error: ") :] if message.startswith("Error: ") else message
+
+
+def from_memvault(err: MemvaultError) -> ApiError:
+    """The API error for a memvault error (its message is safe to show, by contract)."""
+    message = _strip(err.message)
+    if isinstance(err, PathConflictError):
+        return ApiError(409, "memory_path_conflict_error", message,
+                        fields={"conflicting_memory_id": err.memory_id, "conflicting_path": err.path})  # fmt: skip
+    if isinstance(err, PreconditionFailedError):
+        return ApiError(409, "memory_precondition_failed_error", message)
+    if isinstance(err, LockedError):
+        return ApiError(503, "overloaded_error", "The memory store is busy; retry shortly.", retry_after=1)
+    if isinstance(err, ConflictError):
+        return ApiError(409, "conflict_error", message)
+    if isinstance(err, (NotFoundError, PathNotFoundError)):
+        return ApiError(404, "not_found_error", message)
+    if isinstance(err, PermissionDeniedError):
+        return ApiError(403, "permission_error", message)
+    if isinstance(err, PathExistsError):
+        return ApiError(409, "memory_path_conflict_error", message,
+                        fields={"conflicting_memory_id": "", "conflicting_path": ""})  # fmt: skip
+    if isinstance(err, (InvalidInputError, InvalidPathError, LimitExceededError, SensitiveDataError, EditError,
+                        RedactedError)):  # fmt: skip
+        return bad_request(message)
+    if isinstance(err, ServiceError):
+        return ApiError(503, "api_error", f"The storage service failed: {message}", retry_after=2)
+    if isinstance(err, StorageError):
+        return ApiError(500, "api_error", message)
+    if isinstance(err, IntegrityError):
+        return ApiError(500, "api_error", "The memory store failed its integrity check; an operator must look at it.")
+    if isinstance(err, UnlockError):
+        return ApiError(500, "api_error", "The server could not unlock the memory store.")
+    return ApiError(500, "api_error", "Internal server error.")
+
+
+def error_response(err: ApiError, request_id: str) -> JSONResponse:
+    """The envelope of ``err`` with its headers."""
+    body = {
+        "type": "error",
+        "error": {"type": err.type, "message": err.message, **err.fields},
+        "request_id": request_id,
+    }
+    headers = {}
+    if err.status in _FINAL:
+        headers["x-should-retry"] = "false"
+    if err.retry_after is not None:
+        headers["retry-after"] = str(int(err.retry_after)) if err.retry_after >= 1 else "1"
+        headers["retry-after-ms"] = str(int(err.retry_after * 1000))
+    return JSONResponse(body, status_code=err.status, headers=headers)
+
+
+@dataclass
+class Call:
+    """One request as a handler sees it."""
+
+    request_id: str
+    key: ApiKeyRecord
+    params: dict[str, str]
+    query: Mapping[str, str]
+    body: dict[str, Any] = field(default_factory=dict)
+    #: Set by a handler: the memory store the request acted on (for the access log).
+    store_id: str = ""
+
+    def require_admin(self) -> None:
+        """PermissionDeniedError unless the key is an admin key."""
+        if not self.key.admin:
+            raise ApiError(403, "permission_error", "This API key may not do this; it needs an admin key.")
+
+    def require_store(self, store_id: str) -> None:
+        """404 unless the key may reach store ``store_id`` (other stores look absent to it)."""
+        self.store_id = store_id
+        if not self.key.may_use(store_id):
+            raise ApiError(404, "not_found_error", "No memory store has this id.")
+
+    def fields(self, allowed: set[str], required: frozenset[str] | set[str] = frozenset()) -> dict[str, Any]:
+        """The body, refused if it has a field not in ``allowed`` or lacks one of ``required``."""
+        unknown = sorted(set(self.body) - allowed)
+        if unknown:
+            raise bad_request(f"Unknown field(s) in the request body: {', '.join(unknown)}.")
+        missing = sorted(required - set(self.body))
+        if missing:
+            raise bad_request(f"Missing field(s) in the request body: {', '.join(missing)}.")
+        return self.body
+
+    def view(self, default: View) -> View:
+        """The ``view`` query parameter (``basic`` or ``full``)."""
+        value = self.query.get("view", default)
+        if value == "basic":
+            return "basic"
+        if value == "full":
+            return "full"
+        raise bad_request("`view` must be `basic` or `full`.")
+
+    def limit(self, view: str) -> int:
+        """The ``limit`` query parameter: 1-100 (default 20), at most 20 with ``view=full``."""
+        raw = self.query.get("limit", "20")
+        cap = 20 if view == "full" else 100
+        try:
+            value = int(raw)
+        except ValueError:
+            raise bad_request("`limit` must be an integer.") from None
+        if not 1 <= value <= cap:
+            raise bad_request(f"`limit` must be between 1 and {cap}" + (" with view=full." if cap == 20 else "."))
+        return value
+
+    def flag(self, name: str, default: bool = False) -> bool:
+        """A ``true``/``false`` query parameter."""
+        raw = self.query.get(name)
+        if raw is None:
+            return default
+        if raw not in ("true", "false"):
+            raise bad_request(f"`{name}` must be true or false.")
+        return raw == "true"
+
+    def time(self, name: str) -> float | None:
+        """An RFC 3339 time query parameter (``Z`` or an offset) as seconds since the epoch."""
+        raw = self.query.get(name)
+        if raw is None:
+            return None
+        try:
+            when = datetime.fromisoformat(raw.replace("Z", "+00:00").replace(" ", "+"))
+        except ValueError:
+            raise bad_request(f"`{name}` must be an RFC 3339 time.") from None
+        if when.tzinfo is None:
+            raise bad_request(f"`{name}` must carry a time zone (Z or an offset).")
+        return when.timestamp()
+
+
+Handler = Callable[[Call], tuple[int, Any]]
+
+
+class ApiView:
+    """A kind of endpoint. Subclasses define ``get``/``post``/``patch``/``delete`` handlers;
+    ``patch`` defaults to ``post`` where the API accepts both."""
+
+    #: Route name for logs and metrics (the path template).
+    route = ""
+
+    def __init__(self, app: ServerApp) -> None:
+        self.app = app
+
+    def _handler(self, method: str) -> Handler | None:
+        handler = getattr(self, method.lower(), None)
+        if handler is None and method == "PATCH":
+            handler = getattr(self, "post", None)
+        return handler
+
+    async def handle(self, request: Request) -> Response:
+        """Answer one request (the route's endpoint)."""
+        started = time.monotonic()
+        request_id = new_id("req_")
+        call: Call | None = None
+        status = 500
+        try:
+            handler = self._handler(request.method)
+            if handler is None:
+                raise ApiError(405, "invalid_request_error", f"{request.method} is not allowed here.")
+            key = await run_in_threadpool(self.app.authenticate, request)
+            self.app.limiter.take(key.id)
+            body = await self._body(request) if request.method in ("POST", "PATCH") else {}
+            call = Call(request_id, key, dict(request.path_params), request.query_params, body)
+            status, payload = await run_in_threadpool(handler, call)
+            response: Response = JSONResponse(payload, status_code=status)
+        except ApiError as err:
+            response = error_response(err, request_id)
+        except ClientDisconnect:  # the body never arrived whole: nothing was done
+            response = error_response(bad_request("The client went away before the body arrived."), request_id)
+        except MemvaultError as err:
+            response = error_response(from_memvault(err), request_id)
+        except Exception as err:  # never the message: it may hold content or host paths
+            _log.error("unexpected %s answering %s %s", type(err).__name__, request.method, self.route)
+            response = error_response(ApiError(500, "api_error", "Internal server error."), request_id)
+        status = response.status_code
+        response.headers["request-id"] = request_id
+        response.headers["cache-control"] = "no-store"
+        response.headers["x-content-type-options"] = "nosniff"
+        self.app.observe(
+            request_id=request_id, route=self.route, method=request.method, status=status,
+            seconds=time.monotonic() - started, key_id=call.key.id if call else "",
+            store_id=call.store_id if call else "",
+        )  # fmt: skip
+        return response
+
+    async def _body(self, request: Request) -> dict[str, Any]:
+        limit = self.app.max_body_bytes
+        declared = request.headers.get("content-length")
+        if declared is not None:
+            try:
+                if int(declared) > limit:
+                    raise ApiError(413, "request_too_large", f"The request body is over {limit} bytes.")
+            except ValueError:
+                raise bad_request("Malformed Content-Length header.") from None
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise ApiError(413, "request_too_large", f"The request body is over {limit} bytes.")
+            chunks.append(chunk)
+        raw = b"".join(chunks)
+        if not raw.strip():
+            return {}
+        try:
+            body = json.loads(raw)
+        except (ValueError, UnicodeDecodeError):
+            raise bad_request("The request body is not valid JSON.") from None
+        if not isinstance(body, dict):
+            raise bad_request("The request body must be a JSON object.")
+        return body

@@ -1,0 +1,109 @@
+"""``/v1/memory_stores``: create, list, retrieve, update, archive and delete memory stores.
+
+Any key lists and retrieves the stores it may use; creating, changing, archiving and deleting
+need an admin key. An archived store refuses an update (400) and stays readable.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from typing import Any
+
+from ..catalog import StoreRecord, check_description, check_name, merge_metadata
+from .base import ApiView, Call, bad_request
+
+__all__ = ["StoresView", "StoreView", "ArchiveView"]
+
+
+class StoresView(ApiView):
+    route = "/v1/memory_stores"
+
+    def post(self, call: Call) -> tuple[int, Any]:
+        call.require_admin()
+        body = call.fields({"name", "description", "metadata"}, {"name"})
+        record = self.app.root.create_store(
+            check_name(body["name"]),
+            description=check_description(body.get("description") or ""),
+            metadata=merge_metadata({}, body.get("metadata") or {}),
+            actor=call.key.id,
+        )
+        call.store_id = record.id
+        self.app.metrics.commit("store-create")
+        return 200, record.to_json()
+
+    def get(self, call: Call) -> tuple[int, Any]:
+        gte, lte = call.time("created_at[gte]"), call.time("created_at[lte]")
+        archived = call.flag("include_archived")
+        limit = call.limit("basic")
+        query = {"list": "stores", "gte": gte, "lte": lte, "archived": archived, "key": call.key.id}
+        after = self.app.store_cursors.open(call.query["page"], query) if "page" in call.query else None
+        records = [
+            s for s in self.app.root.registry().live_stores()
+            if call.key.may_use(s.id) and (archived or s.archived_at is None)
+            and (gte is None or s.created_at >= gte) and (lte is None or s.created_at <= lte)
+        ]  # fmt: skip
+        if after is not None:
+            position = (float(after[0]), str(after[1]))
+            records = [s for s in records if (s.created_at, s.id) > position]
+        page, rest = records[:limit], records[limit:]
+        cursor = self.app.store_cursors.seal(query, [page[-1].created_at, page[-1].id]) if rest and page else None
+        return 200, {"data": [s.to_json() for s in page], "next_page": cursor}
+
+
+class StoreView(ApiView):
+    route = "/v1/memory_stores/{memory_store_id}"
+
+    def _record(self, call: Call) -> StoreRecord:
+        store_id = call.params["memory_store_id"]
+        call.require_store(store_id)
+        return self.app.root.store(store_id)
+
+    def get(self, call: Call) -> tuple[int, Any]:
+        return 200, self._record(call).to_json()
+
+    def post(self, call: Call) -> tuple[int, Any]:
+        record = self._record(call)
+        call.require_admin()
+        body = call.fields({"name", "description", "metadata"})
+        if record.archived_at is not None:
+            raise bad_request("This memory store is archived; it cannot be updated.")
+        changed = replace(
+            record,
+            name=check_name(body["name"]) if body.get("name") is not None else record.name,
+            description=check_description(body["description"]) if body.get("description") is not None
+            else record.description,
+            metadata=merge_metadata(record.metadata, body["metadata"]) if body.get("metadata") is not None
+            else record.metadata,
+        )  # fmt: skip
+        if changed == record:
+            return 200, record.to_json()
+        changed = replace(changed, updated_at=time.time())
+        self.app.root.update_store(changed, actor=call.key.id)
+        self.app.metrics.commit("store-update")
+        return 200, changed.to_json()
+
+    def delete(self, call: Call) -> tuple[int, Any]:
+        record = self._record(call)
+        call.require_admin()
+        self.app.root.delete_store(record.id, actor=call.key.id)
+        self.app.metrics.commit("store-delete")
+        return 200, {"id": record.id, "type": "memory_store_deleted"}
+
+
+class ArchiveView(ApiView):
+    route = "/v1/memory_stores/{memory_store_id}/archive"
+
+    def post(self, call: Call) -> tuple[int, Any]:
+        store_id = call.params["memory_store_id"]
+        call.require_store(store_id)
+        record = self.app.root.store(store_id)
+        call.require_admin()
+        call.fields(set())
+        if record.archived_at is not None:
+            return 200, record.to_json()
+        now = time.time()
+        archived = replace(record, archived_at=now, updated_at=now)
+        self.app.root.update_store(archived, actor=call.key.id)
+        self.app.metrics.commit("store-archive")
+        return 200, archived.to_json()

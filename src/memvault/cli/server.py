@@ -196,8 +196,10 @@ def register(sub: Any) -> None:
     create.add_argument("root", metavar="ROOT")
     create.add_argument("--name", required=True, help="what the key is for (encrypted in the catalog)")
     create.add_argument("--admin", action="store_true", help="may create and delete stores and redact")
-    create.add_argument("--store", action="append", metavar="ID_OR_NAME",
-                        help="limit the key to this memory store (repeat for several; default: all stores)")  # fmt: skip
+    create.add_argument(
+        "--store", action="append", metavar="ID_OR_NAME",
+        help="limit the key to this memory store (repeat for several; default: all stores)",
+    )  # fmt: skip
     create.set_defaults(func=_cmd_apikey_create)
     listing = kgroup.add_parser("list", help="list API keys (never their secrets)")
     listing.add_argument("root", metavar="ROOT")

@@ -151,6 +151,10 @@ def serve(options: ServeOptions, *, announce: Callable[[str], None]) -> int:
         shutil.rmtree(metrics_dir, ignore_errors=True)
 
 
+def _notify(fd: int) -> None:
+    os.write(fd, b"r")
+
+
 def _check_root(options: ServeOptions) -> None:
     from .root import ServerRoot
 
@@ -171,7 +175,7 @@ def _supervise(options: ServeOptions, sock: socket.socket, url: str, announce: C
             try:
                 signal.signal(signal.SIGINT, signal.SIG_DFL)
                 signal.signal(signal.SIGTERM, signal.SIG_DFL)
-                _run_worker(options, sock, (lambda: os.write(write_end, b"r") and None) if notify else None)
+                _run_worker(options, sock, (lambda: _notify(write_end)) if notify else None)
             except BaseException as err:  # a worker reports and exits, never unwinds into the parent
                 _log.error("worker %d stopped: %s", slot, type(err).__name__)
                 code = 1

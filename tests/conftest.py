@@ -9,6 +9,7 @@ import struct
 import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -224,3 +225,29 @@ def s3_faulty(s3_env: s3support.S3Env, monkeypatch: pytest.MonkeyPatch) -> Itera
     (``.proxy``); ``.client`` still goes straight to moto."""
     with s3support.FaultProxy(s3_env.endpoint) as proxy:
         yield s3support.through_proxy(s3_env, proxy, monkeypatch)
+
+
+# --- the server: a root served by uvicorn on 127.0.0.1 (tests/serversupport.py) ---
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[Any]:
+    """A new server root (an admin key, a plain key) served on 127.0.0.1 for this test
+    (tests/serversupport.py); skipped without memvault[server]."""
+    pytest.importorskip("starlette", reason="the server needs memvault[server]")
+    pytest.importorskip("prometheus_client", reason="the server needs memvault[server]")
+    from memvault.keys.slots import Unlock
+    from memvault.server.root import ServerRoot
+    from serversupport import Served, serve_root
+
+    location = tmp_path / "root"
+    root = ServerRoot.init(location, Unlock(passphrase=PASSPHRASE), kdf=FAST_KDF)
+    admin, admin_key = root.create_key("admin", admin=True)
+    plain, plain_key = root.create_key("worker")
+    server, thread, port, app = serve_root(root)
+    try:
+        yield Served(f"http://127.0.0.1:{port}", port, location, root, app, admin_key, plain_key, admin.id, plain.id,
+                     server, thread)  # fmt: skip
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)

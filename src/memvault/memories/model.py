@@ -11,7 +11,7 @@ memory tool, the command line) is a ``session_actor`` when it names a session, e
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any, Generic, Literal, TypeVar
 
 from ..format.records import CommitMeta
@@ -29,6 +29,8 @@ __all__ = [
     "Page",
     "actor_of",
     "rfc3339",
+    "micros",
+    "micros_of",
     "api_path",
 ]
 
@@ -43,9 +45,23 @@ Operation = Literal["created", "modified", "deleted"]
 T = TypeVar("T")
 
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
 def rfc3339(seconds: float) -> str:
     """``seconds`` since the epoch as an RFC 3339 UTC time with microseconds."""
     return datetime.fromtimestamp(seconds, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def micros(seconds: float) -> int:
+    """``seconds`` since the epoch in whole microseconds, rounded as :func:`rfc3339` shows them
+    (so a time read back from an answer selects exactly what it was read from)."""
+    return (datetime.fromtimestamp(seconds, timezone.utc) - _EPOCH) // timedelta(microseconds=1)
+
+
+def micros_of(when: datetime) -> int:
+    """A time-zone-aware time in whole microseconds since the epoch."""
+    return (when - _EPOCH) // timedelta(microseconds=1)
 
 
 def api_path(store_path: str) -> str:

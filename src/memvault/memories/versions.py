@@ -10,7 +10,7 @@ from ..errors import InvalidInputError, NotFoundError
 from ..store.state import shard_of
 from .ids import memory_id, parse_memory_id, version_id
 from .index import LineageIndex, VersionRecord
-from .model import MemoryVersion, actor_of, redaction_of
+from .model import MemoryVersion, actor_of, micros, redaction_of
 
 if TYPE_CHECKING:
     from ..store import MemoryStore
@@ -91,8 +91,8 @@ class VersionReader:
         session_id: str | None = None,
         api_key_id: str | None = None,
         service_account_id: str | None = None,
-        created_at_gte: float | None = None,
-        created_at_lte: float | None = None,
+        created_at_gte: int | None = None,
+        created_at_lte: int | None = None,
     ) -> tuple[list[MemoryVersion], Any]:
         """At most ``limit`` versions newest first after the cursor position ``after``, filtered;
         and the position of the last one when more may follow (else None).
@@ -100,7 +100,7 @@ class VersionReader:
         ``memory_id`` keeps one memory's versions (deleted memories too); ``operation`` one kind;
         ``session_id``/``api_key_id`` the changes of that session or API key; a
         ``service_account_id`` matches nothing (memvault has no service accounts);
-        ``created_at_gte``/``created_at_lte`` are seconds since the epoch, inclusive.
+        ``created_at_gte``/``created_at_lte`` are microseconds since the epoch, inclusive.
         """
         if operation is not None and operation not in OPERATIONS:
             raise InvalidInputError(f"Error: `operation` must be one of {', '.join(OPERATIONS)}.")
@@ -126,9 +126,9 @@ class VersionReader:
             meta = self._index.commits[record.seq].meta
             if operation is not None and record.operation != operation:
                 continue
-            if created_at_gte is not None and meta.time < created_at_gte:
+            if created_at_gte is not None and micros(meta.time) < created_at_gte:
                 continue
-            if created_at_lte is not None and meta.time > created_at_lte:
+            if created_at_lte is not None and micros(meta.time) > created_at_lte:
                 continue
             if session_id is not None or api_key_id is not None:
                 actor = actor_of(meta)

@@ -50,6 +50,7 @@ from ...errors import (
     StorageError,
     UnlockError,
 )
+from ...memories.model import micros_of
 from ...memories.ops import View
 from ..catalog import ApiKeyRecord
 from ..root import new_id
@@ -202,8 +203,8 @@ class Call:
             raise bad_request(f"`{name}` must be true or false.")
         return raw == "true"
 
-    def time(self, name: str) -> float | None:
-        """An RFC 3339 time query parameter (``Z`` or an offset) as seconds since the epoch."""
+    def time(self, name: str) -> int | None:
+        """An RFC 3339 time query parameter (``Z`` or an offset) in microseconds since the epoch."""
         raw = self.query.get(name)
         if raw is None:
             return None
@@ -213,7 +214,7 @@ class Call:
             raise bad_request(f"`{name}` must be an RFC 3339 time.") from None
         if when.tzinfo is None:
             raise bad_request(f"`{name}` must carry a time zone (Z or an offset).")
-        return when.timestamp()
+        return micros_of(when)
 
 
 Handler = Callable[[Call], tuple[int, Any]]

@@ -10,6 +10,7 @@ import time
 from dataclasses import replace
 from typing import Any
 
+from ...memories.model import micros
 from ..catalog import StoreRecord, check_description, check_name, merge_metadata
 from .base import ApiView, Call, bad_request
 
@@ -41,7 +42,7 @@ class StoresView(ApiView):
         records = [
             s for s in self.app.root.registry().live_stores()
             if call.key.may_use(s.id) and (archived or s.archived_at is None)
-            and (gte is None or s.created_at >= gte) and (lte is None or s.created_at <= lte)
+            and (gte is None or micros(s.created_at) >= gte) and (lte is None or micros(s.created_at) <= lte)
         ]  # fmt: skip
         if after is not None:
             position = (float(after[0]), str(after[1]))

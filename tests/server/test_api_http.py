@@ -11,7 +11,9 @@ import time
 
 import pytest
 
-from serversupport import Served
+pytest.importorskip("starlette", reason="the server needs memvault[server]")
+
+from serversupport import Served  # noqa: E402
 
 STORES = "/v1/memory_stores"
 

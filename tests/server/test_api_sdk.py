@@ -10,7 +10,9 @@ from datetime import datetime, timedelta, timezone
 import anthropic
 import pytest
 
-from serversupport import Served
+pytest.importorskip("starlette", reason="the server needs memvault[server]")
+
+from serversupport import Served  # noqa: E402
 
 
 def sha(text: str) -> str:

@@ -126,14 +126,24 @@ def lock_timeout(args: argparse.Namespace) -> float | None:
     return float(seconds)
 
 
-def open_store(args: argparse.Namespace) -> MemoryStore:
+def open_store(args: argparse.Namespace, **options: Any) -> MemoryStore:
     """Open the store the arguments and environment point at (waiting for its lock as
-    :func:`lock_timeout` says)."""
+    :func:`lock_timeout` says); ``options`` go to ``MemoryStore.open``. A memory store of a
+    server root (``ROOT/stores/memstore_...``) opens with the root's key source."""
     from ..store import MemoryStore
 
     timeout = lock_timeout(args)
-    extra: dict[str, Any] = {} if timeout is None else {"lock_timeout": timeout}
-    return MemoryStore.open(store_path(args), **extra, **credentials())
+    extra: dict[str, Any] = dict(options) if timeout is None else {**options, "lock_timeout": timeout}
+    location = store_path(args)
+    from ..server.root import open_served_store, served_root_of
+
+    if served_root_of(location) is not None:  # a memory store of a server root: the root's key opens it
+        from ..keys.slots import Unlock
+
+        found = credentials()
+        unlock = Unlock.of(found.get("passphrase"), found.get("key_file"), found.get("key"))
+        return open_served_store(location, unlock, **extra)
+    return MemoryStore.open(location, **extra, **credentials())
 
 
 def fmt_time(t: float) -> str:

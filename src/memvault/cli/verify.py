@@ -11,7 +11,7 @@ import argparse
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ExitStatus
-from ._common import color, credentials, lock_timeout, print_json, progress_bar, store_path, use_color
+from ._common import color, open_store, print_json, progress_bar, use_color
 
 if TYPE_CHECKING:
     from ..verify import Problem, VerifyReport
@@ -41,11 +41,9 @@ def format_summary(report: VerifyReport) -> str:
 
 
 def _cmd_verify(args: argparse.Namespace) -> int:
-    from ..store import MemoryStore
     from ..verify import verify
 
-    extra: dict[str, Any] = {} if (timeout := lock_timeout(args)) is None else {"lock_timeout": timeout}
-    with MemoryStore.open(store_path(args), check_head=False, **extra, **credentials()) as store:
+    with open_store(args, check_head=False) as store:
         report = verify(store, progress=progress_bar("verifying commits"))
     if args.json:
         print_json(report.to_json())

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import base64
 import os
+import re
 import threading
 import time
 from collections import OrderedDict
@@ -24,6 +25,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from .. import crypto
 from ..errors import InvalidInputError, MemvaultError, NotFoundError, StoreExistsError, StoreNotFoundError
@@ -46,7 +48,8 @@ from .catalog import (
     record_bytes,
 )
 
-__all__ = ["ServerRoot", "API_STORE_SETTINGS", "store_location", "new_id", "CATALOG"]
+__all__ = ["ServerRoot", "API_STORE_SETTINGS", "store_location", "served_root_of", "open_served_store", "new_id",
+           "CATALOG"]
 
 CATALOG = "catalog"
 STORES = "stores"
@@ -58,6 +61,7 @@ API_STORE_SETTINGS = StoreSettings(
 #: Open memory stores kept per process (least recently used closed first).
 DEFAULT_OPEN_STORES = 64
 _SERVER_ACTOR = "memvault-server"
+_STORE_ID = re.compile(r"memstore_[a-z2-7]{26}")
 
 
 def _join(root: str, *parts: str) -> str:
@@ -69,6 +73,37 @@ def _join(root: str, *parts: str) -> str:
 def store_location(root: str, store_id: str) -> str:
     """Where the memory store ``store_id`` of ``root`` lives."""
     return _join(root, STORES, store_id)
+
+
+def served_root_of(address: str | os.PathLike[str]) -> str | None:
+    """The server root a store location lies in (``ROOT/stores/memstore_...``), or None."""
+    text = str(address).rstrip("/")
+    if is_remote(text):
+        head, _, name = text.rpartition("/")
+        parent, _, stores = head.rpartition("/")
+        return parent if stores == STORES and _STORE_ID.fullmatch(name) else None
+    path = Path(text)
+    if path.parent.name == STORES and _STORE_ID.fullmatch(path.name) and (path.parent.parent / CATALOG).is_dir():
+        return str(path.parent.parent)
+    return None
+
+
+def open_served_store(address: str | os.PathLike[str], unlock: Unlock, **options: Any) -> MemoryStore:
+    """Open a memory store of a server root with the root's key source (``unlock`` opens the
+    catalog; the store's own key is derived from it). ``options`` go to ``MemoryStore.open``.
+
+    Raises:
+        StoreNotFoundError: ``address`` is no store of a server root. And what opening raises.
+    """
+    root_location = served_root_of(address)
+    if root_location is None:
+        raise StoreNotFoundError("Error: This is not a memory store of a memvault server root.")
+    root = ServerRoot.open(root_location, unlock)
+    try:
+        store_unlock = root.store_unlock(str(address).rstrip("/").rpartition("/")[2])
+    finally:
+        root.close()
+    return MemoryStore.open(address, unlock=store_unlock, **options)
 
 
 def new_id(prefix: str) -> str:

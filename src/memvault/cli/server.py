@@ -32,9 +32,7 @@ def _unlock(*, confirm: bool = False) -> Unlock:
 
 def _needs_server_extra(err: ModuleNotFoundError) -> None:
     if err.name is not None and err.name.split(".")[0] in ("starlette", "uvicorn", "prometheus_client", "jinja2"):
-        raise InvalidInputError(
-            "memvault's server needs its extra: pip install 'memvault[server]'."
-        ) from None
+        raise InvalidInputError("memvault's server needs its extra: pip install 'memvault[server]'.") from None
 
 
 def _open_root(args: argparse.Namespace) -> ServerRoot:

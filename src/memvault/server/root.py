@@ -48,8 +48,15 @@ from .catalog import (
     record_bytes,
 )
 
-__all__ = ["ServerRoot", "API_STORE_SETTINGS", "store_location", "served_root_of", "open_served_store", "new_id",
-           "CATALOG"]
+__all__ = [
+    "ServerRoot",
+    "API_STORE_SETTINGS",
+    "store_location",
+    "served_root_of",
+    "open_served_store",
+    "new_id",
+    "CATALOG",
+]
 
 CATALOG = "catalog"
 STORES = "stores"

@@ -10,6 +10,7 @@ that terminates TLS (``allow_remote``).
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import logging
 import os
@@ -19,8 +20,9 @@ import signal
 import socket
 import sys
 import tempfile
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from ..errors import InvalidInputError
@@ -99,6 +101,28 @@ def _configure_logging(level: str) -> None:
         logger.propagate = False
 
 
+def _quiet_server_class() -> type[Any]:
+    import uvicorn
+
+    class QuietServer(uvicorn.Server):
+        """uvicorn's server, but a stop signal ends it with status 0: uvicorn raises the signal again
+        after its graceful shutdown, which would end the process by SIGTERM (or KeyboardInterrupt)."""
+
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            if threading.current_thread() is not threading.main_thread():
+                yield
+                return
+            original = {sig: signal.signal(sig, self.handle_exit) for sig in (signal.SIGINT, signal.SIGTERM)}
+            try:
+                yield
+            finally:
+                for sig, handler in original.items():
+                    signal.signal(sig, handler)
+
+    return QuietServer
+
+
 def _run_worker(options: ServeOptions, sock: socket.socket, ready: Callable[[], None] | None) -> None:
     """Open the root and serve on ``sock`` until told to stop (in this process)."""
     import uvicorn
@@ -115,7 +139,7 @@ def _run_worker(options: ServeOptions, sock: socket.socket, ready: Callable[[], 
     app = ServerApp(root, rate=options.rate, burst=options.burst)
     config = uvicorn.Config(app.asgi, log_level="warning", access_log=False, lifespan="on",
                             timeout_graceful_shutdown=GRACEFUL_SECONDS, server_header=False)  # fmt: skip
-    server = uvicorn.Server(config)
+    server = _quiet_server_class()(config)
 
     if ready is not None:
         original = server.startup
@@ -124,7 +148,7 @@ def _run_worker(options: ServeOptions, sock: socket.socket, ready: Callable[[], 
             await original(sockets=sockets)
             ready()
 
-        server.startup = startup  # type: ignore[method-assign]
+        server.startup = startup
     server.run(sockets=[sock])
 
 

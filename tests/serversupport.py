@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import http.client
 import json
-import socket
 import threading
 import time
 from dataclasses import dataclass, field
@@ -20,6 +19,7 @@ import uvicorn
 
 from memvault.server.app import ServerApp
 from memvault.server.root import ServerRoot
+from memvault.server.run import bind
 
 
 @dataclass
@@ -76,7 +76,7 @@ class Served:
 def serve_root(root: ServerRoot, **app_options: Any) -> tuple[uvicorn.Server, threading.Thread, int, ServerApp]:
     """Serve ``root`` in a thread on a free loopback port; returns the server, thread, port and app."""
     app = ServerApp(root, **app_options)
-    sock = socket.create_server(("127.0.0.1", 0))
+    sock = bind("127.0.0.1", 0)
     port = sock.getsockname()[1]
     server = uvicorn.Server(uvicorn.Config(app.asgi, log_level="warning", access_log=False, lifespan="on"))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)

@@ -56,10 +56,21 @@ def check_bind(host: str, allow_remote: bool) -> None:
 
 
 def bind(host: str, port: int) -> socket.socket:
-    """A listening socket on ``host:port`` (``port`` 0: a free one)."""
+    """A listening socket on ``host:port`` (``port`` 0: a free one).
+
+    Made with protocol ``IPPROTO_TCP`` explicitly: asyncio sets ``TCP_NODELAY`` only on accepted
+    sockets whose protocol says TCP, and without it every answer (head and body written apart)
+    waits for the client's delayed acknowledgement, about 40 ms."""
     name = host.strip("[]")
     family = socket.AF_INET6 if ":" in name else socket.AF_INET
-    sock = socket.create_server((name, port), family=family, backlog=2048)
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((name, port))
+        sock.listen(2048)
+    except BaseException:
+        sock.close()
+        raise
     sock.set_inheritable(True)
     return sock
 

@@ -39,7 +39,9 @@ def test_nothing_readable_under_the_root(served: Served, caplog: pytest.LogCaptu
     list(worker.beta.memory_stores.memories.list(store.id, path_prefix="/", view="full"))
     assert served.root.registry().stores[store.id].name == CANARIES["name"]  # the control: it is there
     needles = [v.encode() for v in CANARIES.values()] + [secret.encode()]
-    needles += [segment.encode() for v in (CANARIES["path"], CANARIES["renamed path"]) for segment in v.split("/") if segment]
+    needles += [
+        segment.encode() for v in (CANARIES["path"], CANARIES["renamed path"]) for segment in v.split("/") if segment
+    ]
     found = [(path, n) for path, data in all_store_bytes(served.location) for n in needles if n in data]
     assert found == []
     logged = "\n".join(r.getMessage() for r in caplog.records)

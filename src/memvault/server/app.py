@@ -8,7 +8,7 @@ view shares (authentication, the rate limiter, metrics, the access log, cursors)
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
@@ -17,7 +17,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from ..memories.cursor import CursorSealer
-from .catalog import ApiKeyRecord
+from .catalog import ApiKeyRecord, Registry
 from .ops import AccessLog, Metrics, RateLimiter
 from .root import ServerRoot, new_id
 from .views.base import ApiError, ApiView, error_response
@@ -86,21 +86,22 @@ class ServerApp:
         response.headers["cache-control"] = "no-store"
         return response
 
-    def authenticate(self, request: Request) -> ApiKeyRecord:
-        """The live API key of ``request`` (``Authorization: Bearer`` or ``x-api-key``), read at the
-        catalog's head; 401 otherwise."""
-        secret = request.headers.get("x-api-key")
-        header = request.headers.get("authorization")
+    def authenticate(self, headers: Mapping[str, str]) -> tuple[ApiKeyRecord, Registry]:
+        """The live API key of a request (``Authorization: Bearer`` or ``x-api-key``) and the
+        registry it was read in (the catalog's head); 401 otherwise."""
+        secret = headers.get("x-api-key")
+        header = headers.get("authorization")
         if header is not None:
             scheme, _, value = header.partition(" ")
             if scheme.lower() == "bearer":
                 secret = value.strip()
         if not secret:
             raise ApiError(401, "authentication_error", "An API key is required (Authorization: Bearer or x-api-key).")
-        key = self.root.authenticate(secret)
+        registry = self.root.registry()
+        key = self.root.authenticate(secret, registry)
         if key is None:
             raise ApiError(401, "authentication_error", "Invalid or revoked API key.")
-        return key
+        return key, registry
 
     def observe(self, *, request_id: str, route: str, method: str, status: int, seconds: float, key_id: str,
                 store_id: str) -> None:  # fmt: skip

@@ -266,9 +266,10 @@ class ServerRoot:
 
     # -- memory stores -----------------------------------------------------------------------------
 
-    def store(self, store_id: str) -> StoreRecord:
-        """The live store ``store_id`` (NotFoundError if there is none)."""
-        record = self.registry().stores.get(store_id) if isinstance(store_id, str) else None
+    def store(self, store_id: str, registry: Registry | None = None) -> StoreRecord:
+        """The live store ``store_id`` in ``registry`` (default: the catalog's head); NotFoundError
+        if there is none."""
+        record = (registry or self.registry()).stores.get(store_id) if isinstance(store_id, str) else None
         if record is None or record.deleting:
             raise NotFoundError("Error: No memory store has this id.")
         return record
@@ -331,13 +332,14 @@ class ServerRoot:
     # -- open stores -------------------------------------------------------------------------------
 
     @contextmanager
-    def memories(self, store_id: str) -> Iterator[Memories]:
-        """The operations on live store ``store_id``, opened once and kept open (LRU).
+    def memories(self, store_id: str, registry: Registry | None = None) -> Iterator[Memories]:
+        """The operations on live store ``store_id`` (checked in ``registry``, default: the
+        catalog's head), opened once and kept open (LRU).
 
         Raises:
             NotFoundError: no live store has this id. And what opening a store raises.
         """
-        self.store(store_id)
+        self.store(store_id, registry)
         entry = self._take(store_id)
         try:
             yield entry.memories
@@ -425,8 +427,8 @@ class ServerRoot:
         self._write(revoked, actor=actor, command="apikey-revoke")
         return revoked
 
-    def authenticate(self, secret: str) -> ApiKeyRecord | None:
-        """The live key whose secret this is, else None (read at the catalog's head)."""
+    def authenticate(self, secret: str, registry: Registry | None = None) -> ApiKeyRecord | None:
+        """The live key whose secret this is, else None (in ``registry``, default: the catalog's head)."""
         if not isinstance(secret, str) or not secret.startswith("mvk_") or len(secret) > 128:
             return None
-        return self.registry().by_digest.get(self.key_digest(secret))
+        return (registry or self.registry()).by_digest.get(self.key_digest(secret))

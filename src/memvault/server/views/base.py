@@ -52,7 +52,7 @@ from ...errors import (
 )
 from ...memories.model import micros_of
 from ...memories.ops import View
-from ..catalog import ApiKeyRecord
+from ..catalog import ApiKeyRecord, Registry
 from ..root import new_id
 
 if TYPE_CHECKING:
@@ -149,6 +149,8 @@ class Call:
     params: dict[str, str]
     query: Mapping[str, str]
     body: dict[str, Any] = field(default_factory=dict)
+    #: The catalog's records as the request was authenticated (one read of the catalog per request).
+    registry: Registry = field(default_factory=Registry)
     #: Set by a handler: the memory store the request acted on (for the access log).
     store_id: str = ""
 
@@ -246,11 +248,9 @@ class ApiView:
             handler = self._handler(request.method)
             if handler is None:
                 raise ApiError(405, "invalid_request_error", f"{request.method} is not allowed here.")
-            key = await run_in_threadpool(self.app.authenticate, request)
-            self.app.limiter.take(key.id)
             body = await self._body(request) if request.method in ("POST", "PATCH") else {}
-            call = Call(request_id, key, dict(request.path_params), request.query_params, body)
-            status, payload = await run_in_threadpool(handler, call)
+            # One hop to the thread pool: authentication (the catalog's head) and the handler.
+            call, status, payload = await run_in_threadpool(self._serve, handler, request, request_id, body)
             response: Response = JSONResponse(payload, status_code=status)
         except ApiError as err:
             response = error_response(err, request_id)
@@ -271,6 +271,15 @@ class ApiView:
             store_id=call.store_id if call else "",
         )  # fmt: skip
         return response
+
+    def _serve(
+        self, handler: Handler, request: Request, request_id: str, body: dict[str, Any]
+    ) -> tuple[Call, int, Any]:
+        key, registry = self.app.authenticate(request.headers)
+        self.app.limiter.take(key.id)
+        call = Call(request_id, key, dict(request.path_params), request.query_params, body, registry=registry)
+        status, payload = handler(call)
+        return call, status, payload
 
     async def _body(self, request: Request) -> dict[str, Any]:
         limit = self.app.max_body_bytes

@@ -17,7 +17,7 @@ def live_store(view: ApiView, call: Call, *, writing: bool) -> str:
     it is not archived."""
     store_id = call.params["memory_store_id"]
     call.require_store(store_id)
-    record = view.app.root.store(store_id)
+    record = view.app.root.store(store_id, call.registry)
     if writing and record.archived_at is not None:
         raise bad_request("This memory store is archived; its memories cannot be created or updated.")
     return store_id
@@ -30,7 +30,7 @@ class MemoriesView(ApiView):
         store_id = live_store(self, call, writing=True)
         body = call.fields({"path", "content"}, {"path"})
         view = call.view("basic")
-        with self.app.root.memories(store_id) as memories:
+        with self.app.root.memories(store_id, call.registry) as memories:
             memory = memories.create(body["path"], body.get("content"), actor=call.key.id, via=VIA_API, view=view)
         self.app.metrics.commit("memory-create")
         return 200, memory.to_json()
@@ -42,7 +42,7 @@ class MemoriesView(ApiView):
         raw_depth = call.query.get("depth", "0")
         if not raw_depth.isdigit() or int(raw_depth) > 1000:
             raise bad_request("`depth` must be an integer of at least 0.")
-        with self.app.root.memories(store_id) as memories:
+        with self.app.root.memories(store_id, call.registry) as memories:
             page = memories.list(path_prefix=call.query.get("path_prefix", "/"), depth=int(raw_depth), limit=limit,
                                  view=view, page=call.query.get("page"))  # fmt: skip
         return 200, {"data": [item.to_json() for item in page.data], "next_page": page.next_page}
@@ -54,7 +54,7 @@ class MemoryView(ApiView):
     def get(self, call: Call) -> tuple[int, Any]:
         store_id = live_store(self, call, writing=False)
         view = call.view("full")
-        with self.app.root.memories(store_id) as memories:
+        with self.app.root.memories(store_id, call.registry) as memories:
             memory = memories.retrieve(call.params["memory_id"], view=view)
         return 200, memory.to_json()
 
@@ -72,7 +72,7 @@ class MemoryView(ApiView):
             ):
                 raise bad_request('`precondition` must be {"type": "content_sha256", "content_sha256": <hex>}.')
             expected = precondition["content_sha256"]
-        with self.app.root.memories(store_id) as memories:
+        with self.app.root.memories(store_id, call.registry) as memories:
             memory = memories.update(
                 call.params["memory_id"], content=body.get("content"), path=body.get("path"),
                 expected_sha256=expected, actor=call.key.id, via=VIA_API, view=view,
@@ -83,7 +83,7 @@ class MemoryView(ApiView):
     def delete(self, call: Call) -> tuple[int, Any]:
         store_id = live_store(self, call, writing=False)
         memory_id = call.params["memory_id"]
-        with self.app.root.memories(store_id) as memories:
+        with self.app.root.memories(store_id, call.registry) as memories:
             memories.delete(memory_id, expected_sha256=call.query.get("expected_content_sha256"), actor=call.key.id,
                             via=VIA_API)  # fmt: skip
         self.app.metrics.commit("memory-delete")

@@ -40,7 +40,7 @@ class StoresView(ApiView):
         query = {"list": "stores", "gte": gte, "lte": lte, "archived": archived, "key": call.key.id}
         after = self.app.store_cursors.open(call.query["page"], query) if "page" in call.query else None
         records = [
-            s for s in self.app.root.registry().live_stores()
+            s for s in call.registry.live_stores()
             if call.key.may_use(s.id) and (archived or s.archived_at is None)
             and (gte is None or micros(s.created_at) >= gte) and (lte is None or micros(s.created_at) <= lte)
         ]  # fmt: skip
@@ -58,7 +58,7 @@ class StoreView(ApiView):
     def _record(self, call: Call) -> StoreRecord:
         store_id = call.params["memory_store_id"]
         call.require_store(store_id)
-        return self.app.root.store(store_id)
+        return self.app.root.store(store_id, call.registry)
 
     def get(self, call: Call) -> tuple[int, Any]:
         return 200, self._record(call).to_json()
@@ -98,7 +98,7 @@ class ArchiveView(ApiView):
     def post(self, call: Call) -> tuple[int, Any]:
         store_id = call.params["memory_store_id"]
         call.require_store(store_id)
-        record = self.app.root.store(store_id)
+        record = self.app.root.store(store_id, call.registry)
         call.require_admin()
         call.fields(set())
         if record.archived_at is not None:

@@ -39,7 +39,7 @@ class ToolView(ApiView):
             raise bad_request("Give exactly one of `command` or `clear_all_memory: true`.")
         name = command.get("command") if isinstance(command, dict) else None
         store_id = live_store(self, call, writing=clear or name not in _READ_ONLY)
-        with self.app.root.memories(store_id) as memories:
+        with self.app.root.memories(store_id, call.registry) as memories:
             store = memories.store
             try:
                 if clear:

@@ -24,7 +24,7 @@ class VersionsView(ApiView):
         filters: dict[str, Any] = {name: call.query.get(name) for name in _FILTERS}
         filters["created_at_gte"] = call.time("created_at[gte]")
         filters["created_at_lte"] = call.time("created_at[lte]")
-        with self.app.root.memories(store_id) as memories:
+        with self.app.root.memories(store_id, call.registry) as memories:
             page = memories.versions(limit=limit, view=view, page=call.query.get("page"), **filters)
         return 200, {"data": [v.to_json() for v in page.data], "next_page": page.next_page}
 
@@ -35,7 +35,7 @@ class VersionView(ApiView):
     def get(self, call: Call) -> tuple[int, Any]:
         store_id = live_store(self, call, writing=False)
         view = call.view("full")
-        with self.app.root.memories(store_id) as memories:
+        with self.app.root.memories(store_id, call.registry) as memories:
             version = memories.version(call.params["memory_version_id"], view=view)
         return 200, version.to_json()
 
@@ -47,7 +47,7 @@ class RedactView(ApiView):
         store_id = live_store(self, call, writing=False)
         call.require_admin()
         call.fields(set())
-        with self.app.root.memories(store_id) as memories:
+        with self.app.root.memories(store_id, call.registry) as memories:
             version = memories.redact(call.params["memory_version_id"], actor=call.key.id, via=VIA_API)
         self.app.metrics.commit("version-redact")
         return 200, version.to_json()

@@ -29,7 +29,8 @@ from ..fsutil import DIR_MODE, FILE_MODE, O_DIR, O_NEW_FILE, O_READ, opened, wri
 from ..git.objects import MODE_BLOB, MODE_TREE
 from ..git.repo import GitStore
 from ..history import resolve
-from ..paths import display, parse_path
+from ..paths import display, fold_key, parse_path
+from ..settings import StoreSettings
 from ..store import MemoryStore, StoreState
 from .importer import Progress
 
@@ -90,9 +91,33 @@ def _open_target(target: Path) -> int:
     return fd
 
 
+def _portable(settings: StoreSettings) -> StoreSettings | None:
+    """The grammar exported names must also follow: memvault's own (every filesystem can hold its
+    names) for a store of the API grammar, None for a store that follows it already."""
+    if settings.path_grammar != "api":
+        return None
+    return StoreSettings(max_path_bytes=settings.max_path_bytes, max_depth=settings.max_depth)
+
+
+def _check_portable(path: str, portable: StoreSettings) -> None:
+    """Refuse a name of the API grammar that a directory cannot safely hold (``.git``, a device
+    name, a reserved character, a segment over 255 bytes...), naming it."""
+    try:
+        parse_path(path, portable)
+    except InvalidPathError as err:
+        reason = err.message.rpartition(": ")[2]
+        raise InvalidInputError(
+            f"Error: {display(path)} cannot be exported to a directory ({reason}); rename it first, or export "
+            "another subtree. Nothing more was exported."
+        ) from None
+
+
 def _layout(store: MemoryStore, state: StoreState) -> dict[tuple[str, ...], list[tuple[str, Node]]]:
-    """``directory parts -> [(name, node)]`` of a state, every path re-validated."""
+    """``directory parts -> [(name, node)]`` of a state, every path re-validated (and, for a store
+    of the API grammar, checked to be a name every filesystem can hold, siblings unique in case)."""
     children: dict[tuple[str, ...], list[tuple[str, Node]]] = {(): []}
+    portable = _portable(store.settings)
+    folded: dict[tuple[tuple[str, ...], str], str] = {}
     for path, node in sorted(state.nodes.items()):
         if node.redacted:
             continue  # erased: no name, no content; exports leave it out
@@ -102,6 +127,14 @@ def _layout(store: MemoryStore, state: StoreState) -> dict[tuple[str, ...], list
             raise IntegrityError("The store holds a path that is not valid; nothing more was exported.") from None
         if vpath.text != path or vpath.is_root or node.path != path:
             raise IntegrityError("The store holds a path that is not valid; nothing more was exported.")
+        if portable is not None:
+            _check_portable(path, portable)
+            twin = folded.setdefault((vpath.parent.parts, fold_key(vpath.name)), path)
+            if twin != path:
+                raise InvalidInputError(
+                    f"Error: {display(twin)} and {display(path)} differ only in case or form, which a "
+                    "case-insensitive filesystem cannot hold apart; rename one first. Nothing more was exported."
+                )
         children.setdefault(vpath.parent.parts, []).append((vpath.name, node))
         if node.is_dir:
             children.setdefault(vpath.parts, [])

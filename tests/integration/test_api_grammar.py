@@ -8,9 +8,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import make_store
 
 import memvault
+from conftest import make_store
 from memvault.errors import InvalidInputError, InvalidPathError
 from memvault.memories import Memories
 from memvault.paths import parse_path

@@ -2,14 +2,12 @@
 
 A memory's id names its lineage: the random 16-byte file id a file keeps across edits and
 renames (kept in the encrypted index). A version's id names the lineage and the commit:
-``file_id || seq`` (8 bytes, big-endian). Both are lower-case base32 without padding behind a type prefix, so they are
-stable across restarts and hosts and need no side file.
+``file_id || seq`` (8 bytes, big-endian). Both are lower-case hexadecimal behind a type prefix, so
+they are stable across restarts and hosts and need no side file.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
 import struct
 
 __all__ = ["MEMORY", "VERSION", "memory_id", "parse_memory_id", "version_id", "parse_version_id"]
@@ -20,25 +18,19 @@ _SEQ = struct.Struct(">Q")
 _FILE_ID_BYTES = 16
 
 
-def _encode(raw: bytes) -> str:
-    return base64.b32encode(raw).decode("ascii").rstrip("=").lower()
+_HEX = frozenset("0123456789abcdef")
 
 
 def _decode(text: str, size: int) -> bytes | None:
-    if not text.isascii() or not text.isalnum():
+    """The ``size`` bytes a canonical (lower-case) hex text spells, else None."""
+    if len(text) != 2 * size or not _HEX.issuperset(text):
         return None
-    padded = text.upper() + "=" * (-len(text) % 8)
-    try:
-        raw = base64.b32decode(padded)
-    except (binascii.Error, ValueError):
-        return None
-    # Only the canonical spelling of ``size`` bytes (no trailing bits set, no other length).
-    return raw if len(raw) == size and _encode(raw) == text else None
+    return bytes.fromhex(text)
 
 
 def memory_id(file_id: bytes) -> str:
     """The id of the memory whose lineage is ``file_id`` (16 bytes)."""
-    return MEMORY + _encode(file_id)
+    return MEMORY + file_id.hex()
 
 
 def parse_memory_id(text: str) -> bytes | None:
@@ -50,7 +42,7 @@ def parse_memory_id(text: str) -> bytes | None:
 
 def version_id(seq: int, file_id: bytes) -> str:
     """The id of the version commit ``seq`` made of lineage ``file_id``."""
-    return VERSION + _encode(file_id + _SEQ.pack(seq))
+    return VERSION + file_id.hex() + _SEQ.pack(seq).hex()
 
 
 def parse_version_id(text: str) -> tuple[int, bytes] | None:

@@ -36,7 +36,7 @@ _MAX_DESCRIPTION = 1024
 _MAX_PAIRS = 16
 _MAX_KEY = 64
 _MAX_VALUE = 512
-_ID = re.compile(r"[a-z]+_[a-z2-7]{26}")
+_ID = re.compile(r"[a-z]+_[0-9a-f]{32}")
 
 
 def _has_control(text: str) -> bool:

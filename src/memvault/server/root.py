@@ -16,6 +16,7 @@ head first, so a revoked key stops working at the next request in every process.
 from __future__ import annotations
 
 import base64
+import functools
 import os
 import re
 import threading
@@ -68,7 +69,7 @@ API_STORE_SETTINGS = StoreSettings(
 #: Open memory stores kept per process (least recently used closed first).
 DEFAULT_OPEN_STORES = 64
 _SERVER_ACTOR = "memvault-server"
-_STORE_ID = re.compile(r"memstore_[a-z2-7]{26}")
+_STORE_ID = re.compile(r"memstore_[0-9a-f]{32}")
 
 
 def _join(root: str, *parts: str) -> str:
@@ -114,8 +115,8 @@ def open_served_store(address: str | os.PathLike[str], unlock: Unlock, **options
 
 
 def new_id(prefix: str) -> str:
-    """A new random id: ``prefix`` and 26 base32 characters (128 bits)."""
-    return prefix + base64.b32encode(crypto.random_bytes(16)).decode("ascii").rstrip("=").lower()
+    """A new random id: ``prefix`` and 32 hexadecimal digits (128 bits)."""
+    return prefix + crypto.random_bytes(16).hex()
 
 
 class _Open:
@@ -142,6 +143,7 @@ class ServerRoot:
     ) -> None:  # fmt: skip
         self.location = location
         self.catalog = catalog
+        self._remote = is_remote(location)
         self._cache_dir = cache_dir
         self._open_limit = max(1, open_stores)
         self._lock_timeout = lock_timeout
@@ -201,6 +203,10 @@ class ServerRoot:
     def derive(self, purpose: str) -> bytes:
         """A 32-byte key of this root for ``purpose`` (cursor keys, key digests, store keys)."""
         return crypto.hkdf(self._secret, salt=b"", info=b"memvault/v1/server/" + purpose.encode("utf-8"))
+
+    @functools.cached_property
+    def _digest_key(self) -> bytes:
+        return self.derive("apikey-digest")
 
     def store_unlock(self, store_id: str) -> Unlock:
         """How memory store ``store_id`` of this root is unlocked."""
@@ -391,6 +397,17 @@ class ServerRoot:
         if entry is not None:
             entry.memories.store.close()
 
+    def is_warm(self, store_id: str | None) -> bool:
+        """Whether a read needs no slow step: the root is a local directory and the store (if any)
+        is open in this process with its lineage index built (reads then cost file reads only)."""
+        if self._remote:
+            return False
+        if store_id is None:
+            return True
+        with self._open_lock:
+            entry = self._open.get(store_id)
+        return entry is not None and entry.memories.index.seq >= 0
+
     def open_count(self) -> int:
         """How many memory stores are open now."""
         with self._open_lock:
@@ -414,7 +431,7 @@ class ServerRoot:
 
     def key_digest(self, secret: str) -> str:
         """The digest the catalog keeps of an API key's secret (HMAC-SHA256 under a root key)."""
-        return crypto.mac(self.derive("apikey-digest"), secret.encode("utf-8")).hex()
+        return crypto.mac(self._digest_key, secret.encode("utf-8")).hex()
 
     def revoke_key(self, key_id: str, *, actor: str = _SERVER_ACTOR) -> ApiKeyRecord:
         """Revoke an API key (NotFoundError if there is none; revoking twice changes nothing)."""

@@ -250,7 +250,12 @@ class ApiView:
                 raise ApiError(405, "invalid_request_error", f"{request.method} is not allowed here.")
             body = await self._body(request) if request.method in ("POST", "PATCH") else {}
             # One hop to the thread pool: authentication (the catalog's head) and the handler.
-            call, status, payload = await run_in_threadpool(self._serve, handler, request, request_id, body)
+            if request.method == "GET" and self.app.root.is_warm(request.path_params.get("memory_store_id")):
+                # A read of a local store already open and indexed takes a few file reads: answered
+                # here, without the thread pool's two hand-overs. Anything that may wait goes there.
+                call, status, payload = self._serve(handler, request, request_id, body)
+            else:
+                call, status, payload = await run_in_threadpool(self._serve, handler, request, request_id, body)
             response: Response = JSONResponse(payload, status_code=status)
         except ApiError as err:
             response = error_response(err, request_id)

@@ -77,7 +77,9 @@ def verdict(ok: bool) -> str:
 # -- a root with a populated store ---------------------------------------------------------------------
 
 
-def make_root(path: str, *, memories: int, stores: int = 1, durability: str = "full") -> tuple[ServerRoot, str, list[str]]:
+def make_root(
+    path: str, *, memories: int, stores: int = 1, durability: str = "full"
+) -> tuple[ServerRoot, str, list[str]]:
     """A root at ``path`` (``durability``), an admin key and ``stores`` stores of ``memories`` memories."""
     root = ServerRoot.init(path, Unlock(passphrase=PASSPHRASE), kdf=MIN_KDF, durability=durability)
     _record, key = root.create_key("bench", admin=True)
@@ -86,7 +88,9 @@ def make_root(path: str, *, memories: int, stores: int = 1, durability: str = "f
         store_id = root.create_store(f"bench {s}").id
         with root.memories(store_id) as m:
             for i in range(memories):
-                m.create(f"/notes/{i % 50:02d}/note-{i:05d}.md", f"note {i}\n" + "a line of a note\n" * 8, actor="bench")
+                m.create(
+                    f"/notes/{i % 50:02d}/note-{i:05d}.md", f"note {i}\n" + "a line of a note\n" * 8, actor="bench"
+                )
         ids.append(store_id)
     return root, key, ids
 
@@ -190,8 +194,16 @@ def part_latency(args: argparse.Namespace, work: Path) -> dict[str, Any]:
             local_put = timed(local_update, args.n_updates)
     root.close()
     out = {
-        "retrieve_ms": {"http_p50": pct(http_get, 0.5), "http_p99": pct(http_get, 0.99), "inproc_p50": pct(local_get, 0.5)},
-        "update_ms": {"http_p50": pct(http_put, 0.5), "http_p99": pct(http_put, 0.99), "inproc_p50": pct(local_put, 0.5)},
+        "retrieve_ms": {
+            "http_p50": pct(http_get, 0.5),
+            "http_p99": pct(http_get, 0.99),
+            "inproc_p50": pct(local_get, 0.5),
+        },
+        "update_ms": {
+            "http_p50": pct(http_put, 0.5),
+            "http_p99": pct(http_put, 0.99),
+            "inproc_p50": pct(local_put, 0.5),
+        },
     }
     r, u = out["retrieve_ms"], out["update_ms"]
     print(f"part 1: {args.memories} memories, durability full, one keep-alive client")
@@ -276,7 +288,9 @@ def part_concurrency(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         print(f"  --workers {workers}: 1 connection {w['c1']:.0f}/s, 8 connections {w['c8']:.0f}/s ({ratio:.2f}x) "
               f"-> {verdict(ratio >= TARGETS['conn8_over_conn1'])} >= 2x; 8 stores, 8 connections {w['c8_8stores']:.0f}/s")  # fmt: skip
     scale = out["w2"]["c8_8stores"] / out["w1"]["c8_8stores"]
-    print(f"  8 stores: 2 workers / 1 worker = {scale:.2f}x -> {verdict(scale >= TARGETS['workers2_over_workers1'])} >= 1.6x")
+    print(
+        f"  8 stores: 2 workers / 1 worker = {scale:.2f}x -> {verdict(scale >= TARGETS['workers2_over_workers1'])} >= 1.6x"
+    )
     out["workers2_over_workers1"] = scale
     return out
 
@@ -355,8 +369,10 @@ def part_memory(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     per_store = (rss_bytes() - before) / (len(store_ids) - 1)
     root.close()
     mb = per_store / 1e6
-    print(f"part 4: {mb:.2f} MB resident per open idle store of {args.memories} memories "
-          f"({len(store_ids) - 1} stores) -> {verdict(mb <= TARGETS['idle_store_mb'])} <= 1 MB")
+    print(
+        f"part 4: {mb:.2f} MB resident per open idle store of {args.memories} memories "
+        f"({len(store_ids) - 1} stores) -> {verdict(mb <= TARGETS['idle_store_mb'])} <= 1 MB"
+    )
     return {"mb_per_idle_store": mb, "memories": args.memories}
 
 

@@ -74,8 +74,12 @@ def serving(root: str, env: dict[str, str], *extra: str) -> Iterator[Server]:
         yield server
     finally:
         if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+            proc.terminate()
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
 
 
 def make_root(root: str, env: dict[str, str]) -> tuple[str, str]:
@@ -121,6 +125,29 @@ def test_init_apikey_and_serve_as_a_new_user_runs_them(tmp_path: Path, env: dict
     assert [c["command"] for c in json.loads(log)][:1] == ["create"]
     run("server", "apikey", "revoke", root, admin["id"], env=env)
     assert "revoked" in run("server", "apikey", "list", root, env=env).stdout
+
+
+def test_workers_do_not_outlive_a_killed_supervisor(tmp_path: Path, env: dict[str, str]) -> None:
+    root = str(tmp_path / "root")
+    make_root(root, env)
+    with serving(root, env, "--workers", "2") as server:
+        children = subprocess.run(["pgrep", "-P", str(server.proc.pid)], capture_output=True, text=True).stdout.split()
+        assert len(children) == 2
+        server.proc.kill()  # SIGKILL: the supervisor cannot stop its workers
+        server.proc.wait()
+    deadline = time.monotonic() + 10
+    alive = children
+    while alive and time.monotonic() < deadline:
+        alive = [pid for pid in children if Path(f"/proc/{pid}").exists() and "zombie" not in _state(pid)]
+        time.sleep(0.1)
+    assert alive == []
+
+
+def _state(pid: str) -> str:
+    try:
+        return Path(f"/proc/{pid}/status").read_text().lower()
+    except OSError:
+        return "zombie"
 
 
 def test_serve_refuses_a_public_address_without_allow_remote(tmp_path: Path, env: dict[str, str]) -> None:

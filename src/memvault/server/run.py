@@ -134,8 +134,21 @@ def _quiet_server_class() -> type[Any]:
     return QuietServer
 
 
-def _run_worker(options: ServeOptions, sock: socket.socket, ready: Callable[[], None] | None) -> None:
-    """Open the root and serve on ``sock`` until told to stop (in this process)."""
+def _watch_parent(parent: int, server: Any) -> None:
+    """Stop ``server`` when the process that forked this worker is gone (killed without a chance to
+    stop its workers): a worker never outlives its supervisor."""
+    while not server.should_exit:
+        if os.getppid() != parent:
+            server.should_exit = True
+            return
+        time.sleep(0.5)
+
+
+def _run_worker(
+    options: ServeOptions, sock: socket.socket, ready: Callable[[], None] | None, *, parent: int | None = None
+) -> None:
+    """Open the root and serve on ``sock`` until told to stop (in this process); a forked worker
+    also stops when its ``parent`` is gone."""
     import uvicorn
 
     from .app import ServerApp
@@ -160,6 +173,8 @@ def _run_worker(options: ServeOptions, sock: socket.socket, ready: Callable[[], 
             ready()
 
         server.startup = startup
+    if parent is not None:
+        threading.Thread(target=_watch_parent, args=(parent, server), daemon=True).start()
     server.run(sockets=[sock])
 
 
@@ -202,6 +217,8 @@ def _supervise(options: ServeOptions, sock: socket.socket, url: str, announce: C
     children: dict[int, int] = {}
     stopping = False
 
+    supervisor = os.getpid()
+
     def start(slot: int, *, notify: bool) -> None:
         pid = os.fork()
         if pid == 0:  # the worker
@@ -210,7 +227,7 @@ def _supervise(options: ServeOptions, sock: socket.socket, url: str, announce: C
             try:
                 signal.signal(signal.SIGINT, signal.SIG_DFL)
                 signal.signal(signal.SIGTERM, signal.SIG_DFL)
-                _run_worker(options, sock, (lambda: _notify(write_end)) if notify else None)
+                _run_worker(options, sock, (lambda: _notify(write_end)) if notify else None, parent=supervisor)
             except BaseException as err:  # a worker reports and exits, never unwinds into the parent
                 _log.error("worker %d stopped: %s", slot, type(err).__name__)
                 code = 1

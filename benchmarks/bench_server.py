@@ -380,17 +380,16 @@ def part_memory(args: argparse.Namespace, work: Path) -> dict[str, Any]:
 
 
 def part_s3(args: argparse.Namespace, work: Path) -> dict[str, Any]:
-    from bench_s3 import sequential_round_trips, timed_proxy
+    from bench_s3 import s3_environment, sequential_round_trips, timed_proxy
 
     import s3support
 
     out: dict[str, Any] = {}
-    with s3support.moto_server() as endpoint:
-        env = s3support.make_s3_env(endpoint, None)
+    with s3support.moto_server() as endpoint, s3_environment(endpoint) as (env, mp):
         proxy = timed_proxy(endpoint, 0.0)
         with proxy:
-            os.environ["AWS_ENDPOINT_URL"] = proxy.url
-            os.environ["MEMVAULT_CACHE_DIR"] = str(work / "s3-cache")
+            mp.setenv("AWS_ENDPOINT_URL", proxy.url)
+            mp.setenv("MEMVAULT_CACHE_DIR", str(work / "s3-cache"))
             root, key, (store_id,) = make_root(env.url("root"), memories=20)
             with root.memories(store_id) as m:
                 memory = m.list(limit=1, view="basic").data[0]

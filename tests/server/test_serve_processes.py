@@ -311,6 +311,20 @@ def test_two_processes_over_an_s3_root(s3_env: Any, tmp_path: Path, env: dict[st
         acked = race([a, b], key, store_id, memory.id, writers=4, each=4)
         final = client(a, key).beta.memory_stores.memories.retrieve(memory.id, memory_store_id=store_id).content
         assert sorted(final.splitlines()) == sorted(acked) and len(acked) == 16
+        # A key revoked by another process: its next read and write fail, and the write changes nothing,
+        # although the server knew the key as valid when the request came in (it checks the catalog's
+        # head beside the request's own work on S3, and confirms before anything is answered or written).
+        for attempt in ("write", "read"):
+            made = json.loads(run("server", "apikey", "create", root, "--name", attempt, "--json", env=env).stdout)
+            worker = client(a, made["key"])
+            worker.beta.memory_stores.memories.list(store_id)  # a knows the key now
+            run("server", "apikey", "revoke", root, made["id"], env=env_b)
+            with pytest.raises(anthropic.AuthenticationError):
+                if attempt == "write":
+                    worker.beta.memory_stores.memories.create(store_id, path="/revoked.md", content="must not land")
+                else:
+                    worker.beta.memory_stores.memories.retrieve(memory.id, memory_store_id=store_id)
+        assert "/revoked.md" not in [m.path for m in client(b, key).beta.memory_stores.memories.list(store_id)]
     listed = s3_env.client.list_objects_v2(Bucket=s3_env.bucket, Prefix="root/")
     keys = [o["Key"] for o in listed.get("Contents", [])]
     assert any(k.startswith("root/catalog/") for k in keys) and any(

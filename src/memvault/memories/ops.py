@@ -33,9 +33,9 @@ from ..errors import (
 from ..format.records import Node
 from ..paths import MemoryPath
 from ..scrub.guard import check_path, scrub_text
-from ..store import Transaction
+from ..store import Committed, Transaction
 from .cursor import CursorSealer
-from .ids import memory_id, parse_memory_id, parse_version_id
+from .ids import memory_id, parse_memory_id, parse_version_id, version_id
 from .index import LineageIndex
 from .model import VIA, VIA_API, Memory, MemoryPrefix, Page, api_path
 from .paths import to_store_path, to_store_prefix
@@ -180,9 +180,14 @@ class Memories:
             parent = parent.parent
 
     def _with_current_path(self, fid: bytes, body: Callable[[MemoryPath], T]) -> T:
-        """Run ``body`` with the memory's current store path; again if it moved meanwhile."""
-        for _ in range(_MOVE_TRIES):
-            vpath = self._read(lambda txn: self._current(txn, fid)[1])
+        """Run ``body`` with the memory's current store path; again if it moved meanwhile. The
+        first try takes the path the index knew (no read of the head: the transaction checks it)."""
+        known = self.index.head.get(fid)
+        for attempt in range(_MOVE_TRIES):
+            if attempt == 0 and known is not None:
+                vpath = to_store_path(known[1], self.store.settings)
+            else:
+                vpath = self._read(lambda txn: self._current(txn, fid)[1])
             try:
                 return body(vpath)
             except _Moved:
@@ -193,9 +198,11 @@ class Memories:
 
     def create(
         self, path: object, content: object, *, actor: str, session: str = "", via: str = VIA_API,
-        view: View = "basic",
+        view: View = "basic", check: Callable[[], None] | None = None,
     ) -> Memory:  # fmt: skip
-        """Create the memory at API path ``path`` (``content`` None is empty text).
+        """Create the memory at API path ``path`` (``content`` None is empty text). ``check``, if
+        given, runs under the writer lock before anything changes (whatever it raises, nothing is
+        written): a server confirms there that the caller may still write.
 
         Returns:
             The new memory (``content`` set when ``view`` is ``full``).
@@ -211,31 +218,29 @@ class Memories:
         findings: dict[str, int] = {}
         data = self._encode("" if content is None else content, findings)
 
-        def apply(txn: Transaction) -> None:
+        def apply(txn: Transaction) -> bytes:
+            if check is not None:
+                check()
             self._sync(txn)
             self._claim(txn, vpath, None)
             txn.write_file(vpath, data)
+            node = txn.get(vpath)
+            assert node is not None
+            return node.file_id
 
         committed = self.store.transact(apply, command="create", paths=(vpath.text,), actor=actor, session=session,
                                         findings=findings, extra={VIA: via})  # fmt: skip
-        return self._written(committed.commit_id, committed.seq, vpath, data, view)
+        return self._written(committed.value, committed, vpath, data, view)
 
-    def _written(self, commit_id: bytes, seq: int, vpath: MemoryPath, data: bytes, view: View) -> Memory:
-        """The memory a commit of this object just wrote at ``vpath``, as it wrote it."""
-        with self.store.reading():
-            self.index.refresh((commit_id, seq))
-            fid = self.index.file_at(seq, api_path(vpath.text))
-            record = self.index.by_key.get((seq, fid)) if fid is not None else None
-            if record is None:
-                raise InternalError()
-            created = self.index.created(record.file_id)
-            when = self.index.commits[seq].meta.time
-            return Memory(
-                memory_id(record.file_id), self.ref, api_path(vpath.text),
-                data.decode("utf-8") if view == "full" else None, crypto.sha256(data).hex(), len(data),
-                self._versions.version_id(record),
-                self.index.commits[created.seq].meta.time if created is not None else when, when,
-            )  # fmt: skip
+    def _written(self, fid: bytes, committed: Committed[Any], vpath: MemoryPath, data: bytes, view: View) -> Memory:
+        """The memory a commit of this object just wrote at ``vpath``, as it wrote it (no read:
+        its creation time is the index's, or this commit's for a new memory)."""
+        created = self.index.created(fid)
+        return Memory(
+            memory_id(fid), self.ref, api_path(vpath.text), data.decode("utf-8") if view == "full" else None,
+            crypto.sha256(data).hex(), len(data), version_id(committed.seq, fid),
+            self.index.commits[created.seq].meta.time if created is not None else committed.time, committed.time,
+        )  # fmt: skip
 
     def retrieve(self, memory_id_: object, *, view: View = "full") -> Memory:
         """The memory with this id at the head.
@@ -255,8 +260,10 @@ class Memories:
     def update(
         self, memory_id_: object, *, content: object = None, path: object = None, expected_sha256: object = None,
         actor: str, session: str = "", via: str = VIA_API, view: View = "basic",
+        check: Callable[[], None] | None = None,
     ) -> Memory:  # fmt: skip
-        """Change a memory's content, path or both (its id stays), as one commit.
+        """Change a memory's content, path or both (its id stays), as one commit (``check`` as
+        for :meth:`create`).
 
         ``expected_sha256`` is the precondition: the SHA-256 (hex) of the content the caller last
         saw. Nothing is committed when the memory already is as asked (with or without a
@@ -279,6 +286,8 @@ class Memories:
             new = target if target is not None else old
 
             def apply(txn: Transaction) -> bytes:
+                if check is not None:
+                    check()
                 self._sync(txn)
                 node, vpath = self._current(txn, fid)
                 if vpath != old:
@@ -303,14 +312,16 @@ class Memories:
                                                 findings=findings, extra={VIA: via})  # fmt: skip
             except _Unchanged:
                 return self.retrieve(memory_id_, view=view)
-            return self._written(committed.commit_id, committed.seq, new, committed.value, view)
+            return self._written(fid, committed, new, committed.value, view)
 
         return self._with_current_path(fid, once)
 
     def delete(
-        self, memory_id_: object, *, expected_sha256: object = None, actor: str, session: str = "", via: str = VIA_API
-    ) -> None:
-        """Delete a memory (its versions stay, as history). ``expected_sha256`` as for :meth:`update`.
+        self, memory_id_: object, *, expected_sha256: object = None, actor: str, session: str = "", via: str = VIA_API,
+        check: Callable[[], None] | None = None,
+    ) -> None:  # fmt: skip
+        """Delete a memory (its versions stay, as history). ``expected_sha256`` and ``check`` as for
+        :meth:`update`.
 
         Raises:
             NotFoundError, PreconditionFailedError.
@@ -320,6 +331,8 @@ class Memories:
 
         def once(old: MemoryPath) -> None:
             def apply(txn: Transaction) -> None:
+                if check is not None:
+                    check()
                 self._sync(txn)
                 node, vpath = self._current(txn, fid)
                 if vpath != old:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
@@ -63,6 +64,8 @@ class ServerApp:
         self.metrics = Metrics()
         self.access_log = AccessLog()
         self.store_cursors = CursorSealer(root.derive("cursor"), b"catalog")
+        #: Reads of the catalog's head that run beside a request's work (roots in object storage).
+        self.auth_pool = ThreadPoolExecutor(max_workers=16, thread_name_prefix="memvault-auth")
         health = HealthViews(self)
         routes: list[BaseRoute] = [
             Route("/healthz", health.healthz, methods=["GET"]),
@@ -79,6 +82,7 @@ class ServerApp:
     @contextlib.asynccontextmanager
     async def _lifespan(self, _app: Starlette) -> AsyncIterator[None]:
         yield
+        self.auth_pool.shutdown(wait=True)
         await run_in_threadpool(self.root.close)  # requests in flight have finished
 
     async def _not_found(self, request: Request, exc: Exception) -> Response:
@@ -86,15 +90,20 @@ class ServerApp:
         response.headers["cache-control"] = "no-store"
         return response
 
-    def authenticate(self, headers: Mapping[str, str]) -> tuple[ApiKeyRecord, Registry]:
-        """The live API key of a request (``Authorization: Bearer`` or ``x-api-key``) and the
-        registry it was read in (the catalog's head); 401 otherwise."""
+    @staticmethod
+    def _secret(headers: Mapping[str, str]) -> str | None:
         secret = headers.get("x-api-key")
         header = headers.get("authorization")
         if header is not None:
             scheme, _, value = header.partition(" ")
             if scheme.lower() == "bearer":
                 secret = value.strip()
+        return secret or None
+
+    def authenticate(self, headers: Mapping[str, str]) -> tuple[ApiKeyRecord, Registry]:
+        """The live API key of a request (``Authorization: Bearer`` or ``x-api-key``) and the
+        registry it was read in (the catalog's head); 401 otherwise."""
+        secret = self._secret(headers)
         if not secret:
             raise ApiError(401, "authentication_error", "An API key is required (Authorization: Bearer or x-api-key).")
         registry = self.root.registry()
@@ -102,6 +111,19 @@ class ServerApp:
         if key is None:
             raise ApiError(401, "authentication_error", "Invalid or revoked API key.")
         return key, registry
+
+    def provisional(self, headers: Mapping[str, str]) -> tuple[ApiKeyRecord, Registry] | None:
+        """For a root in object storage, the request's key as the last catalog read knew it (no
+        request to the bucket), so its work can start while :meth:`authenticate` reads the head;
+        None for a local root or a key the last read did not know (then it waits)."""
+        if not self.root.remote:
+            return None
+        secret = self._secret(headers)
+        registry = self.root.last_registry()
+        if not secret or not registry.commit_id:
+            return None
+        key = self.root.authenticate(secret, registry)
+        return (key, registry) if key is not None else None
 
     def observe(self, *, request_id: str, route: str, method: str, status: int, seconds: float, key_id: str,
                 store_id: str) -> None:  # fmt: skip

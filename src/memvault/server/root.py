@@ -22,7 +22,7 @@ import re
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
@@ -298,10 +298,38 @@ class ServerRoot:
             raise
         return record
 
-    def update_store(self, record: StoreRecord, *, actor: str = _SERVER_ACTOR) -> StoreRecord:
-        """Record ``record``'s new name, description, metadata or archive time."""
-        self._write(record, actor=actor, command="store-update")
-        return record
+    def change_store(
+        self, store_id: str, change: Callable[[StoreRecord], StoreRecord], *, actor: str = _SERVER_ACTOR,
+        command: str = "store-update",
+    ) -> StoreRecord:  # fmt: skip
+        """Apply ``change`` to the store's record as it is at the catalog's head, under the catalog's
+        writer lock (two concurrent changes both land), and record the result; nothing is written
+        when ``change`` returns the record unchanged. Returns the record as it now is.
+
+        Raises:
+            NotFoundError: no live store has this id. Whatever ``change`` raises (nothing written).
+        """
+        path = parse_path(f"{STORES_DIR}/{store_id}.json")
+
+        class _Same(Exception):
+            pass
+
+        def apply(txn: Transaction) -> StoreRecord:
+            if txn.get(path) is None:
+                raise NotFoundError("Error: No memory store has this id.")
+            current = parse_store(txn.read(path))
+            if current.deleting:
+                raise NotFoundError("Error: No memory store has this id.")
+            changed = change(current)
+            if changed == current:
+                raise _Same(current)
+            txn.write_file(path, record_bytes(changed))
+            return changed
+
+        try:
+            return self.catalog.transact(apply, command=command, paths=(path.text,), actor=actor, session="").value
+        except _Same as same:
+            return same.args[0]  # type: ignore[no-any-return]
 
     def delete_store(self, store_id: str, *, actor: str = _SERVER_ACTOR) -> None:
         """Delete a memory store for good: hidden first (one catalog commit), then its keys and
@@ -396,6 +424,16 @@ class ServerRoot:
             entry = self._open.pop(store_id, None)
         if entry is not None:
             entry.memories.store.close()
+
+    @property
+    def remote(self) -> bool:
+        """Whether the root is in object storage."""
+        return self._remote
+
+    def last_registry(self) -> Registry:
+        """The registry as this process last read it (no read of the catalog's head)."""
+        with self._registry_lock:
+            return self._registry
 
     def is_warm(self, store_id: str | None) -> bool:
         """Whether a read needs no slow step: the root is a local directory and the store (if any)

@@ -277,7 +277,7 @@ class BranchStore:
             )  # fmt: skip
             commit_id = self.write(state, txn, meta)
             self._ids = {commit_id: self._reader.open_commit(commit_id, branch=self.name), **self._ids}
-            return Committed(result, commit_id, meta.seq)
+            return Committed(result, commit_id, meta.seq, meta.time)
 
     def create(self, *, actor: str, session: str = "", extra: dict[str, str] | None = None) -> None:
         """Create the branch at the head of ``main`` with its ``fork`` commit (``extra`` recorded

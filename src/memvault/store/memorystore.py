@@ -658,7 +658,7 @@ class MemoryStore(FileReads):
                     self.access_times.flush(durable=self._durable)
                 except (MemvaultError, OSError):
                     pass  # advisory; the reads stay pending for the next try
-            return Committed(result, commit_id, meta.seq)
+            return Committed(result, commit_id, meta.seq, meta.time)
 
     def _commit(self, state: StoreState, txn: Transaction, meta: CommitMeta, **options: Any) -> bytes:
         """Write ``txn`` as one commit (``options``: see :meth:`CommitWriter.write`)."""

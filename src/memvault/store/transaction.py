@@ -33,11 +33,13 @@ T = TypeVar("T")
 @dataclass(frozen=True)
 class Committed(Generic[T]):
     """What :meth:`MemoryStore.transact <memvault.store.MemoryStore.transact>` committed: the
-    callback's return ``value``, the new commit's id (40 hex bytes) and sequence number."""
+    callback's return ``value``, the new commit's id (40 hex bytes), sequence number and time
+    (seconds since the epoch, as its metadata records it)."""
 
     value: T
     commit_id: bytes
     seq: int
+    time: float = 0.0
 
 
 class Transaction:

@@ -21,6 +21,7 @@ import json
 import logging
 import time
 from collections.abc import Callable, Mapping
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -153,9 +154,34 @@ class Call:
     registry: Registry = field(default_factory=Registry)
     #: Set by a handler: the memory store the request acted on (for the access log).
     store_id: str = ""
+    #: Set by a handler that writes to ``store_id`` (checked again when the key is confirmed).
+    writing: bool = False
+    #: For a root in object storage: the catalog's head being read while the request's work starts
+    #: with the key as the last read knew it (:meth:`confirm` waits for it).
+    pending: Future[tuple[ApiKeyRecord, Registry]] | None = None
+
+    def confirm(self) -> None:
+        """Wait for the key's check at the catalog's head if it is still running, and check the
+        request's rights again with what it found (401, 403, 404 or 400 as when checked first).
+        Every answer and every write goes through here first."""
+        if self.pending is None:
+            return
+        pending, self.pending = self.pending, None
+        key, registry = pending.result()
+        if key.id != self.key.id or key.admin < self.key.admin or set(key.stores) - set(self.key.stores):
+            raise ApiError(401, "authentication_error", "The API key's rights changed; send the request again.")
+        self.key, self.registry = key, registry
+        if self.store_id:
+            self.require_store(self.store_id)
+            record = registry.stores.get(self.store_id)
+            if record is None or record.deleting:
+                raise ApiError(404, "not_found_error", "No memory store has this id.")
+            if self.writing and record.archived_at is not None:
+                raise bad_request("This memory store is archived; its memories cannot be created or updated.")
 
     def require_admin(self) -> None:
-        """PermissionDeniedError unless the key is an admin key."""
+        """PermissionDeniedError unless the key is an admin key (confirmed first)."""
+        self.confirm()
         if not self.key.admin:
             raise ApiError(403, "permission_error", "This API key may not do this; it needs an admin key.")
 
@@ -280,10 +306,22 @@ class ApiView:
     def _serve(
         self, handler: Handler, request: Request, request_id: str, body: dict[str, Any]
     ) -> tuple[Call, int, Any]:
-        key, registry = self.app.authenticate(request.headers)
+        early = self.app.provisional(request.headers)
+        pending = None
+        if early is None:
+            key, registry = self.app.authenticate(request.headers)
+        else:  # object storage: the catalog's head is read meanwhile (one round trip saved)
+            key, registry = early
+            pending = self.app.auth_pool.submit(self.app.authenticate, request.headers)
         self.app.limiter.take(key.id)
-        call = Call(request_id, key, dict(request.path_params), request.query_params, body, registry=registry)
-        status, payload = handler(call)
+        call = Call(request_id, key, dict(request.path_params), request.query_params, body, registry=registry,
+                    pending=pending)  # fmt: skip
+        try:
+            status, payload = handler(call)
+            call.confirm()  # no answer leaves before the key is confirmed
+        finally:
+            if call.pending is not None:
+                call.pending.cancel()
         return call, status, payload
 
     async def _body(self, request: Request) -> dict[str, Any]:

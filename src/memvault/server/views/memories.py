@@ -16,6 +16,9 @@ def live_store(view: ApiView, call: Call, *, writing: bool) -> str:
     """The store id of the call, checked: the key may use it, it exists and, when ``writing``,
     it is not archived."""
     store_id = call.params["memory_store_id"]
+    call.writing = writing
+    if call.pending is not None and (not call.key.may_use(store_id) or store_id not in call.registry.stores):
+        call.confirm()  # the last read of the catalog may not know the store yet: read its head first
     call.require_store(store_id)
     record = view.app.root.store(store_id, call.registry)
     if writing and record.archived_at is not None:
@@ -31,7 +34,8 @@ class MemoriesView(ApiView):
         body = call.fields({"path", "content"}, {"path"})
         view = call.view("basic")
         with self.app.root.memories(store_id, call.registry) as memories:
-            memory = memories.create(body["path"], body.get("content"), actor=call.key.id, via=VIA_API, view=view)
+            memory = memories.create(body["path"], body.get("content"), actor=call.key.id, via=VIA_API, view=view,
+                                     check=call.confirm)  # fmt: skip
         self.app.metrics.commit("memory-create")
         return 200, memory.to_json()
 
@@ -75,7 +79,7 @@ class MemoryView(ApiView):
         with self.app.root.memories(store_id, call.registry) as memories:
             memory = memories.update(
                 call.params["memory_id"], content=body.get("content"), path=body.get("path"),
-                expected_sha256=expected, actor=call.key.id, via=VIA_API, view=view,
+                expected_sha256=expected, actor=call.key.id, via=VIA_API, view=view, check=call.confirm,
             )  # fmt: skip
         self.app.metrics.commit("memory-update")
         return 200, memory.to_json()
@@ -85,6 +89,6 @@ class MemoryView(ApiView):
         memory_id = call.params["memory_id"]
         with self.app.root.memories(store_id, call.registry) as memories:
             memories.delete(memory_id, expected_sha256=call.query.get("expected_content_sha256"), actor=call.key.id,
-                            via=VIA_API)  # fmt: skip
+                            via=VIA_API, check=call.confirm)  # fmt: skip
         self.app.metrics.commit("memory-delete")
         return 200, {"id": memory_id, "type": "memory_deleted"}

@@ -34,6 +34,7 @@ class StoresView(ApiView):
         return 200, record.to_json()
 
     def get(self, call: Call) -> tuple[int, Any]:
+        call.confirm()  # a listing shows the catalog's head
         gte, lte = call.time("created_at[gte]"), call.time("created_at[lte]")
         archived = call.flag("include_archived")
         limit = call.limit("basic")
@@ -56,6 +57,7 @@ class StoreView(ApiView):
     route = "/v1/memory_stores/{memory_store_id}"
 
     def _record(self, call: Call) -> StoreRecord:
+        call.confirm()  # the store as the catalog's head holds it
         store_id = call.params["memory_store_id"]
         call.require_store(store_id)
         return self.app.root.store(store_id, call.registry)
@@ -67,22 +69,24 @@ class StoreView(ApiView):
         record = self._record(call)
         call.require_admin()
         body = call.fields({"name", "description", "metadata"})
-        if record.archived_at is not None:
-            raise bad_request("This memory store is archived; it cannot be updated.")
-        changed = replace(
-            record,
-            name=check_name(body["name"]) if body.get("name") is not None else record.name,
-            description=check_description(body["description"]) if body.get("description") is not None
-            else record.description,
-            metadata=merge_metadata(record.metadata, body["metadata"]) if body.get("metadata") is not None
-            else record.metadata,
-        )  # fmt: skip
-        if changed == record:
-            return 200, record.to_json()
-        changed = replace(changed, updated_at=time.time())
-        self.app.root.update_store(changed, actor=call.key.id)
+        name = check_name(body["name"]) if body.get("name") is not None else None
+        description = check_description(body["description"]) if body.get("description") is not None else None
+        patch = body.get("metadata")
+
+        def change(current: StoreRecord) -> StoreRecord:
+            if current.archived_at is not None:
+                raise bad_request("This memory store is archived; it cannot be updated.")
+            changed = replace(
+                current,
+                name=name if name is not None else current.name,
+                description=description if description is not None else current.description,
+                metadata=merge_metadata(current.metadata, patch) if patch is not None else current.metadata,
+            )
+            return current if changed == current else replace(changed, updated_at=time.time())
+
+        updated = self.app.root.change_store(record.id, change, actor=call.key.id)
         self.app.metrics.commit("store-update")
-        return 200, changed.to_json()
+        return 200, updated.to_json()
 
     def delete(self, call: Call) -> tuple[int, Any]:
         record = self._record(call)
@@ -97,14 +101,18 @@ class ArchiveView(ApiView):
 
     def post(self, call: Call) -> tuple[int, Any]:
         store_id = call.params["memory_store_id"]
+        call.confirm()
         call.require_store(store_id)
-        record = self.app.root.store(store_id, call.registry)
+        self.app.root.store(store_id, call.registry)
         call.require_admin()
         call.fields(set())
-        if record.archived_at is not None:
-            return 200, record.to_json()
-        now = time.time()
-        archived = replace(record, archived_at=now, updated_at=now)
-        self.app.root.update_store(archived, actor=call.key.id)
+
+        def archive(current: StoreRecord) -> StoreRecord:
+            if current.archived_at is not None:
+                return current  # archiving is idempotent
+            now = time.time()
+            return replace(current, archived_at=now, updated_at=now)
+
+        archived = self.app.root.change_store(store_id, archive, actor=call.key.id, command="store-archive")
         self.app.metrics.commit("store-archive")
         return 200, archived.to_json()

@@ -39,6 +39,7 @@ class ToolView(ApiView):
             raise bad_request("Give exactly one of `command` or `clear_all_memory: true`.")
         name = command.get("command") if isinstance(command, dict) else None
         store_id = live_store(self, call, writing=clear or name not in _READ_ONLY)
+        call.confirm()  # the tool's commands make their commits themselves: the key is confirmed first
         with self.app.root.memories(store_id, call.registry) as memories:
             store = memories.store
             try:

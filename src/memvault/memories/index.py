@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 
 from ..format.records import CommitMeta, Node
 from ..history import shard_diff, walk
-from .model import API_ROOT, Operation
+from .model import API_ROOT, Actor, Operation, actor_of
 
 if TYPE_CHECKING:
     from ..store import MemoryStore
@@ -59,10 +59,11 @@ class VersionRecord:
 
 @dataclass(frozen=True, slots=True)
 class CommitInfo:
-    """What the index keeps of a commit: its id and the metadata an actor is read from."""
+    """What the index keeps of a commit: its id, time and API actor (nothing else of its metadata)."""
 
     commit_id: bytes
-    meta: CommitMeta
+    time: float
+    actor: Actor
 
 
 class LineageIndex:
@@ -89,6 +90,7 @@ class LineageIndex:
         self._path_owner: dict[str, bytes] = {}
         self._live: dict[bytes, bytes] = {}  # token -> lineage of every file at the head
         self._binary: set[bytes] = set()  # lineages whose head version is binary
+        self._actors: dict[Actor, Actor] = {}  # one object per actor, shared by its commits
 
     def refresh(self, head: tuple[bytes, int] | None = None) -> None:
         """Take in the commits made since the last refresh, up to ``head`` (``(commit_id, seq)``;
@@ -121,7 +123,8 @@ class LineageIndex:
     def _apply(self, commit_id: bytes, meta: CommitMeta, tree_id: bytes, parent: bytes | None) -> None:
         parent_tree = self._store.commit(parent)[1] if parent is not None else None
         created, deleted, modified = shard_diff(self._store, tree_id, parent_tree)
-        self.commits[meta.seq] = CommitInfo(commit_id, meta)
+        actor = actor_of(meta)
+        self.commits[meta.seq] = CommitInfo(commit_id, meta.time, self._actors.setdefault(actor, actor))
         before: dict[bytes, tuple[bytes, str | None]] = {}  # lineage -> (token, path) in the parent
         after: dict[bytes, Node] = {}
         for node in deleted:

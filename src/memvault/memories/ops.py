@@ -128,8 +128,8 @@ class Memories:
         created = self.index.created(fid)
         if latest is None:
             raise InternalError()
-        updated_at = self.index.commits[latest.seq].meta.time
-        created_at = self.index.commits[created.seq].meta.time if created is not None else updated_at
+        updated_at = self.index.commits[latest.seq].time
+        created_at = self.index.commits[created.seq].time if created is not None else updated_at
         return Memory(
             memory_id(fid), self.ref, api_path(node.path), content, node.sha256.hex(), node.size,
             self._versions.version_id(latest), created_at, updated_at,
@@ -239,7 +239,7 @@ class Memories:
         return Memory(
             memory_id(fid), self.ref, api_path(vpath.text), data.decode("utf-8") if view == "full" else None,
             crypto.sha256(data).hex(), len(data), version_id(committed.seq, fid),
-            self.index.commits[created.seq].meta.time if created is not None else committed.time, committed.time,
+            self.index.commits[created.seq].time if created is not None else committed.time, committed.time,
         )  # fmt: skip
 
     def retrieve(self, memory_id_: object, *, view: View = "full") -> Memory:

@@ -10,7 +10,7 @@ from ..errors import InvalidInputError, NotFoundError
 from ..store.state import shard_of
 from .ids import memory_id, parse_memory_id, version_id
 from .index import LineageIndex, VersionRecord
-from .model import MemoryVersion, actor_of, micros, redaction_of
+from .model import MemoryVersion, micros, redaction_of
 
 if TYPE_CHECKING:
     from ..store import MemoryStore
@@ -64,15 +64,14 @@ class VersionReader:
 
     def build(self, record: VersionRecord, *, view: str) -> MemoryVersion:
         """The version as the API shows it (content when ``view`` is ``full`` and it has some)."""
-        meta = self._index.commits[record.seq].meta
-        common = (self.version_id(record), memory_id(record.file_id), self._ref, record.operation, meta.time,
-                  actor_of(meta))  # fmt: skip
+        info = self._index.commits[record.seq]
+        common = (self.version_id(record), memory_id(record.file_id), self._ref, record.operation, info.time,
+                  info.actor)  # fmt: skip
         if record.operation == "deleted":
             return MemoryVersion(*common, record.path, None, None, None)
         if self.is_redacted(record):
-            info = self._store.keyring.tombstone(record.dek_id)
-            at, by = redaction_of(info)
-            return MemoryVersion(*common, None, None, None, None, at if at is not None else meta.time, by)
+            at, by = redaction_of(self._store.keyring.tombstone(record.dek_id))
+            return MemoryVersion(*common, None, None, None, None, at if at is not None else info.time, by)
         content = self._content(record) if view == "full" and not record.binary else None
         return MemoryVersion(*common, record.path, content, record.sha256, record.size)
 
@@ -123,15 +122,15 @@ class VersionReader:
         while i >= 0 and len(out) < limit:
             record = records[i]
             i -= 1
-            meta = self._index.commits[record.seq].meta
+            info = self._index.commits[record.seq]
             if operation is not None and record.operation != operation:
                 continue
-            if created_at_gte is not None and micros(meta.time) < created_at_gte:
+            if created_at_gte is not None and micros(info.time) < created_at_gte:
                 continue
-            if created_at_lte is not None and micros(meta.time) > created_at_lte:
+            if created_at_lte is not None and micros(info.time) > created_at_lte:
                 continue
             if session_id is not None or api_key_id is not None:
-                actor = actor_of(meta)
+                actor = info.actor
                 if session_id is not None and (actor.type != "session_actor" or actor.id != session_id):
                     continue
                 if api_key_id is not None and (actor.type != "api_actor" or actor.id != api_key_id):

@@ -11,7 +11,9 @@ Tools (names and arguments; every path is a ``/memories/...`` path of the memory
 - history, read-only (JSON text, at most about the store's ``view_max_chars`` characters, with
   a note saying how to read on when cut): ``memory_log(path?, limit?, skip?)``,
   ``memory_show(rev?)``, ``memory_diff(old?, new?, path?)``, ``memory_blame(path, rev?, start_line?)``;
-- ``memory_revert(rev)``: one new commit undoing commit ``rev`` (:func:`memvault.undo.revert`).
+- ``memory_revert(rev)``: one new commit undoing commit ``rev`` (:func:`memvault.undo.revert`);
+  what it puts back passes the scrubber under the store's policy of now, as the tool's writes do:
+  masked (the result's ``findings`` and ``note`` say so) or the whole revert refused.
 
 Nothing else: no redaction, keys, expiry, import or export over MCP (those stay operator
 commands). A failed command is a tool result with ``isError`` whose text is the message
@@ -491,7 +493,8 @@ def build_server(
             memory_revert,
             "memory_revert",
             "Undo one commit with a new commit (history is kept). Refused when a path the commit touched "
-            "changed after it.",
+            "changed after it. What it puts back is scrubbed as a write is: sensitive data is masked "
+            "(the result says so), or the revert is refused.",
             _annotations("Revert a memory commit", destructive=True),
             {"rev": _REV},
         ),

@@ -11,7 +11,9 @@ Tools (names and arguments; every path is a ``/memories/...`` path of the memory
 - history, read-only (JSON text, at most about the store's ``view_max_chars`` characters, with
   a note saying how to read on when cut): ``memory_log(path?, limit?, skip?)``,
   ``memory_show(rev?)``, ``memory_diff(old?, new?, path?)``, ``memory_blame(path, rev?, start_line?)``;
-- ``memory_revert(rev)``: one new commit undoing commit ``rev`` (:func:`memvault.undo.revert`).
+- ``memory_revert(rev)``: one new commit undoing commit ``rev`` (:func:`memvault.undo.revert`);
+  what it puts back passes the scrubber under the store's policy of now, as the tool's writes do:
+  masked (the result's ``findings`` and ``note`` say so) or the whole revert refused.
 
 Nothing else: no redaction, keys, expiry, import or export over MCP (those stay operator
 commands). A failed command is a tool result with ``isError`` whose text is the message
@@ -27,47 +29,45 @@ carries (issued by the SDK's session manager, unknown ids get 404). Stdio and th
 protocol (stateless HTTP, which the SDK's client negotiates when it can) have none. It is
 attribution, not identity: only a well-formed id (visible ASCII, at most 128 characters) is recorded.
 
-Transports: stdio (:func:`serve_stdio`) and streamable HTTP (:func:`serve_http`, path ``/mcp``).
-HTTP requires ``Authorization: Bearer <token>`` on every request (compared in constant time;
-anything else gets 401). The token is read from a token file, made on first use with 256 random
-bits and mode 0600: by default ``$XDG_CONFIG_HOME/memvault/mcp-token`` (``~/.config/memvault/
-mcp-token``), outside the store, so a copy or backup of the store directory carries no
-credential, and a store in object storage needs no local directory (one token then serves all
-of the user's stores; ``--token-file`` gives a store its own). A token file readable by group or
-others, or not owned by the user, is refused. HTTP binds a loopback address unless ``allow_remote`` is given;
-then TLS has to be terminated by a reverse proxy in front of it (this server speaks plain HTTP).
+Transports: stdio (:func:`serve_stdio`) and streamable HTTP (:func:`serve_http`, path ``/mcp``),
+behind the guards of :mod:`memvault.mcphttp`: ``Authorization: Bearer <token>`` on every request
+(anything else gets 401), and on a loopback bind, however its address is spelled, a ``Host`` naming
+the bound address or ``localhost`` with the bound port (else 421) and no ``Origin`` but a loopback
+one of that port (else 403). The token file is by default ``$XDG_CONFIG_HOME/memvault/mcp-token``
+(``~/.config/memvault/mcp-token``), outside the store, so a copy or backup of the store directory
+carries no credential, and a store in object storage needs no local directory (one token then
+serves all of the user's stores; ``--token-file`` gives a store its own). HTTP binds a loopback
+address unless ``allow_remote`` is given; then TLS has to be terminated by a reverse proxy in front
+of it (this server speaks plain HTTP), and that proxy checks the ``Host`` it is named by.
+
+Times in the history tools' JSON are ISO 8601 in UTC with the seconds since the epoch alongside as
+``timestamp``, as ``memvault log --json`` gives them (:mod:`memvault.timefmt`).
 
 The server holds one :class:`~memvault.store.MemoryStore`; each command runs in a worker thread.
 """
 
 from __future__ import annotations
 
-import hmac
-import ipaddress
 import json
 import logging
-import os
 import re
-import secrets
 import socket
-import stat
 import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from pathlib import Path
 from typing import Any
 
 from anyio.to_thread import run_sync
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.tools import Tool
 from mcp.types import CallToolResult, ContentBlock, ImageContent, TextContent, ToolAnnotations
-from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .errors import InternalError, InvalidInputError, MemvaultError
-from .fsutil import O_NEW_FILE, O_READ, durable_flush, make_private_dir, opened, write_all
 from .history import blame, diff, format_diff, iter_log, resolve
+from .mcphttp import bearer_guard, check_bind, default_token_file, host_guard, is_loopback, load_or_create_token
 from .protocol import ToolResult, run_command
 from .store import MemoryStore
+from .timefmt import json_times
 from .undo import revert
 
 __all__ = [
@@ -82,6 +82,7 @@ __all__ = [
     "is_loopback",
     "check_bind",
     "bearer_guard",
+    "host_guard",
     "serve_stdio",
     "serve_http",
 ]
@@ -98,8 +99,6 @@ MAX_LOG_LIMIT = 500
 _LOG_CHANGES_CHARS = 1000
 #: An ``Mcp-Session-Id`` as the specification allows it: visible ASCII (bounded here).
 _SESSION_ID = re.compile(r"[\x21-\x7e]{1,128}")
-_TOKEN = re.compile(r"[\x21-\x7e]{32,512}")
-_TOKEN_FILE_LIMIT = 4096
 _SESSION_HEADER = "mcp-session-id"
 
 TOOL_NAMES = (
@@ -208,7 +207,7 @@ def _log_json(store: MemoryStore, path: str | None, limit: int, skip: int) -> st
         if len(rows) == limit:
             more = True
             break
-        rows.append(_capped_changes(info.to_json(), _LOG_CHANGES_CHARS))
+        rows.append(_capped_changes(json_times(info.to_json()), _LOG_CHANGES_CHARS))
     budget = store.settings.view_max_chars
     shown = _fit(rows, budget - 200)
     out: dict[str, Any] = {"commits": rows[:shown], "more": more or shown < len(rows)}
@@ -235,7 +234,7 @@ def _show_json(store: MemoryStore, rev: str) -> str:
     info = next(iter_log(store, start=commit_id))
     parent = store.commit(commit_id)[2]
     budget = store.settings.view_max_chars
-    out = _capped_changes(info.to_json(), budget // 2)
+    out = _capped_changes(json_times(info.to_json()), budget // 2)
     return _dumps(_cut_patch(out, format_diff(diff(store, parent, commit_id)), budget))
 
 
@@ -267,7 +266,9 @@ def _blame_json(store: MemoryStore, path: str, rev: str, start_line: int) -> str
     rows = [[b.line, b.seq, text] for b, text in zip(selected, texts, strict=True)]
 
     def page(shown: int) -> str:
-        commits = {str(b.seq): {"commit": b.commit_id, "time": b.time, "actor": b.actor} for b in selected[:shown]}
+        commits = {
+            str(b.seq): json_times({"commit": b.commit_id, "time": b.time, "actor": b.actor}) for b in selected[:shown]
+        }
         out: dict[str, Any] = {
             "path": path,
             "rev": commit_id.decode(),
@@ -492,7 +493,8 @@ def build_server(
             memory_revert,
             "memory_revert",
             "Undo one commit with a new commit (history is kept). Refused when a path the commit touched "
-            "changed after it.",
+            "changed after it. What it puts back is scrubbed as a write is: sensitive data is masked "
+            "(the result says so), or the revert is refused.",
             _annotations("Revert a memory commit", destructive=True),
             {"rev": _REV},
         ),
@@ -517,108 +519,7 @@ def _version() -> str:
         return "0"
 
 
-# -- bearer token ----------------------------------------------------------------------------------
-
-
-def default_token_file() -> Path:
-    """``$XDG_CONFIG_HOME/memvault/mcp-token`` (``~/.config/memvault/mcp-token``)."""
-    base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
-    return Path(base) / "memvault" / "mcp-token"
-
-
-def _read_token(path: Path) -> str:
-    with opened(os.open(path, O_READ)) as fd:  # no symbolic link, no FIFO
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_mode & 0o077 or st.st_uid != os.getuid():
-            raise InvalidInputError(
-                f"The token file {path} must be a regular file of yours readable by you only (chmod 600)."
-            )
-        data = os.read(fd, _TOKEN_FILE_LIMIT + 1)
-    token = data.decode("ascii", errors="replace").strip()
-    if len(data) > _TOKEN_FILE_LIMIT or not _TOKEN.fullmatch(token):
-        raise InvalidInputError(
-            f"The token file {path} holds no token (32 to 512 visible ASCII characters); "
-            "delete it to have a new one made."
-        )
-    return token
-
-
-def load_or_create_token(path: Path) -> tuple[str, bool]:
-    """The bearer token in ``path`` and whether it was just made (256 random bits, mode 0600)."""
-    try:
-        return _read_token(path), False
-    except FileNotFoundError:
-        pass
-    if not path.parent.exists():
-        make_private_dir(path.parent, parents=True)
-    token = secrets.token_urlsafe(32)
-    try:
-        fd = os.open(path, O_NEW_FILE, 0o600)
-    except FileExistsError:  # made meanwhile by another server
-        return _read_token(path), False
-    with opened(fd):
-        write_all(fd, (token + "\n").encode("ascii"))
-        durable_flush(fd)
-    return token, True
-
-
-def bearer_guard(app: ASGIApp, token: str) -> ASGIApp:
-    """``app`` behind ``Authorization: Bearer <token>``: any other HTTP request gets 401."""
-    expected = token.encode("ascii")
-
-    def authorized(scope: Scope) -> bool:
-        for key, value in scope.get("headers", ()):
-            if key.lower() == b"authorization":
-                scheme, _, given = bytes(value).partition(b" ")
-                return scheme.lower() == b"bearer" and hmac.compare_digest(given.strip(), expected)
-        return False
-
-    async def guarded(scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "lifespan":
-            await app(scope, receive, send)
-            return
-        if scope["type"] != "http":
-            return  # nothing else is served
-        if authorized(scope):
-            await app(scope, receive, send)
-            return
-        body = b'{"error": "unauthorized: a bearer token is required"}'
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 401,
-                "headers": [
-                    (b"content-type", b"application/json"),
-                    (b"content-length", str(len(body)).encode()),
-                    (b"www-authenticate", b'Bearer realm="memvault"'),
-                ],
-            }
-        )
-        await send({"type": "http.response.body", "body": body})
-
-    return guarded
-
-
 # -- transports ------------------------------------------------------------------------------------
-
-
-def is_loopback(host: str) -> bool:
-    """Whether ``host`` is ``localhost`` or a loopback address (other names count as remote)."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
-
-
-def check_bind(host: str, allow_remote: bool) -> None:
-    """Refuse a non-loopback address unless ``allow_remote``."""
-    if not allow_remote and not is_loopback(host):
-        raise InvalidInputError(
-            f"Refusing to serve MCP on {host}, which is not a loopback address: the server speaks plain HTTP. "
-            "Put a reverse proxy that terminates TLS in front of it and pass --allow-remote."
-        )
 
 
 async def serve_stdio(server: MCPServer[Any]) -> None:
@@ -635,16 +536,23 @@ async def serve_http(
     allow_remote: bool = False,
     ready: Callable[[str], None] | None = None,
 ) -> None:
-    """Serve streamable HTTP at ``http://host:port/mcp`` behind the bearer ``token`` until
-    interrupted. ``ready`` gets the URL once the socket is bound (``port`` 0: a free port)."""
+    """Serve streamable HTTP at ``http://host:port/mcp`` behind the bearer ``token`` (and, on a
+    loopback ``host``, the Host/Origin check of :func:`memvault.mcphttp.host_guard`) until
+    interrupted. ``ready`` gets the URL once the socket is bound (``port`` 0: a free port).
+
+    Raises:
+        InvalidInputError: a non-loopback ``host`` without ``allow_remote``.
+    """
     import uvicorn
 
     check_bind(host, allow_remote)
-    app = server.streamable_http_app(streamable_http_path=HTTP_PATH, host=host)
+    app = bearer_guard(server.streamable_http_app(streamable_http_path=HTTP_PATH, host=host), token)
     sock = socket.create_server((host.strip("[]"), port), family=_family(host))
     try:
-        bound = sock.getsockname()[1]
-        config = uvicorn.Config(bearer_guard(app, token), log_level="warning", access_log=False, lifespan="on")
+        address, bound = sock.getsockname()[:2]
+        if is_loopback(host):
+            app = host_guard(app, address, bound)
+        config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on")
         shown = f"[{host.strip('[]')}]" if ":" in host else host
         if ready is not None:
             ready(f"http://{shown}:{bound}{HTTP_PATH}")

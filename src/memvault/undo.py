@@ -16,6 +16,17 @@ revision stays readable):
   (including a path deleted since).
 - :func:`rollback` makes the whole tree equal to the tree at a revision.
 
+What is put back passes the store's scrubber as a write does, under the policy in force now
+(:mod:`memvault.scrub.guard`): every path the command creates or writes a file at is checked as
+the memory tool's ``create`` and ``rename`` check theirs (the path grammar and limits, then the
+path scrubber: a path is never masked), and every text content put back is scrubbed as
+``create`` scrubs its text. A finding of a ``redact`` kind is masked (``[REDACTED:<kind>]``),
+counted in the result's and the commit's ``findings`` and named in the result's ``note``; a
+finding of a ``reject`` kind, or a path holding any finding that is not ``allow``, refuses the
+whole command (:class:`~memvault.errors.SensitiveDataError` naming the kinds, never a value;
+nothing is written). Binary files (images) are put back as they were: the scrubber reads text
+only. So what the policy rejects now never comes back to the head, whatever history holds.
+
 Contents put back are re-encrypted as new versions (fresh data keys). A file put back
 continues the lineage of the file now at that path, else of the file moved away from it in
 the same command (a rename back), else of the old version itself unless that lineage is still
@@ -27,19 +38,23 @@ The library never prints; results are frozen dataclasses.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from . import crypto
 from .errors import (
     ConflictError,
     InvalidInputError,
     PathNotFoundError,
     RedactedError,
+    SensitiveDataError,
 )
 from .format.records import Node
 from .history import Change, resolve
 from .paths import ROOT, MemoryPath, parse_path
+from .scrub.guard import check_path, scrub_text
 from .store import MemoryStore, Transaction
 
 __all__ = [
@@ -62,7 +77,9 @@ class UndoResult:
 
     ``target`` is the commit reverted (revert) or the revision restored from / rolled back to,
     as a full hex id with its sequence number ``target_seq``. ``commit_id``/``seq`` name the new
-    commit, or are ``None`` when nothing had to change (``note`` then says why).
+    commit, or are ``None`` when nothing had to change (``note`` then says why). ``findings``
+    counts, per kind, what the scrubber masked in the contents put back (also recorded in the
+    commit); ``note`` then says so.
     """
 
     command: UndoCommand
@@ -72,6 +89,7 @@ class UndoResult:
     seq: int | None
     changes: tuple[Change, ...]
     note: str = ""
+    findings: dict[str, int] = field(default_factory=dict)
 
     @property
     def changed(self) -> bool:
@@ -91,6 +109,7 @@ class UndoResult:
             "commit": self.commit_id,
             "seq": self.seq,
             "changes": [c.to_json() for c in self.changes],
+            "findings": dict(sorted(self.findings.items())),
             "note": self.note,
         }
 
@@ -155,15 +174,94 @@ def _subtree(txn: Transaction, root: MemoryPath) -> list[str]:
     return [root.text, *below]
 
 
+# -- the scrubber on the way back ---------------------------------------------------------------------
+
+#: The kinds a :class:`SensitiveDataError` of :mod:`memvault.scrub.guard` names, in parentheses.
+_KINDS = re.compile(r"\(([a-z0-9_]+(?:, [a-z0-9_]+)*)\)")
+
+
+def _kinds(err: SensitiveDataError) -> str:
+    found = _KINDS.search(str(err))
+    return found.group(1) if found is not None else "see the store's scrubber policy"
+
+
+class _Guard:
+    """The store's scrub policy applied to what one undo command puts back.
+
+    Each path is checked and each content scrubbed once per command, however often the
+    command plans (a plan on a view, then the same plan under the writer lock).
+    """
+
+    def __init__(self, store: MemoryStore, refused: str) -> None:
+        self.store = store
+        self.refused = refused  # "Cannot revert commit 0123456789 (#4)": what a refusal says first
+        self.paths: set[str] = set()
+        self.contents: dict[tuple[bytes, bool], tuple[bytes, dict[str, int]]] = {}
+
+    def check(self, path: str) -> None:
+        """Refuse ``path`` as the memory tool's ``create``/``rename`` would refuse a new name:
+        a path holding sensitive data (the message never names it), or one the current path
+        grammar and limits reject."""
+        if path in self.paths:
+            return
+        try:
+            check_path(self.store, _vpath(path))
+        except SensitiveDataError as err:
+            raise SensitiveDataError(
+                f"Error: {self.refused}: a path it would put back holds sensitive data ({_kinds(err)}), which the "
+                "store's scrubber policy does not allow in a file name. Nothing was written."
+            ) from None
+        parse_path(path, self.store.settings)
+        self.paths.add(path)
+
+    def content(self, node: Node) -> tuple[bytes, dict[str, int]]:
+        """``(bytes to write, findings masked)`` for the old file ``node``: a text scrubbed, a
+        binary file as it was. Raises :class:`SensitiveDataError` for a ``reject`` finding."""
+        key = (node.sha256, node.binary)
+        known = self.contents.get(key)
+        if known is not None:
+            return known
+        data = self.store.read_node(node)
+        findings: dict[str, int] = {}
+        if not node.binary:
+            try:
+                text = data.decode("utf-8")
+            except UnicodeDecodeError:
+                raise InvalidInputError(
+                    f"Error: {self.refused}: {node.path} is marked as text but is not UTF-8. Nothing was written."
+                ) from None
+            try:
+                data = scrub_text(self.store, text, findings).encode("utf-8")
+            except SensitiveDataError as err:
+                raise SensitiveDataError(
+                    f"Error: {self.refused}: the content it would put back at {node.path} holds sensitive data "
+                    f"({_kinds(err)}) that the store's scrubber policy rejects. Nothing was written; the old "
+                    "version stays readable in the history."
+                ) from None
+        self.contents[key] = (data, findings)
+        return data, findings
+
+
+def _masked_note(findings: dict[str, int]) -> str:
+    parts = ", ".join(f"{n} {kind}" for kind, n in sorted(findings.items()))
+    return (
+        f"Sensitive data was masked in what was put back ({parts}), as the store's scrubber policy "
+        "masks it in every write; the files show [REDACTED:<kind>] in its place. Do not try to restore it."
+    )
+
+
 # -- applying a desired state -------------------------------------------------------------------------
 
 
-def _apply(store: MemoryStore, txn: Transaction, desired: dict[str, Node | None]) -> tuple[Change, ...]:
+def _apply(
+    txn: Transaction, desired: dict[str, Node | None], guard: _Guard, findings: dict[str, int]
+) -> tuple[Change, ...]:
     """Make each path of ``desired`` absent (None) or like the given node; return the changes.
 
     Removals run deepest first, then creations shallowest first. A directory to remove that
     still has children not named in ``desired`` is kept (revert: files created later), unless
-    a file must take its place, which is a conflict.
+    a file must take its place, which is a conflict. Every path created or written passes
+    ``guard`` first, then every content written; what the scrubber masked is added to ``findings``.
     """
     before = {p: txn.get(p) for p in desired}
     removed: dict[bytes, Node] = {}  # file_id -> file removed here (a rename back reuses its lineage)
@@ -189,10 +287,15 @@ def _apply(store: MemoryStore, txn: Transaction, desired: dict[str, Node | None]
         vp = _vpath(p)
         if want.is_dir:
             if current is None:
+                guard.check(p)
                 txn.make_dirs(vp)
             continue
         if current is not None and _same(current, want):
             continue
+        guard.check(p)
+        data, masked = guard.content(want)
+        if current is not None and current.sha256 == crypto.sha256(data) and current.binary == want.binary:
+            continue  # already as it would be put back (masked alike)
         lineage: Node | None
         if current is not None:
             lineage = current
@@ -203,7 +306,9 @@ def _apply(store: MemoryStore, txn: Transaction, desired: dict[str, Node | None]
             if live is None:
                 live = {n.file_id for q in txn.descendants(_ROOT_PATH) if (n := txn.get(q)) is not None}
             lineage = None if want.file_id in live else want
-        txn.write_file(vp, store.read_node(want), binary=want.binary, lineage=lineage)
+        txn.write_file(vp, data, binary=want.binary, lineage=lineage)
+        for kind, count in masked.items():
+            findings[kind] = findings.get(kind, 0) + count
         written = txn.get(p)
         if live is not None and written is not None:
             live.add(written.file_id)
@@ -236,33 +341,42 @@ def _run_undo(
     plan: Callable[[Transaction], dict[str, Node | None]],
     *,
     note: str,
+    refused: str,
     actor: str,
     session: str,
 ) -> UndoResult:
     """Plan on a view of the head, then apply the same plan in one transaction on that head.
 
     The plan fixes the paths the commit metadata names; if another writer committed in
-    between, the transaction aborts (nothing written) and the plan is made again.
+    between, the transaction aborts (nothing written) and the plan is made again. ``refused``
+    begins the message of a refusal by the scrubber. Scrubbing is done on the view, before the
+    writer lock is taken; a refusal there writes nothing.
     """
     target_seq = store.commit_meta(target).seq
+    guard = _Guard(store, refused)
     for _attempt in range(_ATTEMPTS):
         head = store.head[0]
         view = Transaction(store, store.state_at(head))  # writes to a view stay in its overlay
-        planned = _apply(store, view, plan(view))
+        planned = _apply(view, plan(view), guard, {})
         if not planned:
             return UndoResult(command, target.decode(), target_seq, None, None, (), note)
         paths = _roots([c.path for c in planned] + [c.old_path for c in planned if c.old_path is not None])
+        findings: dict[str, int] = {}  # filled by apply, read by transact once apply returns
 
-        def apply(txn: Transaction, head: bytes = head) -> tuple[Change, ...]:
+        def apply(txn: Transaction, head: bytes = head, findings: dict[str, int] = findings) -> tuple[Change, ...]:
             if txn.base_commit != head:
                 raise _HeadMoved
-            return _apply(store, txn, plan(txn))
+            findings.clear()  # a command run again (object storage: a lost race) counts afresh
+            return _apply(txn, plan(txn), guard, findings)
 
         try:
-            done = store.transact(apply, command=command, paths=paths, actor=actor, session=session)
+            done = store.transact(apply, command=command, paths=paths, actor=actor, session=session, findings=findings)
         except _HeadMoved:
             continue
-        return UndoResult(command, target.decode(), target_seq, done.commit_id.decode(), done.seq, done.value)
+        masked = _masked_note(findings) if findings else ""
+        return UndoResult(
+            command, target.decode(), target_seq, done.commit_id.decode(), done.seq, done.value, masked, dict(findings)
+        )
     raise ConflictError("Error: The memory store kept changing during the command; retry it.")
 
 
@@ -284,7 +398,9 @@ def revert(store: MemoryStore, rev: str | bytes, *, actor: str = "operator", ses
     """One new commit that undoes commit ``rev`` (see the module docstring).
 
     Raises :class:`ConflictError` naming the paths the commit touched that changed after it,
-    and :class:`InvalidInputError` for the store's initial commit (it changed nothing).
+    :class:`InvalidInputError` for the store's initial commit (it changed nothing), and
+    :class:`SensitiveDataError` when what it would put back holds what the store's scrubber
+    policy rejects (nothing is written; see the module docstring).
     """
     commit_id = _resolve(store, rev)
     meta, _tree, parent = store.commit(commit_id)
@@ -323,7 +439,8 @@ def revert(store: MemoryStore, rev: str | bytes, *, actor: str = "operator", ses
         f"Nothing to revert: every path commit {_short(commit_id)} (#{meta.seq}) changed "
         "is already as it was before it."
     )
-    return _run_undo(store, "revert", commit_id, plan, note=note, actor=actor, session=session)
+    refused = f"Cannot revert commit {_short(commit_id)} (#{meta.seq})"
+    return _run_undo(store, "revert", commit_id, plan, note=note, refused=refused, actor=actor, session=session)
 
 
 def restore(
@@ -332,7 +449,8 @@ def restore(
     """Put the file or directory subtree at ``path`` back to its state at ``rev``, as one commit.
 
     Works for a path deleted since; below a directory, paths that did not exist at ``rev`` are
-    deleted. A path absent at ``rev`` raises :class:`PathNotFoundError`.
+    deleted. A path absent at ``rev`` raises :class:`PathNotFoundError`; what the store's scrubber
+    policy rejects raises :class:`SensitiveDataError` (nothing is written; see the module docstring).
     """
     vpath = parse_path(path, store.settings)
     commit_id = _resolve(store, rev)
@@ -356,13 +474,19 @@ def restore(
 
     note = f"Nothing to restore: {vpath.text} is already as it was at {_short(commit_id)} (#{seq})."
     try:
-        return _run_undo(store, "restore", commit_id, plan, note=note, actor=actor, session=session)
+        # A refusal by the scrubber does not repeat the path: it may be what the policy refuses.
+        refused = f"Cannot restore from {_short(commit_id)} (#{seq})"
+        return _run_undo(store, "restore", commit_id, plan, note=note, refused=refused, actor=actor, session=session)
     except RedactedError as err:  # redacted since the state was read
         raise _redacted(what, err) from None
 
 
 def rollback(store: MemoryStore, rev: str | bytes, *, actor: str = "operator", session: str = "") -> UndoResult:
-    """Make the whole tree equal to the tree at ``rev`` as one new commit (history stays)."""
+    """Make the whole tree equal to the tree at ``rev`` as one new commit (history stays).
+
+    What the store's scrubber policy masks is masked, what it rejects raises
+    :class:`SensitiveDataError` (nothing is written; see the module docstring).
+    """
     commit_id = _resolve(store, rev)
     state = store.state_at(commit_id)
     seq = store.commit_meta(commit_id).seq
@@ -372,4 +496,5 @@ def rollback(store: MemoryStore, rev: str | bytes, *, actor: str = "operator", s
         return {p: target.get(p) for p in set(target) | set(_subtree(txn, _ROOT_PATH))}
 
     note = f"Nothing to roll back: the store is already as it was at {_short(commit_id)} (#{seq})."
-    return _run_undo(store, "rollback", commit_id, plan, note=note, actor=actor, session=session)
+    refused = f"Cannot roll back to {_short(commit_id)} (#{seq})"
+    return _run_undo(store, "rollback", commit_id, plan, note=note, refused=refused, actor=actor, session=session)

@@ -13,6 +13,7 @@ import os
 import re
 import select
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -31,12 +32,13 @@ from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
 import memvault
-from conftest import PASSPHRASE, make_store
+from conftest import FAST_KDF, PASSPHRASE, make_store
 from memvault.cli import main
 from memvault.errors import InternalError
 from memvault.history import log, read_at, tree_at
-from memvault.mcpserver import TOOL_NAMES, build_server, is_loopback
-from memvault.settings import StoreSettings
+from memvault.mcpserver import TOOL_NAMES, build_server, host_guard, is_loopback
+from memvault.settings import ScrubSettings, StoreSettings
+from memvault.settings_change import change_settings
 
 MEMORY_COMMANDS = ("view", "create", "str_replace", "insert", "delete", "rename")
 HOSTILE = ["/memories/../etc/passwd", "/etc/passwd", "memories/a.md", "/memories/a/../../x", "/memories//a", "/memories/a\x00b"]  # fmt: skip
@@ -256,6 +258,91 @@ def test_history_tools_and_bounds(tmp_path: Path) -> None:
     store.close()
 
 
+def test_history_times_are_iso_8601_as_in_log_json(env: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """memory_log, memory_show and memory_blame give times as ``memvault log --json`` does."""
+    store = memvault.MemoryStore.create(env, passphrase="cli passphrase", kdf=FAST_KDF)
+
+    async def go() -> dict[str, Any]:
+        async with Client(build_server(store)) as client:
+            await call(client, {"command": "create", "path": "/memories/t.md", "file_text": "one\n"})
+            await call(client, {"command": "create", "path": "/memories/u.md", "file_text": "two\n"})
+            return {
+                name: json.loads(text_of(await client.call_tool(name, args)))
+                for name, args in (
+                    ("memory_log", {}),
+                    ("memory_show", {}),
+                    ("memory_blame", {"path": "/memories/t.md"}),
+                )
+            }
+
+    out = run(go)
+    assert main(["log", "--json"]) == 0
+    cli = json.loads(capsys.readouterr().out)
+    iso = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\+00:00")
+    mcp_log = out["memory_log"]["commits"]
+    assert [(c["seq"], c["time"], c["timestamp"]) for c in mcp_log] == [
+        (c["seq"], c["time"], c["timestamp"]) for c in cli
+    ]
+    assert all(iso.fullmatch(c["time"]) and isinstance(c["timestamp"], float) for c in mcp_log)
+    assert (out["memory_show"]["time"], out["memory_show"]["timestamp"]) == (cli[0]["time"], cli[0]["timestamp"])
+    blamed = out["memory_blame"]["commits"]["1"]
+    assert (blamed["time"], blamed["timestamp"]) == (cli[1]["time"], cli[1]["timestamp"])
+    store.close()
+
+
+def test_memory_revert_puts_back_only_what_the_policy_accepts(tmp_path: Path) -> None:
+    """History written under a laxer policy: memory_revert masks what the policy masks now, and
+    refuses (naming the kind, never the value) a path or a text the tool's own writes refuse."""
+    key, kind = "AKIA" + "Q3EGTX5RLW7NZ4PB", "aws_access_key_id"
+    store = make_store(tmp_path / "s", StoreSettings(scrub=ScrubSettings(policy={kind: "allow"})))
+
+    async def go() -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        async with Client(build_server(store)) as client:
+
+            async def revert(seq: int) -> tuple[str, bool]:
+                result = await client.call_tool("memory_revert", {"rev": f"#{seq}"})
+                return text_of(result), result.is_error
+
+            await call(client, {"command": "create", "path": "/memories/c.md", "file_text": f"id {key}\n"})  # 1
+            await call(client, {"command": "delete", "path": "/memories/c.md"})  # 2
+            await call(client, {"command": "create", "path": f"/memories/{key}.md", "file_text": "x\n"})  # 3
+            await call(client, {"command": "rename", "old_path": f"/memories/{key}.md", "new_path": "/memories/n.md"})
+            change_settings(store, {f"scrub.policy.{kind}": "redact"})  # 5
+            out["rename_back"] = await call(
+                client, {"command": "rename", "old_path": "/memories/n.md", "new_path": f"/memories/{key}.md"}
+            )
+            out["revert_rename"] = await revert(4)
+            out["head_after_refusal"] = store.head[1]
+            out["revert_delete"] = await revert(2)
+            out["view"] = await call(client, {"command": "view", "path": "/memories/c.md"})
+            await call(client, {"command": "delete", "path": "/memories/c.md"})  # 7
+            change_settings(store, {f"scrub.policy.{kind}": "reject"})  # 8
+            out["masked_back"] = await revert(7)  # what comes back is the masked text: accepted
+            await call(client, {"command": "delete", "path": "/memories/c.md"})  # 10
+            out["rejected"] = await revert(2)  # the text of #1 holds the key: refused
+        return out
+
+    out = run(go)
+    assert out["rename_back"][1] is True and kind in out["rename_back"][0]
+    text, is_error = out["revert_rename"]
+    assert is_error and f"({kind})" in text and key not in text and "Nothing was written" in text
+    assert out["head_after_refusal"] == 5
+    reverted = json.loads(out["revert_delete"][0])
+    assert reverted["seq"] == 6 and reverted["findings"] == {kind: 1}
+    assert f"1 {kind}" in reverted["note"] and key not in out["revert_delete"][0]
+    assert out["view"] == (
+        f"Here's the content of /memories/c.md with line numbers:\n     1\tid [REDACTED:{kind}]",
+        False,
+    )
+    text, is_error = out["rejected"]
+    assert is_error and f"({kind})" in text and "/memories/c.md" in text and key not in text
+    assert json.loads(out["masked_back"][0])["findings"] == {}
+    assert store.head[1] == 10
+    assert [e.path for e in tree_at(store)] == ["/memories/n.md"]
+    store.close()
+
+
 def test_unexpected_errors_are_generic(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     store = make_store(tmp_path / "s")
 
@@ -344,10 +431,10 @@ def test_stdio_subprocess(tmp_path: Path) -> None:
     assert (head.command, head.actor) == ("create", "stdio-agent") and re.fullmatch(r"[0-9a-f]{32}", head.session)
 
 
-def _start_http(store: Path, token_file: Path) -> tuple[subprocess.Popen[bytes], str, str]:
+def _start_http(store: Path, token_file: Path, host: str = "127.0.0.1") -> tuple[subprocess.Popen[bytes], str, str]:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "memvault.cli", "mcp", "--http", "--port", "0", "--token-file", str(token_file),
-         "--actor", "http-agent"],
+        [sys.executable, "-m", "memvault.cli", "mcp", "--http", "--host", host, "--port", "0", "--token-file",
+         str(token_file), "--actor", "http-agent"],
         env={**os.environ, **_server_env(store)},
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
@@ -429,3 +516,137 @@ def test_streamable_http_with_bearer_token(tmp_path: Path) -> None:
     head = log(store, limit=1)[0]
     store.close()
     assert (head.command, head.actor, head.session) == ("create", "http-agent", session_ids[0])
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> int:
+    proc.send_signal(signal.SIGTERM)
+    try:
+        return proc.wait(timeout=15)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        assert proc.stderr is not None
+        proc.stderr.close()
+
+
+def _ipv6_loopback() -> bool:
+    try:
+        socket.create_server(("::1", 0), family=socket.AF_INET6).close()
+    except OSError:
+        return False
+    return True
+
+
+#: Every spelling of a loopback bind: the SDK checks Host/Origin for the first three only.
+LOOPBACK_BINDS = ["127.0.0.1", "localhost", "::1", "127.0.0.2", "127.1.2.3", "[::1]", "0:0:0:0:0:0:0:1"]
+
+
+@pytest.mark.parametrize("bind", LOOPBACK_BINDS)
+def test_http_host_and_origin_checked_for_every_loopback_bind(tmp_path: Path, bind: str) -> None:
+    """DNS rebinding: a web page whose name now resolves to the loopback address sends its own
+    name as Host (and its own Origin); whatever spelling the server was bound with, that request
+    is refused, before the bearer token is even looked at."""
+    if ":" in bind and not _ipv6_loopback():
+        pytest.skip("this host has no IPv6 loopback")
+    make_store(tmp_path / "s").close()
+    token_file = tmp_path / "config" / "mcp-token"
+    proc, url, _banner = _start_http(tmp_path / "s", token_file, bind)
+    try:
+        port = int(re.search(r":(\d+)/mcp$", url).group(1))  # type: ignore[union-attr]
+        authority = url[len("http://") : -len("/mcp")]
+        token = token_file.read_text().strip()
+        initialize = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "t", "version": "1"},
+            },
+        }
+        base = {"Authorization": f"Bearer {token}", "Accept": "application/json, text/event-stream"}
+        cases: dict[str, dict[str, str]] = {
+            "as addressed": {},
+            "localhost": {"Host": f"localhost:{port}"},
+            "origin localhost": {"Origin": f"http://localhost:{port}"},
+            "origin as addressed": {"Origin": f"http://{authority}"},
+            "rebound name": {"Host": f"evil.example:{port}"},
+            "rebound name, no token": {"Host": f"evil.example:{port}", "Authorization": ""},
+            "other port": {"Host": f"{authority.rpartition(':')[0]}:{port + 1}"},
+            "no port": {"Host": authority.rpartition(":")[0]},
+            "name prefix": {"Host": f"localhost.evil.example:{port}"},
+            "foreign origin": {"Origin": f"http://evil.example:{port}"},
+            "origin other port": {"Origin": f"http://localhost:{port + 1}"},
+            "null origin": {"Origin": "null"},
+        }
+
+        async def go() -> dict[str, int]:
+            got: dict[str, int] = {}
+            async with httpx2.AsyncClient(timeout=10) as http:
+                for name, headers in cases.items():
+                    response = await http.post(url, json=initialize, headers={**base, **headers})
+                    got[name] = response.status_code
+            return got
+
+        got = run(go)
+    finally:
+        status = _stop(proc)
+    assert status == 0
+    allowed = ("as addressed", "localhost", "origin localhost", "origin as addressed")
+    assert {name: got[name] for name in allowed} == dict.fromkeys(allowed, 200)
+    misdirected = ("rebound name", "rebound name, no token", "other port", "no port", "name prefix")
+    assert {name: got[name] for name in misdirected} == dict.fromkeys(misdirected, 421)
+    forbidden = ("foreign origin", "origin other port", "null origin")
+    assert {name: got[name] for name in forbidden} == dict.fromkeys(forbidden, 403)
+
+
+def test_host_guard_header_forms() -> None:
+    """The Host/Origin check on header forms a client library would not send: several Host
+    headers, none, a bracketed IPv4 address, a zone id, a trailing dot, https or null origins."""
+    reached: list[str] = []
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        reached.append(scope["type"])
+        if scope["type"] == "http":
+            await send({"type": "http.response.start", "status": 200, "headers": []})
+            await send({"type": "http.response.body", "body": b""})
+
+    def status(guarded: Any, *headers: tuple[str, str]) -> int:
+        sent: list[dict[str, Any]] = []
+
+        async def send(message: dict[str, Any]) -> None:
+            sent.append(message)
+
+        async def receive() -> dict[str, Any]:
+            return {"type": "http.request", "body": b""}
+
+        scope = {"type": "http", "headers": [(k.encode(), v.encode()) for k, v in headers]}
+        run(lambda: guarded(scope, receive, send))
+        return int(sent[0]["status"])
+
+    v4 = host_guard(app, "127.0.0.2", 8000)
+    v6 = host_guard(app, "::1", 8000)
+    assert status(v4, ("host", "127.0.0.2:8000")) == 200
+    assert status(v4, ("Host", "LOCALHOST:8000"), ("origin", "http://[::1]:8000")) == 200
+    assert status(v6, ("host", "[0:0:0:0:0:0:0:1]:8000"), ("origin", "http://127.9.9.9:8000")) == 200
+    for headers in (
+        (),
+        (("host", "127.0.0.2:8000"), ("host", "evil.example:8000")),
+        (("host", "127.0.0.1:8000"),),  # another loopback address than the one bound
+        (("host", "[127.0.0.2]:8000"),),
+        (("host", "127.0.0.2:8000:1"),),
+        (("host", "127.0.0.2:+8000"),),
+        (("host", "localhost.:8000"),),
+        (("host", "127.0.0.2:8000 "),),
+    ):
+        assert status(v4, *headers) == 421, headers
+    for host in ("[::1%lo]:8000", "::1:8000", "[::1:8000", "[::2]:8000"):
+        assert status(v6, ("host", host)) == 421, host
+    for origin in ("https://localhost:8000", "null", "http://localhost", "http://evil.example:8000", "file://"):
+        assert status(v4, ("host", "127.0.0.2:8000"), ("origin", origin)) == 403, origin
+    two = (("host", "127.0.0.2:8000"), ("origin", "http://localhost:8000"), ("origin", "http://evil.example"))
+    assert status(v4, *two) == 403
+    assert reached == ["http"] * 3
+    with pytest.raises(ValueError):
+        host_guard(app, "10.0.0.1", 8000)

@@ -528,6 +528,7 @@ def test_cli_revert_restore_rollback(cli_store: memvault.MemoryStore, capsys: py
             {"op": "renamed", "path": PLAN, "kind": "file", "old_path": ROAD},
             {"op": "deleted", "path": TMP, "kind": "file"},
         ],
+        "findings": {},
         "note": "",
     }
     assert files(store) == {NOTES: b"alpha\nbeta\n", PROJ: None, PLAN: b"step 1\n"}

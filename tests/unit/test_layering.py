@@ -61,10 +61,12 @@ TIERS = {
     "tool": 7,
     "demo": 8,
     "mcpserver": 8,
+    "mcphttp": 3,  # the MCP server's HTTP guards: bind, bearer token, Host/Origin (no mcp import)
     "templates": 7.5,
     "audit": 7.5,
     "dream": 8,
     "context": 2,
+    "timefmt": 1,  # ISO 8601 times in JSON (the CLI and the MCP server)
     "cli": 9,
     "__init__": 10,
 }

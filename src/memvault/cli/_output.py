@@ -13,9 +13,9 @@
 - **Dates** (:func:`format_date`): ``local`` (``2026-11-01 14:30:00``, local time), ``iso``
   (``2026-11-01T14:30:00+01:00``, local time with its offset) or ``relative`` (``3 hours ago``,
   as git counts).
-- **JSON** (:func:`iso_utc`, :func:`json_times`): a time is ISO 8601 in UTC with its offset
-  (``2026-11-01T13:30:00+00:00``, to the second); the exact seconds since the epoch stay
-  alongside as ``timestamp``.
+- **JSON** (:func:`iso_utc`, :func:`json_times`, from :mod:`memvault.timefmt`, which the MCP
+  server uses too): a time is ISO 8601 in UTC with its offset (``2026-11-01T13:30:00+00:00``, to
+  the second); the exact seconds since the epoch stay alongside as ``timestamp``.
 """
 
 from __future__ import annotations
@@ -28,8 +28,10 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator, Mapping
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any, TextIO
+
+from ..timefmt import iso_utc, json_times
 
 __all__ = [
     "ENV_PAGER",
@@ -227,29 +229,3 @@ def format_date(t: float, style: str = "local", now: float | None = None) -> str
     if style == "relative":
         return relative_date(t, now)
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t))
-
-
-def iso_utc(t: float) -> str:
-    """``t`` as ISO 8601 in UTC, to the second: ``2026-11-01T13:30:00+00:00``."""
-    return datetime.fromtimestamp(t, timezone.utc).isoformat(timespec="seconds")
-
-
-def json_times(obj: dict[str, Any], key: str = "time", exact: str = "timestamp") -> dict[str, Any]:
-    """``obj`` with its number ``key`` as :func:`iso_utc` and the number itself right after it as
-    ``exact``; the ``redacted`` record of each of its ``changes`` likewise."""
-    out: dict[str, Any] = {}
-    for k, v in obj.items():
-        if k == key and isinstance(v, (int, float)) and not isinstance(v, bool):
-            out[k] = iso_utc(float(v))
-            out[exact] = v
-        elif k == "changes" and isinstance(v, list):
-            out[k] = [_change_times(c) for c in v]
-        else:
-            out[k] = v
-    return out
-
-
-def _change_times(change: Any) -> Any:
-    if isinstance(change, dict) and isinstance(change.get("redacted"), dict):
-        return {**change, "redacted": json_times(change["redacted"])}
-    return change

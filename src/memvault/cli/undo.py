@@ -3,7 +3,9 @@
 Each makes one new commit attributed to ``--actor`` (default ``operator``); history is never
 rewritten. The output names the new commit and every path it changed; when nothing had to
 change, it says why and makes no commit (exit status 0). A revert whose paths changed later is
-a conflict (exit status 5).
+a conflict (exit status 5). What is put back passes the store's scrubber as a write does
+(:mod:`memvault.undo`): what the policy masks is masked and counted on a last line; what it
+rejects refuses the command with the kinds named (exit status 4), nothing written.
 """
 
 from __future__ import annotations
@@ -42,6 +44,9 @@ def format_result(result: UndoResult, subject: str = "") -> str:
             lines.append(f"  {c.op:<9} {_shown(c.old_path, c.kind)} -> {_shown(c.path, c.kind)}")
         else:
             lines.append(f"  {c.op:<9} {_shown(c.path, c.kind)}")
+    if result.findings:
+        parts = ", ".join(f"{n} {kind}" for kind, n in sorted(result.findings.items()))
+        lines.append(f"Masked by the scrubber ({parts}): the files show [REDACTED:<kind>] in its place.")
     return "\n".join(lines) + "\n"
 
 

@@ -1,12 +1,5 @@
-"""The memory-stores model over a memvault store: path-addressed text memories with ids that
-survive renames, every change a version with its actor, preconditions on a content hash, and
-redaction of single versions (crypto-shredding).
-
-``ids`` (memory and version ids), ``model`` (the objects and their JSON shapes), ``index`` (the
-lineage index of a store's history: which versions each memory has), ``ops`` (:class:`Memories`:
-create, retrieve, update, delete and list memories; list, retrieve and redact versions). The
-server, the review pages, the command line and ``migrate`` all go through :class:`Memories`.
-"""
+"""The memory-stores model over a store: memories with ids that survive renames, versions with
+actors, content_sha256 preconditions, redaction of one version (what the server serves)."""
 
 from .model import Actor, Memory, MemoryPrefix, MemoryVersion, Page
 from .ops import Memories

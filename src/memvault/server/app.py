@@ -19,9 +19,10 @@ from starlette.routing import BaseRoute, Route
 
 from ..memories.cursor import CursorSealer
 from .catalog import ApiKeyRecord, Registry
+from .errors import ApiError, error_response
 from .ops import AccessLog, Metrics, RateLimiter
 from .root import ServerRoot, new_id
-from .views.base import ApiError, ApiView, error_response
+from .views.base import ApiView
 from .views.health import HealthViews
 from .views.memories import MemoriesView, MemoryView
 from .views.stores import ArchiveView, StoresView, StoreView

@@ -24,7 +24,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest, multiprocess
 
-from .views.base import ApiError
+from .errors import ApiError
 
 __all__ = ["AccessLog", "Metrics", "RateLimiter"]
 

@@ -1,3 +1,2 @@
-"""The API's views, one module per kind of endpoint over :mod:`.base`: ``stores`` (memory stores),
-``memories``, ``versions`` (memory versions and redaction), ``tool`` (the memory tool's commands,
-a memvault extension), ``health`` (liveness, readiness, metrics)."""
+"""The API's views, one module per kind of endpoint over ``base`` (authentication, rights, bodies,
+errors, headers): stores, memories, versions, tool (a memvault extension), health."""

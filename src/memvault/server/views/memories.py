@@ -7,7 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 from ...memories.model import VIA_API
-from .base import ApiView, Call, bad_request
+from ..errors import bad_request
+from .base import ApiView, Call
 
 __all__ = ["MemoriesView", "MemoryView", "live_store"]
 

@@ -12,7 +12,8 @@ from typing import Any
 
 from ...memories.model import micros
 from ..catalog import StoreRecord, check_description, check_name, merge_metadata
-from .base import ApiView, Call, bad_request
+from ..errors import bad_request
+from .base import ApiView, Call
 
 __all__ = ["StoresView", "StoreView", "ArchiveView"]
 

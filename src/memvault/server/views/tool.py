@@ -16,7 +16,8 @@ from typing import Any
 
 from ...errors import MemvaultError
 from ...protocol import clear_all_memory, run_command
-from .base import ApiView, Call, bad_request
+from ..errors import bad_request
+from .base import ApiView, Call
 from .memories import live_store
 
 __all__ = ["ToolView"]

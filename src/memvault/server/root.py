@@ -150,7 +150,10 @@ class ServerRoot:
         master = catalog.master_keys()[min(catalog.master_keys())]
         self._secret = crypto.hkdf(master, salt=catalog.store_id, info=b"memvault/v1/server")
         self._registry = Registry()
-        self._registry_lock = threading.Lock()
+        #: One read of the catalog's head at a time; callers that arrive meanwhile wait for the next.
+        self._head_cond = threading.Condition()
+        self._head_reading = False
+        self._head_read_at = float("-inf")
         self._open: OrderedDict[str, _Open] = OrderedDict()
         self._open_lock = threading.Lock()
         self._opening: dict[str, threading.Lock] = {}
@@ -224,32 +227,52 @@ class ServerRoot:
     # -- the registry ------------------------------------------------------------------------------
 
     def registry(self) -> Registry:
-        """The registry at the catalog's head (read again only when the head moved)."""
-        commit_id, _seq = self.catalog.head
-        with self._registry_lock:
-            if self._registry.commit_id == commit_id:
-                return self._registry
-            old = self._registry
-            fresh = Registry(commit_id)
-            with self.catalog.reading() as txn:
-                for directory, parse in ((STORES_DIR, parse_store), (KEYS_DIR, parse_key)):
-                    parent = parse_path(directory)
-                    for name in txn.child_names(parent):
-                        path = parent.child(name)
-                        node = txn.get(path)
-                        if node is None or node.is_dir:
-                            continue
-                        cached = old.parsed.get(path.text)
-                        record = cached[1] if cached is not None and cached[0] == node.sha256 else parse(txn.read(path))
-                        fresh.parsed[path.text] = (node.sha256, record)
-                        if isinstance(record, StoreRecord):
-                            fresh.stores[record.id] = record
-                        else:
-                            fresh.keys[record.id] = record
-                            if record.revoked_at is None:
-                                fresh.by_digest[record.digest] = record
-            self._registry = fresh
-            return fresh
+        """The registry at the catalog's head as it is now (records parsed again only when their
+        file changed). Concurrent callers share one read of the head when it began after they
+        called (in object storage, one listing serves every request that waits for it)."""
+        arrived = time.monotonic()
+        with self._head_cond:
+            while True:
+                if self._head_read_at >= arrived:
+                    return self._registry
+                if not self._head_reading:
+                    break
+                self._head_cond.wait()
+            self._head_reading = True
+        started = time.monotonic()
+        fresh: Registry | None = None
+        try:
+            commit_id, _seq = self.catalog.head
+            fresh = self._registry if self._registry.commit_id == commit_id else self._load_registry(commit_id)
+        finally:
+            with self._head_cond:
+                self._head_reading = False
+                if fresh is not None:
+                    self._registry, self._head_read_at = fresh, started
+                self._head_cond.notify_all()
+        return fresh
+
+    def _load_registry(self, commit_id: bytes) -> Registry:
+        old = self._registry
+        fresh = Registry(commit_id)
+        with self.catalog.reading() as txn:
+            for directory, parse in ((STORES_DIR, parse_store), (KEYS_DIR, parse_key)):
+                parent = parse_path(directory)
+                for name in txn.child_names(parent):
+                    path = parent.child(name)
+                    node = txn.get(path)
+                    if node is None or node.is_dir:
+                        continue
+                    cached = old.parsed.get(path.text)
+                    record = cached[1] if cached is not None and cached[0] == node.sha256 else parse(txn.read(path))
+                    fresh.parsed[path.text] = (node.sha256, record)
+                    if isinstance(record, StoreRecord):
+                        fresh.stores[record.id] = record
+                    else:
+                        fresh.keys[record.id] = record
+                        if record.revoked_at is None:
+                            fresh.by_digest[record.digest] = record
+        return fresh
 
     def _write(self, record: StoreRecord | ApiKeyRecord, *, actor: str, command: str) -> None:
         directory = STORES_DIR if isinstance(record, StoreRecord) else KEYS_DIR
@@ -432,7 +455,7 @@ class ServerRoot:
 
     def last_registry(self) -> Registry:
         """The registry as this process last read it (no read of the catalog's head)."""
-        with self._registry_lock:
+        with self._head_cond:
             return self._registry
 
     def is_warm(self, store_id: str | None) -> bool:

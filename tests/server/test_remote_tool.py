@@ -341,7 +341,7 @@ _COMMANDS = st.one_of(
 )
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(commands=st.lists(_COMMANDS, min_size=1, max_size=12))
 def test_random_sequences_match_the_local_tool(
     server: Live, tmp_path_factory: pytest.TempPathFactory, commands: list[dict[str, Any]]

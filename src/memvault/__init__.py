@@ -1,7 +1,9 @@
 """memvault: an encrypted, git-versioned backend for Anthropic's memory tool.
 
 ``MemoryStore`` is the store; ``MemoryTool`` / ``AsyncMemoryTool`` are the drop-in SDK tools;
-``context_management()`` is the request block that pairs the memory tool with context editing.
+``RemoteMemoryTool`` / ``AsyncRemoteMemoryTool`` the same tools over a memvault server (an API
+key, no store key); ``context_management()`` is the request block that pairs the memory tool with
+context editing.
 
 Every name is imported on first use, so that ``import memvault`` is instant: store and CLI code
 never pay for importing ``anthropic``, and the ``memvault`` command, which must import this
@@ -18,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from .context import context_management
     from .errors import MemvaultError
+    from .remotetool import AsyncRemoteMemoryTool, RemoteMemoryTool
     from .settings import KdfParams, StoreSettings
     from .store import MemoryStore
     from .tool import AsyncMemoryTool, MemoryTool
@@ -26,6 +29,8 @@ __all__ = [
     "MemoryStore",
     "MemoryTool",
     "AsyncMemoryTool",
+    "RemoteMemoryTool",
+    "AsyncRemoteMemoryTool",
     "StoreSettings",
     "KdfParams",
     "MemvaultError",
@@ -38,6 +43,8 @@ _HOMES = {
     "MemoryStore": "store",
     "MemoryTool": "tool",
     "AsyncMemoryTool": "tool",
+    "RemoteMemoryTool": "remotetool",
+    "AsyncRemoteMemoryTool": "remotetool",
     "StoreSettings": "settings",
     "KdfParams": "settings",
     "MemvaultError": "errors",

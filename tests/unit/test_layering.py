@@ -18,7 +18,8 @@ SRC = Path(memvault.__file__).parent
 OWNERS = {
     "cryptography": {"crypto"},
     "dulwich": {"git/repo"},
-    "anthropic": {"tool", "demo", "dream/runner"},
+    "anthropic": {"tool", "remotetool", "demo", "dream/runner"},
+    "httpx2": {"remotetool"},  # the SDK's transport: which connection failures sent nothing
     "merge3": {"dream/merge"},
     "hyperscan": {"scrub/prefilter"},
     "ahocorasick": {"scrub/validators"},
@@ -61,6 +62,7 @@ TIERS = {
     "memories": 7.25,  # the memory-stores model: store, history, scrub.guard
     "server": 8.5,  # memvault serve: memories, protocol, erase, store
     "tool": 7,
+    "remotetool": 7,
     "demo": 8,
     "mcpserver": 8,
     "mcphttp": 3,  # the MCP server's HTTP guards: bind, bearer token, Host/Origin (no mcp import)

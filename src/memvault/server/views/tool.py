@@ -36,7 +36,7 @@ class ToolView(ApiView):
             raise bad_request(f"`session` must be a string of 1 to {_MAX_SESSION} characters.")
         clear = body.get("clear_all_memory") is True
         command = body.get("command")
-        if clear == (command is not None):
+        if clear == ("command" in body):  # a command of null is the tool's own error, as locally
             raise bad_request("Give exactly one of `command` or `clear_all_memory: true`.")
         name = command.get("command") if isinstance(command, dict) else None
         store_id = live_store(self, call, writing=clear or name not in _READ_ONLY)

@@ -182,7 +182,9 @@ def test_every_unit_has_a_tier() -> None:
     assert units == set(TIERS), units ^ set(TIERS)
     for package, order in ORDER.items():
         depth = package.count("/") + 1
-        present = {n.split("/")[depth] for n in _modules() if n.startswith(package + "/") and not n.endswith("__init__")}
+        present = {
+            n.split("/")[depth] for n in _modules() if n.startswith(package + "/") and not n.endswith("__init__")
+        }
         assert present == set(order), (package, present ^ set(order))
 
 

@@ -28,6 +28,7 @@ __all__ = [
     "PathConflictError",
     "NotFoundError",
     "PermissionDeniedError",
+    "CommandError",
     "KeyRotatedError",
     "LockedError",
     "IntegrityError",
@@ -153,6 +154,13 @@ class NotFoundError(MemvaultError):
 
 class PermissionDeniedError(MemvaultError):
     """The caller is known but may not do this (an API key without the right)."""
+
+    exit_status = ExitStatus.REFUSED
+
+
+class CommandError(MemvaultError):
+    """A memory command run elsewhere (on a memvault server) failed; the message is the text the
+    memory tool gives the model for it, as the local tool gives it."""
 
     exit_status = ExitStatus.REFUSED
 

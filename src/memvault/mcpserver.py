@@ -122,6 +122,12 @@ _INSTRUCTIONS = (
     "memory_insert, memory_delete and memory_rename work like Anthropic's memory tool; memory_log, "
     "memory_show, memory_diff and memory_blame read the history; memory_revert undoes one commit."
 )
+_REMOTE_INSTRUCTIONS = (
+    "Persistent memory kept under /memories, on a memvault server: encrypted, and versioned (every "
+    "change is one commit recorded with who made it). View /memories at the start of a task to recall "
+    "earlier progress, and record what you learn as you go. memory_view, memory_create, "
+    "memory_str_replace, memory_insert, memory_delete and memory_rename work like Anthropic's memory tool."
+)
 
 # -- results ---------------------------------------------------------------------------------------
 
@@ -329,11 +335,25 @@ _PATH = "A path under /memories, e.g. /memories/notes.md."
 _REV = "A revision: HEAD, HEAD~N, #SEQ (the seq of memory_log), a commit id (4+ hex digits) or @{ISO-TIME}."
 
 
+#: Runs one memory command (the tool's input) for a session; raises MemvaultError with the tool's text.
+Runner = Callable[[dict[str, Any], str], ToolResult]
+
+
 def build_server(
-    store: MemoryStore, *, actor: str = DEFAULT_ACTOR, session: str | None = None, name: str = "memvault"
-) -> MCPServer[dict[str, str]]:
+    store: MemoryStore | None = None, *, remote: Runner | None = None, actor: str = DEFAULT_ACTOR,
+    session: str | None = None, name: str = "memvault",
+) -> MCPServer[dict[str, str]]:  # fmt: skip
     """An MCP server over ``store`` (which the caller keeps open and closes): the tools of the
-    module docstring, each commit attributed to ``actor`` and a session (see there)."""
+    module docstring, each commit attributed to ``actor`` and a session (see there). With
+    ``remote`` instead (``memvault mcp --server``: a memory store of a memvault server, whose
+    commands run there, :meth:`memvault.RemoteMemoryTool.run`), the six memory commands only:
+    history and revert stay with the server's operator.
+
+    Raises:
+        ValueError: not exactly one of ``store`` and ``remote``.
+    """
+    if (store is None) == (remote is None):
+        raise ValueError("give exactly one of store and remote")
 
     @asynccontextmanager
     async def per_connection(_server: MCPServer[dict[str, str]]) -> AsyncIterator[dict[str, str]]:
@@ -350,9 +370,19 @@ def build_server(
         state: dict[str, str] = ctx.request_context.lifespan_context
         return state["session"]
 
+    def local() -> MemoryStore:
+        assert store is not None  # the history tools are listed only for a local store
+        return store
+
+    def run(data: dict[str, Any], who: str) -> ToolResult:
+        if remote is not None:
+            return remote(data, who)
+        assert store is not None
+        return run_command(store, data, actor=actor, session=who)
+
     async def command(ctx: Context[Any, Any], data: dict[str, Any]) -> CallToolResult:
         who = attribution(ctx)
-        return await run_sync(_guarded, lambda: run_command(store, data, actor=actor, session=who))
+        return await run_sync(_guarded, lambda: run(data, who))
 
     async def memory_view(path: str, ctx: Context[Any, Any], view_range: list[int] | None = None) -> CallToolResult:
         data: dict[str, Any] = {"command": "view", "path": path}
@@ -377,22 +407,22 @@ def build_server(
         return await command(ctx, {"command": "rename", "old_path": old_path, "new_path": new_path})
 
     async def memory_log(path: str | None = None, limit: int = DEFAULT_LOG_LIMIT, skip: int = 0) -> CallToolResult:
-        return await run_sync(_guarded, lambda: _log_json(store, path, limit, skip))
+        return await run_sync(_guarded, lambda: _log_json(local(), path, limit, skip))
 
     async def memory_show(rev: str = "HEAD") -> CallToolResult:
-        return await run_sync(_guarded, lambda: _show_json(store, rev))
+        return await run_sync(_guarded, lambda: _show_json(local(), rev))
 
     async def memory_diff(old: str | None = None, new: str | None = None, path: str | None = None) -> CallToolResult:
-        return await run_sync(_guarded, lambda: _diff_json(store, old, new, path))
+        return await run_sync(_guarded, lambda: _diff_json(local(), old, new, path))
 
     async def memory_blame(path: str, rev: str = "HEAD", start_line: int = 1) -> CallToolResult:
-        return await run_sync(_guarded, lambda: _blame_json(store, path, rev, start_line))
+        return await run_sync(_guarded, lambda: _blame_json(local(), path, rev, start_line))
 
     async def memory_revert(rev: str, ctx: Context[Any, Any]) -> CallToolResult:
         who = attribution(ctx)
-        return await run_sync(_guarded, lambda: _revert_json(store, rev, actor, who))
+        return await run_sync(_guarded, lambda: _revert_json(local(), rev, actor, who))
 
-    overwrite = store.settings.overwrite_on_create
+    overwrite = store.settings.overwrite_on_create if store is not None else False
     tools = [
         _tool(
             memory_view,
@@ -451,6 +481,8 @@ def build_server(
             _annotations("Rename in memory", destructive=True),
             {"old_path": _PATH, "new_path": "The new path, under /memories; must not exist yet."},
         ),
+    ]
+    history = [
         _tool(
             memory_log,
             "memory_log",
@@ -502,9 +534,9 @@ def build_server(
     return MCPServer(
         name=name,
         title="memvault memory",
-        instructions=_INSTRUCTIONS,
+        instructions=_INSTRUCTIONS if store is not None else _REMOTE_INSTRUCTIONS,
         version=_version(),
-        tools=tools,
+        tools=tools + (history if store is not None else []),
         lifespan=per_connection,
         log_level="WARNING",
     )

@@ -52,7 +52,7 @@ from anthropic.types.beta import (
     BetaMemoryTool20250818ViewCommand,
 )
 
-from .errors import ServiceError
+from .errors import CommandError, ServiceError
 
 __all__ = [
     "RemoteMemoryTool",
@@ -412,14 +412,28 @@ class RemoteMemoryTool(BetaAbstractMemoryTool):
             time.sleep(delay)
             tries, waited = tries + 1, waited + delay
 
-    def _send(self, command: object) -> BetaFunctionToolResultType:
+    def _send(self, command: object, session: str | None = None) -> BetaFunctionToolResultType:
         mutating = _is_mutating(command)
+        body = {"session": self.session if session is None else _session(session), "command": command}
         try:
-            answer = self._post({"session": self.session, "command": command}, mutating=mutating)
+            answer = self._post(body, mutating=mutating)
         except (anthropic.APIError, ValueError) as err:
             failure = _describe(err, mutating=mutating, secret=_secret_of(self.client))
             raise ToolError(failure.tool_text) from None
         return _tool_result(answer, mutating=mutating)
+
+    def run(self, command: object, *, session: str | None = None) -> BetaFunctionToolResultType:
+        """Run one memory command (the tool input as a dict) on the server, attributed to
+        ``session`` (default: :attr:`session`); for callers that are not the SDK's tool runner
+        (``memvault mcp --server``). Safe to call from several threads with their own sessions.
+
+        Raises:
+            CommandError: the command failed; its message is the tool's error text.
+        """
+        try:
+            return self._send(command, session)
+        except ToolError as err:
+            raise CommandError(str(err)) from None
 
     def call(self, input: object) -> BetaFunctionToolResultType:
         return self._send(input)

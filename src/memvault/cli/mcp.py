@@ -7,13 +7,16 @@ store and key are found as for every command, and the store stays open while it 
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from ..errors import ExitStatus, InvalidInputError
+from ..errors import ExitStatus, InvalidInputError, KeyUnavailableError
 
 __all__ = ["register"]
 
@@ -40,6 +43,30 @@ def _terminate(_signum: int, _frame: object) -> None:
     raise _Terminated
 
 
+@contextmanager
+def _backend(args: argparse.Namespace) -> Iterator[tuple[Any, Any]]:
+    """``(store, None)`` for a local store, ``(None, runner)`` with ``--server``: a memory store of a
+    memvault server, reached with the API key of ``$MEMVAULT_API_KEY`` (never an argument)."""
+    if args.server is None:
+        from ._common import open_store
+
+        with open_store(args) as store:
+            yield store, None
+        return
+    if not args.memory_store:
+        raise InvalidInputError("Error: --server needs --memory-store ID (memstore_...).")
+    from ..remotetool import API_KEY_ENV, RemoteMemoryTool
+
+    if not os.environ.get(API_KEY_ENV):
+        raise KeyUnavailableError(f"No API key for the memory server: set {API_KEY_ENV}.")
+    with RemoteMemoryTool(args.memory_store, base_url=args.server) as tool:
+
+        def run(data: dict[str, Any], session: str) -> Any:
+            return tool.run(data, session=session)
+
+        yield None, run
+
+
 def _cmd_mcp(args: argparse.Namespace) -> int:
     try:
         from .. import mcpserver
@@ -51,18 +78,19 @@ def _cmd_mcp(args: argparse.Namespace) -> int:
         raise
     import anyio
 
-    from ._common import open_store
-
     token_file = Path(args.token_file) if args.token_file else mcpserver.default_token_file()
     if args.http:
         mcpserver.check_bind(args.host, args.allow_remote)  # before asking for a key
-    with open_store(args) as store:
+    with _backend(args) as (store, remote):
         token = ""
         if args.http:
             token, created = mcpserver.load_or_create_token(token_file)
             if created:
                 print(f"memvault: made a new MCP bearer token in {token_file} (mode 0600)", file=sys.stderr)
-        server = mcpserver.build_server(store, actor=args.actor, session=args.session)
+        if remote is not None:
+            server = mcpserver.build_server(remote=remote, session=args.session)
+        else:
+            server = mcpserver.build_server(store, actor=args.actor, session=args.session)
 
         def ready(url: str) -> None:
             print(f"memvault: serving MCP at {url} (bearer token in {token_file})", file=sys.stderr, flush=True)
@@ -98,6 +126,12 @@ def register(sub: Any) -> None:
         "TOKEN' (the token file is made on first use, mode 0600). Needs memvault[mcp].",
     )
     s.add_argument("--http", action="store_true", help="serve streamable HTTP instead of stdio")
+    s.add_argument(
+        "--server", metavar="URL",
+        help="serve a memory store of a memvault server (memvault serve) instead of a local store: its "
+        "commands run there, with the API key in $MEMVAULT_API_KEY; no history tools",
+    )  # fmt: skip
+    s.add_argument("--memory-store", metavar="ID", help="with --server: the memory store (memstore_...)")
     s.add_argument("--host", default=_DEFAULT_HOST, help=f"address to bind with --http (default: {_DEFAULT_HOST})")
     s.add_argument(
         "--port", type=_port, default=_DEFAULT_PORT, help=f"port with --http (default: {_DEFAULT_PORT}; 0: any free)"

@@ -94,7 +94,7 @@ ORDER = {
     "verify": ["report", "keys", "branches", "checker"],
     "transfer": ["importer", "exporter", "copier"],
     "storage": ["base", "local", "s3", "url"],
-    "remote": ["layout", "mark", "packmap", "replica"],
+    "remote": ["layout", "mark", "packmap", "logstate", "lostkeys", "replica"],
     "dream": ["merge", "prompt", "review", "runner"],
 }
 

@@ -250,7 +250,8 @@ def mark_slot(tag: str) -> tuple[int, str]:
 def check_seen(listing: LogListing, voids: Voids, local: int, mark: tuple[int, str] | None, where: str) -> None:
     """Check what a host has seen against the log listed from the older of ``local`` (its
     replica's newest commit) and ``mark`` (its high-water mark: ``(seq, mark_tag(...))``): the
-    record of the mark listed with the same version tag and not voided, and a record of ``local``.
+    record of the mark listed with the same version tag and not voided, and a record of ``local``
+    (when the mark names another commit).
 
     Raises:
         RollbackDetectedError: either is not so (deleted, replaced, voided: rollback, tampering or
@@ -273,7 +274,7 @@ def check_seen(listing: LogListing, voids: Voids, local: int, mark: tuple[int, s
                 f"Fork detected: a key holder voided the log record of commit #{mark[0]} in {where}, which this host "
                 "has taken in."
             )
-    if local >= 0 and voids.resolve(listing, local)[1] is None:
+    if local >= 0 and (mark is None or mark[0] != local) and voids.resolve(listing, local)[1] is None:
         raise RollbackDetectedError(
             f"Rollback detected: {where} no longer holds commit #{local}, which this host's cache holds."
         )

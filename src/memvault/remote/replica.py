@@ -219,13 +219,12 @@ class Replica:
         mark = self._mark.read()
         first = local if mark is None else min(local, mark[0])
         listing = self._listing = self._list_log(first, courtesy)
-        self._voids.load_seqs(listing, first, local + 1 + PULL_BATCH)
         check_seen(listing, self._voids, local, mark, self.objects.description)
         count = 0
         missing: set[bytes] = set()
         seq = local + 1
         while True:  # in batches: bounded memory for a host that starts cold
-            self._voids.load_seqs(listing, seq, seq + PULL_BATCH)
+            self._voids.load_seqs(listing, seq, min(listing.tip(seq) + 1, seq + PULL_BATCH))  # one round
             batch: list[tuple[Slot, ObjectInfo]] = []
             stop: Slot | None = None
             while stop is None and len(batch) < PULL_BATCH:

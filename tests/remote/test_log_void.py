@@ -331,3 +331,22 @@ def test_a_lost_data_key_is_fetched_again_once_the_bucket_has_it(s3_env, tmp_pat
     assert not (tmp_path / "b" / "remote-lost-keys").exists()
     a.close()
     b.close()
+
+
+def test_junk_in_a_store_in_a_shared_directory(tmp_path: Path) -> None:
+    objects = tmp_path / "objects"
+    url = f"file://{objects}"
+    store = _create(url, tmp_path / "a")
+    _write(store, "a.md")
+    (objects / log_key(2)).write_bytes(JUNK)  # a writer of the directory
+    other = _open(url, tmp_path / "b")
+    assert _files(other) == {"a.md": b"x\n"} == _files(store)
+    with pytest.raises(errors.LogBlockedError, match="--void 2"):
+        _write(other, "b.md")
+    with other.writing():
+        assert other.remote is not None and other.remote.void(2) == [log_key(2)]
+    _write(other, "b.md")
+    assert (objects / log_key(2, 1)).is_file() and (objects / log_key(2)).read_bytes() == JUNK
+    assert set(_files(store)) == {"a.md", "b.md"}
+    store.close()
+    other.close()

@@ -233,7 +233,9 @@ class Replica:
                     stop = (seq + len(batch), attempt)
                 else:
                     batch.append(((seq + len(batch), attempt), info))
-            logs, junk = self._authentic(batch)
+            # The object the last pull found no record at this same point of the chain: not fetched again.
+            known = bool(batch) and (batch[0][0], batch[0][1]) == (self._stop, self._junk)
+            logs, junk = self._authentic(batch) if not known else ([], batch[0])
             if logs:
                 missing |= self._apply(logs)
                 (last, attempt), info = batch[len(logs) - 1]

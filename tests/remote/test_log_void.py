@@ -350,3 +350,52 @@ def test_junk_in_a_store_in_a_shared_directory(tmp_path: Path) -> None:
     assert set(_files(store)) == {"a.md", "b.md"}
     store.close()
     other.close()
+
+
+def test_a_record_at_a_later_attempt_is_guarded_by_the_mark_like_any(s3_env, tmp_path: Path) -> None:
+    store = _history(s3_env, tmp_path, "m")
+    _put_if_absent(s3_env, f"m/{log_key(4)}", JUNK)
+    with store.writing():
+        assert store.remote is not None and store.remote.void(4) == [log_key(4)]
+    _write(store, "4.md")  # at log/4.r1: this host's mark names that object
+    key = f"m/{log_key(4, 1)}"
+    saved = s3_env.client.get_object(Bucket=s3_env.bucket, Key=key)["Body"].read()
+    s3_env.client.put_object(Bucket=s3_env.bucket, Key=key, Body=saved + b"x")
+    with pytest.raises(RollbackDetectedError, match="replaced"):
+        store.head  # noqa: B018
+    s3_env.client.delete_object(Bucket=s3_env.bucket, Key=key)
+    with pytest.raises(RollbackDetectedError, match="no longer holds commit #4"):
+        store.head  # noqa: B018
+    s3_env.client.put_object(Bucket=s3_env.bucket, Key=key, Body=saved)  # put back as it was
+    assert store.head[1] == 4
+    store.close()
+
+
+def test_a_cli_write_on_a_blocked_log_names_the_recovery(s3_env, tmp_path: Path, monkeypatch, capsys) -> None:
+    store = _history(s3_env, tmp_path, "c")
+    _put_if_absent(s3_env, f"c/{log_key(4)}", JUNK)
+    text = tmp_path / "note.md"
+    text.write_text("note\n")
+    status, _out = _cli(monkeypatch, tmp_path, "--store", s3_env.url("c"), "put", "/memories/note.md", str(text))
+    err = capsys.readouterr().err
+    assert status == 3 and "memvault repair-log --void 4" in err and "not an authentic log record" in err
+    status, out = _cli(monkeypatch, tmp_path, "--store", s3_env.url("c"), "cat", "/memories/0.md")
+    assert status == 0 and out == "0\n"
+    store.close()
+
+
+def test_one_repair_voids_every_junk_object_placed_ahead_at_that_number(s3_env, tmp_path: Path) -> None:
+    store = _history(s3_env, tmp_path, "p")
+    junk = [log_key(4), log_key(4, 1), log_key(4, 2)]
+    for key in junk:
+        _put_if_absent(s3_env, f"p/{key}", JUNK + key.encode())
+    with pytest.raises(errors.LogBlockedError, match="--void 4"):
+        _write(store, "n.md")
+    with store.writing():
+        assert store.remote is not None and store.remote.void(4) == junk
+    _write(store, "n.md")
+    assert log_key(4, 3) in _keys(s3_env, "p")
+    other = _open(s3_env.url("p"), tmp_path / "b")
+    assert _files(other) == _files(store) and other.head[1] == 4
+    store.close()
+    other.close()

@@ -6,6 +6,8 @@ holder's void (never a keyless writer's) must let commits step over it."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import secrets
 import threading
@@ -69,9 +71,6 @@ def _history(s3_env, tmp_path: Path, prefix: str, n: int = 3) -> memvault.Memory
 def _cli(monkeypatch, tmp_path: Path, *args: str) -> tuple[int, str]:
     monkeypatch.setenv("MEMVAULT_PASSPHRASE", PASSPHRASE)
     monkeypatch.setenv("MEMVAULT_CACHE_DIR", str(tmp_path / "operator"))
-    import contextlib
-    import io
-
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         status = main(list(args))

@@ -208,7 +208,7 @@ def obstacle(
     return None
 
 
-def void_targets(  # fmt: skip
+def void_targets(
     listing: LogListing, voids: Voids, stop: Slot, junk: ObjectInfo | None, seq: int, beyond_gap: bool, where: str
 ) -> list[Slot]:
     """The places whose objects a void at commit number ``seq`` covers now (see ``obstacle``):

@@ -33,6 +33,7 @@ __all__ = [
     "LockedError",
     "IntegrityError",
     "RollbackDetectedError",
+    "LogBlockedError",
     "StoreNotFoundError",
     "StoreExistsError",
     "UnlockError",
@@ -194,6 +195,16 @@ class IntegrityError(MemvaultError):
 
 class RollbackDetectedError(IntegrityError):
     """The branch points at an older commit than the store's high-water mark (or a fork)."""
+
+
+class LogBlockedError(IntegrityError):
+    """A store in object storage: the log holds an object no commit can be made past (not an
+    authentic record, or one beyond a gap) and no void of it; what is committed can be read.
+    ``seq`` is the commit number a key holder voids (``memvault repair-log --void SEQ``)."""
+
+    def __init__(self, message: str, *, seq: int) -> None:
+        super().__init__(message)
+        self.seq = seq
 
 
 class StoreNotFoundError(MemvaultError):

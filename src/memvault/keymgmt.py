@@ -195,6 +195,8 @@ def rotate(
     """
     unlock = Unlock.of(passphrase, key_file, key)
     with store.writing():
+        if store.remote is not None:  # its last step is a commit: refuse a log none can extend first
+            store.remote.check_writable()
         slots = _current_slots(store)
         opened, _keys = unlock_master_keys(store.store_id, slots, unlock)  # proves the secret
         if opened.slot_id != store.unlocked_slot:

@@ -100,7 +100,7 @@ ORDER = {
     "verify": ["report", "keys", "branches", "checker"],
     "transfer": ["importer", "exporter", "copier"],
     "storage": ["base", "local", "s3", "url"],
-    "remote": ["layout", "mark", "packmap", "replica"],
+    "remote": ["layout", "mark", "packmap", "logstate", "lostkeys", "replica"],
     "dream": ["merge", "prompt", "review", "runner"],
     "memories": ["ids", "model", "paths", "cursor", "index", "versions", "ops"],
     "server": ["catalog", "errors", "root", "ops", "views", "app", "run"],

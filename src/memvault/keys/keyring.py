@@ -422,6 +422,28 @@ class Keyring:
         body = fr.ABORT_BODY.pack(seq, commit_id, tag)
         return fr.RECORD.pack(fr.ABORT, len(body)) + body
 
+    def accepts(self, runs: list[bytes]) -> int:
+        """How many of ``runs`` (each whole framed records ending in a COMMIT record, e.g. a
+        replica's log records) :meth:`append` would take in, in order, after the records read so
+        far: the MAC chain and the sequence numbers are checked; nothing changes."""
+        saved = dict(vars(self))
+        for name, value in saved.items():  # the trial parses copies; the originals stay untouched
+            if isinstance(value, (dict, list)):
+                setattr(self, name, value.copy())
+        accepted = 0
+        try:
+            for run in runs:
+                self._consume(run)
+                if self._offset != saved["_offset"] + sum(map(len, runs[: accepted + 1])):
+                    break  # not whole records, or a DESTROY or EPOCH record without its COMMIT
+                accepted += 1
+        except IntegrityError:
+            pass
+        finally:
+            vars(self).clear()
+            vars(self).update(saved)
+        return accepted
+
     def append(self, records: bytes, *, durable: bool) -> int:
         """Append encoded records in one write (caller holds the store lock); return old size.
 

@@ -7,8 +7,9 @@ import re
 import struct
 from dataclasses import dataclass
 
+from .. import crypto
 from ..errors import IntegrityError
-from ..keys.framing import commit_fields, frame_records, is_dek_record
+from ..keys.framing import RECORD, commit_fields, frame_records, is_dek_record, record_seq
 
 __all__ = [
     "CONFIG",
@@ -17,8 +18,14 @@ __all__ = [
     "PACKS",
     "DEKS",
     "LogRecord",
+    "VoidRecord",
+    "MAX_LOG_BYTES",
+    "MAX_VOID_BYTES",
+    "MAX_ATTEMPT",
     "log_key",
-    "log_seq",
+    "log_slot",
+    "void_key",
+    "void_of",
     "wait_key",
     "wait_of",
     "pack_keys",
@@ -26,7 +33,11 @@ __all__ = [
     "slot_key",
     "encode_log",
     "decode_log",
+    "encode_void",
+    "decode_void",
     "split_append",
+    "log_segments",
+    "is_dek_object",
 ]
 
 CONFIG = "memvault.json"
@@ -35,7 +46,10 @@ LOG = "log/"
 PACKS = "packs/"
 DEKS = "deks/"
 _SEQ_DIGITS = 20
-_LOG_KEY = re.compile(r"\Alog/([0-9]{20})\Z")
+#: Attempts of one sequence number a log can hold (each past the first follows a void).
+MAX_ATTEMPT = 999_999
+_LOG_KEY = re.compile(r"\Alog/([0-9]{20})(?:\.r([1-9][0-9]{0,5}))?\Z")
+_VOID_KEY = re.compile(r"\Alog/([0-9]{20})\.v(0|[1-9][0-9]{0,5})-[0-9a-f]{16}\Z")
 _WAIT_KEY = re.compile(r"\Alog/([0-9]{20})\.wait-([0-9]{20})-([0-9a-f]{16})\Z")
 _SLOT_KEY = re.compile(r"\Akeys/([0-9a-f]{32})\.json\Z")
 _MAGIC = b"MVLG"
@@ -44,17 +58,39 @@ _HEAD = struct.Struct(">4sB16sH")
 _COUNT = struct.Struct(">I")
 #: Largest log record read (a commit writing a million files names 16 MB of data key ids).
 MAX_LOG_BYTES = 64 * 1024 * 1024
+_VOID_MAGIC = b"MVLV"
+_VOID_HEAD = struct.Struct(">4sB16sQIQH")
+_VOID_MAC = b"memvault/v1/log-void"
+_MAX_TAG = 1024
+#: Largest void record read.
+MAX_VOID_BYTES = _VOID_HEAD.size + _MAX_TAG + 32
 
 
-def log_key(seq: int) -> str:
-    """The key of commit ``seq``'s log record: ``log/`` and 20 decimal digits (sorts by seq)."""
-    return f"{LOG}{seq:0{_SEQ_DIGITS}d}"
+def log_key(seq: int, attempt: int = 0) -> str:
+    """The key of attempt ``attempt`` at commit ``seq``'s log record: ``log/`` and 20 decimal
+    digits (sorts by seq), then ``.r<attempt>`` for an attempt after the first (a void of each
+    attempt before it lets a commit use it, docs/format.md §12.6)."""
+    if not 0 <= attempt <= MAX_ATTEMPT:
+        raise ValueError("attempt out of range")
+    return f"{LOG}{seq:0{_SEQ_DIGITS}d}" + (f".r{attempt}" if attempt else "")
 
 
-def log_seq(key: str) -> int | None:
-    """The sequence number a log key names, or None for any other key."""
+def log_slot(key: str) -> tuple[int, int] | None:
+    """``(seq, attempt)`` of a log record's key, or None for any other key."""
     match = _LOG_KEY.match(key)
-    return int(match.group(1)) if match else None
+    return (int(match.group(1)), int(match.group(2) or 0)) if match else None
+
+
+def void_key(seq: int, attempt: int, nonce: str) -> str:
+    """The key of a void of the object at ``log_key(seq, attempt)`` (``nonce``: 16 hex, so that
+    nobody can take a void's key before a key holder writes it)."""
+    return f"{log_key(seq)}.v{attempt}-{nonce}"
+
+
+def void_of(key: str) -> tuple[int, int] | None:
+    """``(seq, attempt)`` a void's key names, or None for any other key."""
+    match = _VOID_KEY.match(key)
+    return (int(match.group(1)), int(match.group(2))) if match else None
 
 
 def wait_key(seq: int, since: int, host: str) -> str:
@@ -121,6 +157,40 @@ def split_append(append: bytes) -> tuple[dict[bytes, bytes], bytes]:
     return deks, b"".join(chained)
 
 
+def log_segments(data: bytes) -> list[tuple[int, bytes]]:
+    """Cut keyring records into one log record's records per commit: everything up to the last
+    record about sequence number ``n`` (its COMMIT, an ABORT of it, a replacement) before the first
+    COMMIT of ``n + 1``; DEK records after the last commit's (data keys a replica fetched again)
+    join its run. Other records after it (a torn tail, an access-file record) are left."""
+    out: list[tuple[int, bytes]] = []
+    records, _ = frame_records(data)
+    start = close = 0
+    current: int | None = None
+    for end, rtype, body in records:
+        seq = record_seq(rtype, body)
+        if seq is not None:
+            if current is not None and seq == current + 1:
+                out.append((current, data[start:close]))
+                start = close
+            if current is None or seq >= current:
+                current = seq
+            close = end
+    if current is not None:
+        tail = [
+            data[end - RECORD.size - len(body) : end]
+            for end, rtype, body in records
+            if end > close and is_dek_record(rtype, body)
+        ]
+        out.append((current, data[start:close] + b"".join(tail)))
+    return out
+
+
+def is_dek_object(record: bytes, dek_id: bytes) -> bool:
+    """Whether ``record`` (a ``deks/`` object) is exactly one DEK record of ``dek_id``."""
+    records, end = frame_records(record)
+    return end == len(record) and len(records) == 1 and is_dek_record(*records[0][1:]) and records[0][2][:16] == dek_id
+
+
 def encode_log(store_id: bytes, packs: tuple[str, ...], dek_ids: tuple[bytes, ...], chained: bytes) -> bytes:
     """``"MVLG" || u8 1 || store_id(16) || u16 n || n * pack checksum(20) || u32 m || m * dek_id(16)
     || chained records``."""
@@ -169,3 +239,54 @@ def decode_log(data: bytes, store_id: bytes, seq: int) -> LogRecord:
     if fields is None or fields[0] != seq or len(set(dek_ids)) != len(dek_ids):
         raise damaged
     return LogRecord(seq, fields[1], packs, dek_ids, chained)
+
+
+@dataclass(frozen=True)
+class VoidRecord:
+    """A key holder's statement that the object of version tag ``tag`` and ``size`` bytes at
+    ``log_key(seq, attempt)`` is no commit: commit ``seq`` may take the next attempt."""
+
+    seq: int
+    attempt: int
+    tag: str
+    size: int
+
+
+def _void_message(key: bytes, body: bytes) -> bytes:
+    return crypto.mac(key, _VOID_MAC + body)
+
+
+def encode_void(key: bytes, store_id: bytes, void: VoidRecord) -> bytes:
+    """``"MVLV" || u8 1 || store_id(16) || u64 seq || u32 attempt || u64 size || u16 t || tag(t,
+    UTF-8) || mac``, ``mac = HMAC(key, "memvault/v1/log-void" || every byte before it)``.
+
+    Args:
+        key: the store's keyring key (K_keyring).
+    """
+    tag = void.tag.encode("utf-8")
+    if len(tag) > _MAX_TAG:
+        raise ValueError("version tag too long")
+    body = _VOID_HEAD.pack(_VOID_MAGIC, _VERSION, store_id, void.seq, void.attempt, void.size, len(tag)) + tag
+    return body + _void_message(key, body)
+
+
+def decode_void(data: bytes, key: bytes, store_id: bytes, seq: int, attempt: int) -> VoidRecord:
+    """The void record of the object at ``log_key(seq, attempt)`` that ``data`` holds, authenticated.
+
+    Raises:
+        IntegrityError: not a void of that object in this store written with this store's key.
+    """
+    bad = IntegrityError(f"A void record of commit #{seq} in object storage does not verify.")
+    if not _VOID_HEAD.size + 32 <= len(data) <= MAX_VOID_BYTES:
+        raise bad
+    body, mac = data[:-32], data[-32:]
+    magic, version, sid, vseq, vattempt, size, length = _VOID_HEAD.unpack_from(body)
+    if (magic, version, sid, vseq, vattempt) != (_VOID_MAGIC, _VERSION, store_id, seq, attempt):
+        raise bad
+    if len(body) != _VOID_HEAD.size + length or not crypto.consteq(_void_message(key, body), mac):
+        raise bad
+    try:
+        tag = body[_VOID_HEAD.size :].decode("utf-8")
+    except UnicodeDecodeError:
+        raise bad from None
+    return VoidRecord(seq, attempt, tag, size)

@@ -16,33 +16,56 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TypeVar
 
-from ..errors import IntegrityError, InvalidInputError, RollbackDetectedError, ServiceError, StoreExistsError
+from ..errors import (
+    IntegrityError,
+    InvalidInputError,
+    LogBlockedError,
+    ServiceError,
+    StoreExistsError,
+)
 from ..fsutil import atomic_write, cache_root, wipe_file
 from ..git.repo import GitStore
-from ..keys.framing import frame_records, is_dek_record, record_seq
 from ..keys.keyring import Keyring
 from ..storage.base import ObjectInfo, ObjectStore
 from .layout import (
     CONFIG,
     KEYS,
     LOG,
+    MAX_LOG_BYTES,
     PACKS,
+    LogRecord,
+    VoidRecord,
     decode_log,
     dek_key,
     encode_log,
+    encode_void,
+    is_dek_object,
     log_key,
-    log_seq,
+    log_segments,
     pack_keys,
     slot_id_of,
     slot_key,
     split_append,
+    void_key,
     wait_key,
-    wait_of,
 )
+from .logstate import (
+    LogFinding,
+    LogListing,
+    Slot,
+    Voids,
+    check_seen,
+    findings,
+    junk_error,
+    mark_tag,
+    obstacle,
+    void_targets,
+)
+from .lostkeys import LostKeys
 from .mark import HighWaterMark
 from .packmap import PackMap
 
-__all__ = ["Replica", "RaceLost", "MARK_FILE", "PACKMAP_FILE", "CACHE_BYTES", "cache_dir_for"]
+__all__ = ["Replica", "RaceLost", "MARK_FILE", "PACKMAP_FILE", "LOST_FILE", "CACHE_BYTES", "cache_dir_for"]
 
 #: The mark's file in the replica directory.
 MARK_FILE = "remote-mark"
@@ -50,6 +73,9 @@ MARK_FILE = "remote-mark"
 WORKERS = 16
 #: The map of which remote pack holds which object, in the replica directory.
 PACKMAP_FILE = "remote-packs"
+#: The data keys a pull found missing from object storage (fetched again at each pull), in the
+#: replica directory.
+LOST_FILE = "remote-lost-keys"
 #: Bytes of packs a replica keeps before it evicts the least recently written ones (fetched again
 #: when read); ``$MEMVAULT_CACHE_BYTES`` overrides it.
 CACHE_BYTES = 4 * 1024**3
@@ -57,6 +83,8 @@ CACHE_BYTES = 4 * 1024**3
 PULL_BATCH = 256
 #: Longest a writer gives way to a host waiting to commit after a lost race (seconds).
 COURTESY_SECONDS = 1.0
+#: Rounds of :meth:`Replica.void` (each voids what stops commits at the number, then reads again).
+MAX_VOID_ROUNDS = 1000
 _PACK_NAME = re.compile(r"\A[0-9a-f]{40}\Z")
 T = TypeVar("T")
 K = TypeVar("K")
@@ -99,6 +127,7 @@ class Replica:
         self.git = git
         self._mark = None if mark_key is None else HighWaterMark(root / MARK_FILE, mark_key, store_id)
         self.packmap = PackMap(root / PACKMAP_FILE)
+        self.lost_keys = LostKeys(root / LOST_FILE, durable=durable)
         #: The size bound of the replica's packs (bytes): beyond it the least recently written
         #: packs are removed, and fetched again from object storage when an object is read.
         self.cache_bytes = _cache_bytes()
@@ -115,6 +144,13 @@ class Replica:
         self._since = 0
         #: Markers of others this host has already removed (each is removed once per host).
         self._swept: set[str] = set()
+        #: The log as the last pull listed it, where it stopped (the next commit's place), and
+        #: the object there when it is not an authentic record.
+        self._listing: LogListing | None = None
+        self._stop: Slot = (0, 0)
+        self._junk: ObjectInfo | None = None
+        self._void_key = mark_key
+        self._voids = Voids(lambda keys: self._all(self.objects.get, keys), mark_key or b"", store_id)
 
     def close(self) -> None:
         """Stop the request threads."""
@@ -129,17 +165,50 @@ class Replica:
     def pull(self, *, courtesy: bool = False) -> int:
         """Bring the replica up to the newest commit in object storage: its log records, packs and
         data keys, checked against the host's high-water mark; return how many commits came in.
+        The log is read up to the first place with no object or with an object that is not an
+        authentic record (and no void of it): what is committed up to there is served.
 
         With ``courtesy`` (a writer about to commit), first give way for up to
         :data:`COURTESY_SECONDS` while another host that lost a race waits to commit the next
-        sequence number (its marker is listed), so a host that keeps winning cannot starve it.
+        sequence number (its marker is listed), so a host that keeps winning cannot starve it;
+        then :meth:`check_writable`.
 
         Raises:
-            RollbackDetectedError: the bucket no longer holds a log record this host has seen, holds
-                it replaced, or misses one between two it holds.
-            IntegrityError: a record, pack or data key does not verify (nothing of it is applied).
+            RollbackDetectedError: the bucket no longer holds a log record this host has seen, or
+                holds it replaced or voided.
+            LogBlockedError: (``courtesy``) no commit can be made, see :meth:`check_writable`.
+            IntegrityError: a pack does not verify, or data keys are missing (the records naming
+                them are applied; the keys are fetched again at later pulls).
             ServiceError: the object store failed.
         """
+        count = self._take_in(courtesy)
+        if courtesy:
+            self.check_writable()
+        return count
+
+    def check_writable(self) -> None:
+        """Refuse to commit when the last pull stopped at an object that is not an authentic
+        record, or listed an object beyond the next commit's place that no void steps over (the
+        log is listed once more first: a listing made while another host commits can miss a
+        record for a moment on some filesystems).
+
+        Raises:
+            LogBlockedError: naming the commit number a key holder voids (``memvault repair-log``).
+        """
+        problem = self._obstacle()
+        if problem is not None and self._junk is None:
+            self._take_in(False)
+            problem = self._obstacle()
+        if problem is not None:
+            raise problem
+
+    def _obstacle(self) -> LogBlockedError | None:
+        if self._listing is None:
+            return None
+        return obstacle(self._listing, self._voids, self._stop, self._junk, self.objects.description)
+
+    def _take_in(self, courtesy: bool) -> int:
+        """:meth:`pull` but for the writer's check."""
         if self._mark is None:
             raise ValueError("a replica made for an upload has no high-water mark to pull with")
         self.stats["pulls"] += 1
@@ -149,47 +218,78 @@ class Replica:
         self._catch_up_branch()
         mark = self._mark.read()
         first = local if mark is None else min(local, mark[0])
-        listed = self._list_log(first, courtesy)
-        tags = {seq: info.tag for info in listed if (seq := log_seq(info.key)) is not None}
-        where = self.objects.description
-        if mark is not None:
-            if mark[0] not in tags:
-                raise RollbackDetectedError(
-                    f"Rollback detected: {where} no longer holds commit #{mark[0]}, which this host has seen "
-                    "(the log was rolled back, or a record deleted)."
-                )
-            if tags[mark[0]] != mark[1]:
-                raise RollbackDetectedError(
-                    f"Tampering detected: the log record of commit #{mark[0]} in {where} was replaced."
-                )
-        if local >= 0 and local not in tags:
-            raise RollbackDetectedError(
-                f"Rollback detected: {where} no longer holds commit #{local}, which this host's cache holds."
-            )
-        newer = sorted(seq for seq in tags if seq > local)
-        if newer != list(range(local + 1, local + 1 + len(newer))):
-            raise RollbackDetectedError(f"Tampering detected: a log record is missing from {where}.")
-        if not newer:
-            if mark is None or mark[0] < local:
-                self._mark.write(local, tags[local], durable=self._durable)
-            return 0
+        listing = self._listing = self._list_log(first, courtesy)
+        check_seen(listing, self._voids, local, mark, self.objects.description)
+        count = 0
         missing: set[bytes] = set()
-        for at in range(0, len(newer), PULL_BATCH):  # bounded memory for a host that starts cold
-            batch = newer[at : at + PULL_BATCH]
-            missing |= self._apply(batch)
-            self._mark.write(batch[-1], tags[batch[-1]], durable=self._durable)
-        self.stats["pulled"] += len(newer)
-        self.evict()
+        seq = local + 1
+        while True:  # in batches: bounded memory for a host that starts cold
+            self._voids.load_seqs(listing, seq, min(listing.tip(seq) + 1, seq + PULL_BATCH))  # one round
+            batch: list[tuple[Slot, ObjectInfo]] = []
+            stop: Slot | None = None
+            while stop is None and len(batch) < PULL_BATCH:
+                attempt, info = self._voids.resolve(listing, seq + len(batch))
+                if info is None:
+                    stop = (seq + len(batch), attempt)
+                else:
+                    batch.append(((seq + len(batch), attempt), info))
+            # The object the last pull found no record at this same point of the chain: not fetched again.
+            known = bool(batch) and (batch[0][0], batch[0][1]) == (self._stop, self._junk)
+            logs, junk = self._authentic(batch) if not known else ([], batch[0])
+            if logs:
+                missing |= self._apply(logs)
+                (last, attempt), info = batch[len(logs) - 1]
+                self._mark.write(last, mark_tag(attempt, info.tag), durable=self._durable)
+                count += len(logs)
+            seq += len(logs)
+            if junk is not None:
+                self._stop, self._junk = junk[0], junk[1]
+                break
+            if stop is not None:
+                self._stop, self._junk = stop, None
+                break
+        if count == 0 and local >= 0 and (mark is None or mark[0] < local):
+            attempt, info = self._voids.resolve(listing, local)
+            assert info is not None  # checked above
+            self._mark.write(local, mark_tag(attempt, info.tag), durable=self._durable)
+        self._refetch_lost()
+        if count:
+            self.stats["pulled"] += count
+            self.evict()
         lost = missing - self.keyring.destroyed_ids
         if lost:  # a redaction committed after this pull listed the log may have deleted them: look again
-            self.pull()
+            self._take_in(False)
             lost -= self.keyring.destroyed_ids
         if lost:
+            self.lost_keys.update(add=lost)
             raise IntegrityError(
-                f"{where} lacks the data key objects of {len(lost)} version(s) that no redaction destroyed (deleted "
-                "from the bucket?): those versions cannot be read; memvault verify lists them."
+                f"{self.objects.description} lacks the data key objects of {len(lost)} version(s) that no redaction "
+                "destroyed (deleted from the bucket, or damaged): those versions cannot be read until the bucket "
+                "holds them again (each pull looks for them); memvault verify lists them."
             )
-        return len(newer)
+        return count
+
+    def _authentic(
+        self, batch: list[tuple[Slot, ObjectInfo]]
+    ) -> tuple[list[LogRecord], tuple[Slot, ObjectInfo] | None]:
+        """Fetch the objects of ``batch`` (consecutive commits' places) and return the log records
+        of its authentic beginning (each extends the keyring's MAC chain), and the first place
+        whose object is not such a record (None if every one is)."""
+        small = [i for i, (_slot, info) in enumerate(batch) if info.size <= MAX_LOG_BYTES]
+        datas = dict(zip(small, self._all(self.objects.get, [batch[i][1].key for i in small]), strict=True))
+        logs: list[LogRecord] = []
+        for i, ((seq, _attempt), info) in enumerate(batch):
+            if i not in datas:
+                break  # bigger than any log record
+            data = datas[i]
+            if data is None:
+                raise IntegrityError(f"{self.objects.description} is missing the object {info.key} of this store.")
+            try:
+                logs.append(decode_log(data, self.store_id, seq))
+            except IntegrityError:
+                break
+        logs = logs[: self.keyring.accepts([log.chained for log in logs])]
+        return logs, batch[len(logs)] if len(logs) < len(batch) else None
 
     def evict(self) -> int:
         """Remove the least recently written packs while the replica's packs hold more than
@@ -229,14 +329,12 @@ class Replica:
             self.git.contains(raw_id.hex().encode())  # fetches the pack when it is missing
         return self.stats["fetched"] - before
 
-    def _apply(self, seqs: list[int]) -> set[bytes]:
-        """Fetch the log records ``seqs`` (contiguous, after the replica's newest), their packs and
-        data keys, and apply them to the replica (see :meth:`pull`); return the ids of the data keys
-        whose objects were missing (a redaction later in the log destroyed them, or else they were
-        lost)."""
+    def _apply(self, logs: list[LogRecord]) -> set[bytes]:
+        """Fetch the packs and data keys of authentic log records (consecutive, after the
+        replica's newest) and apply them to the replica (see :meth:`pull`); return the ids of the
+        data keys whose objects were missing or damaged (a redaction later in the log destroyed
+        them, or else they were lost)."""
         where = self.objects.description
-        datas = self._all(self._get_required, [log_key(seq) for seq in seqs])
-        logs = [decode_log(data, self.store_id, seq) for seq, data in zip(seqs, datas, strict=True)]
         packs = {name for log in logs if not self.git.contains(log.commit_id) for name in log.packs}
         if any(not _PACK_NAME.match(name) for name in packs):
             raise IntegrityError(f"A log record in {where} names a pack that cannot exist.")
@@ -260,10 +358,10 @@ class Replica:
         for log in logs:
             for dek_id in log.dek_ids:
                 record = deks[dek_id]
-                if record is None:  # destroyed by a later redaction (its DESTROY record says so), or lost
+                if record is None or not is_dek_object(record, dek_id):  # destroyed by a later redaction, or lost
                     missing.add(dek_id)
                 else:
-                    append.append(_checked_dek(record, dek_id, where))
+                    append.append(record)
             append.append(log.chained)
         destroyed = self.keyring.destroyed_ids
         self.keyring.append(b"".join(append), durable=self._durable)
@@ -296,17 +394,16 @@ class Replica:
         if ref != hw.commit_id and self.git.contains(hw.commit_id):
             self.git.compare_and_swap(ref, hw.commit_id)
 
-    def _list_log(self, first: int, courtesy: bool) -> list[ObjectInfo]:
-        """The log's keys from ``log_key(first)`` on; with ``courtesy``, listed again (after short
+    def _list_log(self, first: int, courtesy: bool) -> LogListing:
+        """The log's objects from ``log_key(first)`` on; with ``courtesy``, listed again (after short
         random pauses) while another host's waiting marker names the sequence number after the
         newest record, for at most :data:`COURTESY_SECONDS`. Markers of taken numbers are
         removed in the background."""
         deadline = time.monotonic() + COURTESY_SECONDS
         while True:
             listed = self.objects.list(LOG, start_after=log_key(first - 1) if first > 0 else "")
-            seqs = [seq for info in listed if (seq := log_seq(info.key)) is not None]
-            tip = max(seqs, default=first - 1)
-            waits = [(info.key, w) for info in listed if (w := wait_of(info.key)) is not None]
+            sorted_out = LogListing.of(listed)
+            tip, waits = sorted_out.tip(first), sorted_out.waits
             for key, (seq, _since, _host) in waits:
                 if seq < tip and key not in self._swept:  # its host committed or gave up
                     if len(self._swept) > 10_000:
@@ -323,7 +420,7 @@ class Replica:
                 if seq in (tip, tip + 1) and host != self.host and (mine is None or (since, host) < mine)
             ]
             if not courtesy or not ahead or time.monotonic() > deadline:
-                return listed
+                return sorted_out
             self.stats["courtesy_waits"] += 1
             time.sleep(random.uniform(0.01, 0.05))  # noqa: S311 - jitter, not a secret
 
@@ -354,9 +451,12 @@ class Replica:
         pack_key, idx_key = pack_keys(name)
         uploads: dict[str, bytes] = {pack_key: data, idx_key: idx}
         uploads.update({dek_key(dek_id): record for dek_id, record in deks.items()})
+        if self._junk is not None and self._stop[0] == seq:
+            raise junk_error(self.objects.description, seq, self._junk.key)
+        attempt = self._stop[1] if self._stop[0] == seq else 0  # past the voided objects
         self._all(lambda key: self.objects.create(key, uploads[key]), uploads)
         record = encode_log(self.store_id, (name,), tuple(deks), chained)
-        tag = self.objects.create(log_key(seq), record)
+        tag = self.objects.create(log_key(seq, attempt), record)
         if tag is None:
             self.stats["races_lost"] += 1
             # Our data keys are nobody's: remove them (packs are named by content and harmless);
@@ -372,11 +472,79 @@ class Replica:
         self.stats["published"] += 1
         self.packmap.add(name, idx)
         self.evict()
+        self._stop = (seq + 1, 0)
         if self._mark is not None:
             try:
-                self._mark.write(seq, tag, durable=self._durable)
+                self._mark.write(seq, mark_tag(attempt, tag), durable=self._durable)
             except OSError:
                 pass  # the next pull moves the mark
+
+    # -- the log's repair ---------------------------------------------------------------------------
+
+    def void(self, seq: int, *, beyond_gap: bool = False) -> list[str]:
+        """Write a void of each object that stops commits at number ``seq`` (under the writer
+        lock): the object at the next commit's place that is not an authentic record (and, in
+        turn, each further one at that number), or, with ``beyond_gap``, every object of ``seq``
+        beyond the next commit's place. A void names the object's version tag and size and is
+        authenticated with the store's key; the objects stay. Return the keys of the objects voided.
+
+        Raises:
+            InvalidInputError: ``seq`` is committed, nothing stops commits there, or its objects lie
+                beyond a gap and ``beyond_gap`` is False (nothing is written).
+            ServiceError: the object store failed.
+        """
+        if self._void_key is None:
+            raise ValueError("a replica made for an upload cannot void")
+        where = self.objects.description
+        voided: list[str] = []
+        for _round in range(MAX_VOID_ROUNDS):
+            self._take_in(False)
+            assert self._listing is not None  # set by the pull
+            try:
+                targets = void_targets(self._listing, self._voids, self._stop, self._junk, seq, beyond_gap, where)
+            except InvalidInputError:
+                if voided:
+                    return voided  # a writer reports what remains
+                raise
+            if not targets:
+                if voided:
+                    return voided
+                raise InvalidInputError(f"Error: nothing in {where} stops commit #{seq}; there is nothing to void.")
+            for slot in targets:
+                info = self._listing.slots[slot]
+                record = encode_void(self._void_key, self.store_id, VoidRecord(slot[0], slot[1], info.tag, info.size))
+                if self.objects.create(void_key(slot[0], slot[1], secrets.token_hex(8)), record) is None:
+                    raise ServiceError(where, "void", "a new void's key was taken")  # 64 random bits: never
+                voided.append(info.key)
+        return voided
+
+    def log_findings(self) -> list[LogFinding]:
+        """The objects of the whole log that are not simply commits' records, as the last pull
+        left the log (see :class:`~memvault.remote.logstate.LogFinding`); for ``verify`` and
+        ``repair-log``."""
+        listing = LogListing.of(self.objects.list(LOG))
+        return findings(listing, self._voids, self._stop, self._junk is not None)
+
+    @property
+    def next_commit(self) -> int:
+        """The sequence number of the next commit, as the last pull found it."""
+        return self._stop[0]
+
+    # -- lost data keys ------------------------------------------------------------------------------
+
+    def _refetch_lost(self) -> None:
+        """Fetch again the data keys a pull found missing, and take in those the bucket holds again
+        (whole DEK records of their id; each is authenticated when used, as always)."""
+        if not self.lost_keys.any():
+            return
+        lost = sorted(self.lost_keys.update() - self.keyring.destroyed_ids)
+        records = self._all(self.objects.get, [dek_key(d) for d in lost]) if lost else []
+        found = {d: r for d, r in zip(lost, records, strict=True) if r is not None and is_dek_object(r, d)}
+        fresh = [record for dek_id, record in found.items() if not self.keyring.has(dek_id)]
+        if fresh:
+            self.keyring.append(b"".join(fresh), durable=self._durable)
+            self.stats["refetched_keys"] += len(fresh)
+        self.lost_keys.update(remove=set(found) | self.keyring.destroyed_ids)
 
     def push_all(self, config: bytes, keys_dir: Path) -> int:
         """Upload the whole store of the replica directory into empty object storage (``create``,
@@ -393,7 +561,7 @@ class Replica:
             ServiceError: the object store failed.
         """
         self.keyring.refresh()
-        segments = _segments(self.keyring.records())
+        segments = log_segments(self.keyring.records())
         packs = self.git.packs.pack_files()
         slots = {p.name[:-5]: p.read_bytes() for p in sorted(keys_dir.glob("*.json"))}
         uploads: dict[str, bytes] = {}
@@ -495,28 +663,6 @@ class Replica:
             wipe_file(keys_dir / f"{sid}.json")
 
 
-def _segments(data: bytes) -> list[tuple[int, bytes]]:
-    """Cut keyring records into one run per commit: everything up to the last record about
-    sequence number ``n`` (its COMMIT, an ABORT of it, a replacement) before the first COMMIT of
-    ``n + 1``. Records after the last commit's (a torn tail, an access-file record) are left."""
-    out: list[tuple[int, bytes]] = []
-    records, _ = frame_records(data)
-    start = close = 0
-    current: int | None = None
-    for end, rtype, body in records:
-        seq = record_seq(rtype, body)
-        if seq is not None:
-            if current is not None and seq == current + 1:
-                out.append((current, data[start:close]))
-                start = close
-            if current is None or seq >= current:
-                current = seq
-            close = end
-    if current is not None:
-        out.append((current, data[start:close]))
-    return out
-
-
 def _cache_bytes() -> int:
     raw = os.environ.get("MEMVAULT_CACHE_BYTES", "").strip()
     try:
@@ -526,16 +672,6 @@ def _cache_bytes() -> int:
     if size < 0:
         raise InvalidInputError("MEMVAULT_CACHE_BYTES must be a whole number of bytes (0 or more).")
     return size
-
-
-def _checked_dek(record: bytes, dek_id: bytes, where: str) -> bytes:
-    """``record`` if it is exactly one DEK record of ``dek_id``."""
-    records, end = frame_records(record)
-    if end != len(record) or len(records) != 1 or not is_dek_record(records[0][1], records[0][2]):
-        raise IntegrityError(f"A data key object in {where} is damaged.")
-    if records[0][2][:16] != dek_id:
-        raise IntegrityError(f"A data key object in {where} is damaged.")
-    return record
 
 
 def cache_dir_for(url: str, base: str | os.PathLike[str] | None = None) -> Path:

@@ -34,6 +34,18 @@ def verify(store: MemoryStore, *, progress: Callable[[int, int], None] | None = 
 
 # -- implementation ------------------------------------------------------------------------------
 
+#: Log objects (a store in object storage) that stop commits, and those only noted: code, text.
+_LOG_FINDINGS_STOP = {
+    "junk": ("junk-log-record", "is not an authentic log record: no commit can be made until a key holder voids it"),
+    "beyond-gap": ("log-record-beyond-gap", "lies beyond the next commit's place with nothing between: no commit "
+                   "can be made until the records before it are restored or a key holder voids it"),
+}  # fmt: skip
+_LOG_FINDINGS_NOTED = {
+    "voided": ("voided-log-record", "was voided by a key holder: commits step over it"),
+    "stray": ("stray-log-record", "sits at a later attempt of a commit already made: it is never read"),
+    "forged-void": ("forged-log-void", "is a void that does not verify (no key holder wrote it): it is ignored"),
+}
+
 
 @dataclass
 class _Pending:
@@ -130,6 +142,7 @@ class _Verifier:
             orphans_known=self.complete and side.complete, referenced=self.referenced,
         )  # fmt: skip
         keys.check_access_times(self.store, self.add)
+        self.check_remote_log()
         head_seq = chain[0].seq if chain and chain[0].authentic else None
         return VerifyReport(
             problems=self._problems(),
@@ -141,6 +154,19 @@ class _Verifier:
             head=head.decode() if head is not None else None,
             head_seq=head_seq,
         )
+
+    def check_remote_log(self) -> None:
+        """A store in object storage: the log objects that are not simply commits' records."""
+        if self.store.remote is None:
+            return
+        for found in self.store.remote.log_findings():
+            where = Where(None, found.seq)
+            if found.kind in _LOG_FINDINGS_STOP:
+                code, text = _LOG_FINDINGS_STOP[found.kind]
+                self.add("error", code, f"{found.key} {text} (memvault repair-log).", where=where)
+            else:
+                code, text = _LOG_FINDINGS_NOTED[found.kind]
+                self.add("warning", code, f"{found.key} {text}.", where=where)
 
     # -- branch and commit chain ---------------------------------------------------------------
 

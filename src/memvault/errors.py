@@ -28,6 +28,7 @@ __all__ = [
     "LockedError",
     "IntegrityError",
     "RollbackDetectedError",
+    "SettingsMismatchError",
     "StoreNotFoundError",
     "StoreExistsError",
     "UnlockError",
@@ -152,6 +153,11 @@ class IntegrityError(MemvaultError):
 
 class RollbackDetectedError(IntegrityError):
     """The branch points at an older commit than the store's high-water mark (or a fork)."""
+
+
+class SettingsMismatchError(IntegrityError):
+    """``memvault.json`` is not the settings file the history records as in force (an older copy
+    put back, or a settings change that stopped between its two writes)."""
 
 
 class StoreNotFoundError(MemvaultError):

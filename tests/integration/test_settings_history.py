@@ -215,16 +215,8 @@ def test_a_settings_change_stopped_between_its_writes_is_repaired(
 def _old_release() -> Iterator[None]:
     """Commits written as a release from before the settings record writes them (no ``settings``
     and ``settings_file`` keys in the metadata)."""
-    to_json = records.CommitMeta.to_json
-
-    def without(meta: records.CommitMeta) -> dict[str, Any]:
-        out = to_json(meta)
-        out.pop("settings", None)
-        out.pop("settings_file", None)
-        return out
-
     with pytest.MonkeyPatch.context() as m:
-        m.setattr(records.CommitMeta, "to_json", without)
+        m.setattr(records.CommitMeta, "record_json", records.CommitMeta.to_json)
         yield
 
 

@@ -117,6 +117,11 @@ class CommitMeta:
             out["branch"] = self.branch
         if self.extra:
             out["extra"] = self.extra
+        return out
+
+    def record_json(self) -> dict[str, Any]:
+        """What :func:`seal_meta` encodes: :meth:`to_json` (what history shows) and the settings record."""
+        out = self.to_json()
         if self.settings_digest:
             out["settings"] = crypto.b64encode(self.settings_digest)
         if self.settings_file is not None:
@@ -412,7 +417,7 @@ def decode_shard(key: bytes, store_id: bytes, shard: bytes, blob: bytes) -> list
 
 
 def seal_meta(key: bytes, store_id: bytes, meta: CommitMeta) -> bytes:
-    return crypto.seal(key, crypto.pad(_json_bytes(meta.to_json())), _META_AAD + store_id)
+    return crypto.seal(key, crypto.pad(_json_bytes(meta.record_json())), _META_AAD + store_id)
 
 
 def open_meta(key: bytes, store_id: bytes, sealed: bytes) -> CommitMeta:

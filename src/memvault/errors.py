@@ -34,6 +34,7 @@ __all__ = [
     "IntegrityError",
     "RollbackDetectedError",
     "LogBlockedError",
+    "SettingsMismatchError",
     "StoreNotFoundError",
     "StoreExistsError",
     "UnlockError",
@@ -205,6 +206,11 @@ class LogBlockedError(IntegrityError):
     def __init__(self, message: str, *, seq: int) -> None:
         super().__init__(message)
         self.seq = seq
+
+
+class SettingsMismatchError(IntegrityError):
+    """``memvault.json`` is not the settings file the history records as in force (an older copy
+    put back, or a settings change that stopped between its two writes)."""
 
 
 class StoreNotFoundError(MemvaultError):

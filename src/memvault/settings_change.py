@@ -9,7 +9,12 @@ and ``scrub.custom_rules``. :func:`change_settings` validates the whole new sett
 lock, writes ``memvault.json`` with its MAC under the store's config key (for a store in object
 storage: swapped in the bucket only if nobody changed it meanwhile) and records one ``config``
 commit on ``main`` whose ``extra`` names each key changed with its old and new value
-(settings are not secret). A failed commit puts the old ``memvault.json`` back.
+(settings are not secret), and whose metadata records the new file as the one in force
+(docs/format.md §1.1). A failed commit puts the old ``memvault.json`` back.
+
+:func:`repair_settings` writes back the ``memvault.json`` the history records as in force, when
+the one there is another (an older copy put back, or a change stopped between its two writes):
+the store does not open until then (:class:`~memvault.errors.SettingsMismatchError`).
 
 Other processes that have the store open keep the settings they read until they open it again;
 the store object passed in uses the new limits at once, and the new durability and scrubber
@@ -25,12 +30,20 @@ from typing import Any
 
 from .errors import ConflictError, IntegrityError, InvalidInputError, InvalidPathError
 from .fsutil import atomic_write
-from .keys.slots import Subkeys
 from .paths import ROOT, parse_path
 from .remote.layout import CONFIG
 from .settings import SCRUB_KINDS, StoreSettings
 from .store import STORE_FILE, MemoryStore
-from .store.config import StoreConfig, parse_config, read_config, write_config
+from .store.config import (
+    READABLE_VERSIONS,
+    StoreConfig,
+    config_key,
+    encode_config,
+    parse_config,
+    read_config,
+    settings_mismatch,
+    write_config,
+)
 
 __all__ = [
     "SettingChange",
@@ -40,6 +53,8 @@ __all__ = [
     "get_setting",
     "parse_value",
     "change_settings",
+    "SettingsRepairResult",
+    "repair_settings",
 ]
 
 _SCRUB = "scrub"
@@ -202,9 +217,16 @@ def _check_paths(store: MemoryStore, old: StoreSettings, new: StoreSettings) -> 
 
 
 def _config_key(store: MemoryStore) -> bytes:
-    keys = store.master_keys()
-    first = min(keys)
-    return Subkeys(keys[first], store.store_id, first).config
+    return config_key(store.master_keys(), store.store_id)
+
+
+def _file_name(store: MemoryStore) -> str:
+    return STORE_FILE if store.remote is None else f"{STORE_FILE} in {store.remote.objects.description}"
+
+
+def _recorded(store: MemoryStore) -> bytes:
+    """The settings MAC the head records as in force (b"": none). Caller holds the writer lock."""
+    return store.commit_meta(store.head[0]).settings_digest
 
 
 def _current(store: MemoryStore, key: bytes) -> tuple[StoreConfig, str | None]:
@@ -236,14 +258,23 @@ def change_settings(
     Raises:
         InvalidInputError: an unknown key or an invalid value (nothing changed).
         IntegrityError: ``memvault.json`` does not authenticate.
+        SettingsMismatchError: ``memvault.json`` is not the one the history records as in force
+            (:func:`repair_settings`; nothing changed).
         ConflictError: object storage's ``memvault.json`` changed meanwhile (nothing changed).
         LockedError, StorageError: as for any commit (the old ``memvault.json`` is put back).
     """
     if not updates:
         raise InvalidInputError("Error: No setting to change.")
+    if "path_grammar" in updates:
+        raise InvalidInputError(
+            "Error: path_grammar is chosen when a store is made and cannot change (its paths follow it). "
+            "Nothing was changed."
+        )
     key = _config_key(store)
     with store.writing():
         config, tag = _current(store, key)
+        if not config.bound_to(_recorded(store)):
+            raise settings_mismatch(_file_name(store))  # a change would make an older file current again
         new = _apply(config.settings, updates)
         changes = _changes(config.settings, new)
         if not changes:
@@ -252,7 +283,7 @@ def change_settings(
         _check_paths(store, config.settings, new)
         path = store.root / STORE_FILE
         old_bytes = path.read_bytes()
-        write_config(store.root, store.store_id, new, config.version, key, durable=True)
+        record = write_config(store.root, store.store_id, new, config.version, key, durable=True)
         new_tag = None
         if store.remote is not None:
             new_tag = store.remote.objects.swap(CONFIG, path.read_bytes(), tag)
@@ -265,7 +296,7 @@ def change_settings(
         extra = {c.key: json.dumps({"old": c.old, "new": c.new}, ensure_ascii=False) for c in changes}
         try:
             done = store.transact(
-                lambda txn: None, command="config", paths=(), actor=actor, session=session, extra=extra
+                lambda txn: None, command="config", paths=(), actor=actor, session=session, extra=extra, settings=record
             )
         except BaseException:
             atomic_write(path, old_bytes)
@@ -274,3 +305,86 @@ def change_settings(
             raise
         store.settings = new
     return SettingsChangeResult(changes, done.commit_id.decode(), done.seq)
+
+
+@dataclass(frozen=True)
+class SettingsRepairResult:
+    """What :func:`repair_settings` did: each key whose value the file written back changed
+    (old: the file that was there), the format version written back when it differed, and the
+    commit whose settings were written back (None, like ``changes`` empty: nothing to do)."""
+
+    changes: tuple[SettingChange, ...]
+    version: tuple[int, int] | None
+    commit_id: str | None
+    seq: int | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "changes": [c.to_json() for c in self.changes],
+            "version": None if self.version is None else {"old": self.version[0], "new": self.version[1]},
+            "commit": self.commit_id,
+            "seq": self.seq,
+        }
+
+
+def repair_settings(store: MemoryStore) -> SettingsRepairResult:
+    """Write back the ``memvault.json`` the history records as in force: the one the newest
+    commit that put settings in force (``init``, ``config``, ``upgrade``) recorded, when the file
+    there holds others (docs/format.md §1.1), in the newer of the two files' format versions. No
+    commit is made: the history already says which settings are in force. Open the store with
+    ``check_head=False`` (it does not open otherwise).
+
+    Raises:
+        InvalidInputError: the history records no settings (a store whose commits all come from a
+            release before the record; ``memvault upgrade`` records them).
+        IntegrityError: ``memvault.json`` does not authenticate, or the recorded settings cannot
+            be written back (they do not match their recorded digest).
+        ConflictError: object storage's ``memvault.json`` changed meanwhile (nothing changed).
+        LockedError, StorageError: as for any write (the old ``memvault.json`` stays).
+    """
+    key = _config_key(store)
+    with store.writing():
+        config, tag = _current(store, key)
+        head = store.head[0]
+        recorded = store.commit_meta(head).settings_digest
+        if not recorded:
+            raise InvalidInputError(
+                "Error: The store's history records no settings yet (its newest commits were written by a release "
+                "from before the record); nothing to repair. `memvault upgrade` records the settings in force."
+            )
+        if config.bound_to(recorded):
+            return SettingsRepairResult((), None, None, None)
+        commit: bytes | None = head
+        while commit is not None:  # back to the commit that put them in force (they carry on unchanged)
+            meta, _tree, parent = store.commit(commit)
+            if meta.settings_file is not None:
+                break
+            commit = parent
+        if commit is None or meta.settings_file is None or meta.settings_digest != recorded:
+            raise IntegrityError("The store's history records settings it does not hold; they cannot be written back.")
+        version = max(config.version, meta.settings_file["version"])  # an upgrade since stays
+        try:
+            settings = StoreSettings.model_validate(meta.settings_file["settings"])
+            if version not in READABLE_VERSIONS:
+                raise ValueError(version)
+        except ValueError:  # pydantic's ValidationError too
+            raise IntegrityError("The settings the store's history records are not valid here.") from None
+        data, record = encode_config(store.store_id, {**meta.settings_file, "version": version}, key)
+        if record.digest != recorded:
+            raise IntegrityError("The store's history records settings it does not hold; they cannot be written back.")
+        path = store.root / STORE_FILE
+        old_bytes = path.read_bytes()
+        atomic_write(path, data, durable=True)
+        if store.remote is not None and store.remote.objects.swap(CONFIG, data, tag) is None:
+            atomic_write(path, old_bytes)
+            raise ConflictError(
+                "Error: The store's memvault.json in object storage changed meanwhile; nothing was changed. "
+                "Run the command again."
+            )
+        store.settings, store.format_version = settings, version
+    return SettingsRepairResult(
+        _changes(config.settings, settings),
+        None if version == config.version else (config.version, version),
+        commit.decode(),
+        meta.seq,
+    )

@@ -85,3 +85,11 @@ def test_export_of_portable_names_works(api_store: memvault.MemoryStore, tmp_pat
     export_tree(api_store, tmp_path / "out")
     assert (tmp_path / "out" / "notes" / "a.md").read_text() == "a"
     assert (tmp_path / "out" / "b.md").read_text() == "b"
+
+
+def test_the_grammar_cannot_be_changed_after_the_store_is_made(api_store: memvault.MemoryStore) -> None:
+    from memvault.settings_change import change_settings
+
+    with pytest.raises(InvalidInputError, match="path_grammar"):
+        change_settings(api_store, {"path_grammar": "memvault"})
+    assert api_store.settings.path_grammar == "api"

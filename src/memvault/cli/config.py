@@ -5,6 +5,9 @@ after creation (:mod:`memvault.settings_change`).
 validated as a whole, ``memvault.json`` is rewritten with its MAC, and the commit names each key
 changed with its old and new value. VALUE is JSON (``2048``, ``true``, ``null``, ``["a", "b"]``)
 or else plain text (``none``, ``reject``); ``-`` reads it from stdin.
+
+``repair`` writes back the ``memvault.json`` the history records as in force, when the one there
+is another (the store refuses to open until then): no commit, the history already says which.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ import sys
 from typing import Any
 
 from ..errors import ExitStatus
-from ._common import open_store, print_json, terminal_safe
+from ._common import credentials, lock_timeout, open_store, print_json, store_path, terminal_safe
 
 __all__ = ["register", "format_value"]
 
@@ -64,6 +67,26 @@ def _cmd_set(args: argparse.Namespace) -> int:
     return ExitStatus.SUCCESS
 
 
+def _cmd_repair(args: argparse.Namespace) -> int:
+    from ..settings_change import repair_settings
+    from ..store import MemoryStore
+
+    extra: dict[str, Any] = {} if (timeout := lock_timeout(args)) is None else {"lock_timeout": timeout}
+    with MemoryStore.open(store_path(args), check_head=False, **extra, **credentials()) as store:
+        result = repair_settings(store)
+    if args.json:
+        print_json(result.to_json())
+    elif result.commit_id is None:
+        print("memvault.json is the settings file the history records; nothing was changed.")
+    else:
+        if result.version is not None:
+            print(f"format version: {result.version[0]} -> {result.version[1]}")
+        for c in result.changes:
+            print(terminal_safe(f"{c.key}: {format_value(c.old)} -> {format_value(c.new)}"))
+        print(f"Wrote back the settings of commit {result.commit_id[:10]} (#{result.seq}).")
+    return ExitStatus.SUCCESS
+
+
 def register(sub: Any) -> None:
     config = sub.add_parser(
         "config",
@@ -93,3 +116,15 @@ def register(sub: Any) -> None:
     s.add_argument("--session", default="", help="session recorded with the commit (default: none)")
     s.add_argument("--json", action="store_true", help="machine-readable output")
     s.set_defaults(func=_cmd_set)
+
+    s = csub.add_parser(
+        "repair",
+        help="write back the memvault.json the history records, when the store refuses the one there",
+        description="When the store refuses to open because memvault.json is not the settings file its history "
+        "records as in force (an older copy was put back, or a `config set` stopped between writing the file and "
+        "its commit), write back the one the newest settings change (init, config set, upgrade) recorded. No "
+        "commit is made. Prints each setting it changed; check them with `config get`, and change them with "
+        "`config set` if the interrupted change is still wanted.",
+    )
+    s.add_argument("--json", action="store_true", help="machine-readable output")
+    s.set_defaults(func=_cmd_repair)

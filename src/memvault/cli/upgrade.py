@@ -29,7 +29,8 @@ def _cmd_upgrade(args: argparse.Namespace) -> int:
         if old != new:
             print(f"Upgraded the store from format version {old} to {new}.")
         if refiled:
-            print(f"Refiled the head in tree layout {new} (one commit, no file changed).")
+            print("Wrote one upgrade commit (no file changed): the head refiled, earlier redactions chained or the "
+                  "settings in force recorded, as needed.")  # fmt: skip
         print("memvault releases that only read version 1 no longer open it.")
     return ExitStatus.SUCCESS
 

@@ -96,6 +96,12 @@ class CommitMeta:
     branch: str = ""
     #: What a command records beside its paths (a dream's fork point and model, a merge's dream id).
     extra: dict[str, str] = field(default_factory=dict)
+    #: The settings MAC of the ``memvault.json`` in force after this commit of ``main`` (b"": none
+    #: recorded, as in commits of earlier releases and of side branches; docs/format.md 1.1).
+    settings_digest: bytes = b""
+    #: ``{"version", "settings"}`` of the ``memvault.json`` this commit put in force (``init``,
+    #: ``config``, ``upgrade``), as written; None on every other commit.
+    settings_file: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -111,6 +117,15 @@ class CommitMeta:
             out["branch"] = self.branch
         if self.extra:
             out["extra"] = self.extra
+        return out
+
+    def record_json(self) -> dict[str, Any]:
+        """What :func:`seal_meta` encodes: :meth:`to_json` (what history shows) and the settings record."""
+        out = self.to_json()
+        if self.settings_digest:
+            out["settings"] = crypto.b64encode(self.settings_digest)
+        if self.settings_file is not None:
+            out["settings_file"] = self.settings_file
         return out
 
 
@@ -402,13 +417,13 @@ def decode_shard(key: bytes, store_id: bytes, shard: bytes, blob: bytes) -> list
 
 
 def seal_meta(key: bytes, store_id: bytes, meta: CommitMeta) -> bytes:
-    return crypto.seal(key, crypto.pad(_json_bytes(meta.to_json())), _META_AAD + store_id)
+    return crypto.seal(key, crypto.pad(_json_bytes(meta.record_json())), _META_AAD + store_id)
 
 
 def open_meta(key: bytes, store_id: bytes, sealed: bytes) -> CommitMeta:
     """Decrypt and validate commit metadata (exact JSON types and ranges, docs/format.md 5.5).
 
-    ``branch`` and ``extra`` are optional; other keys are ignored.
+    ``branch``, ``extra``, ``settings`` and ``settings_file`` are optional; other keys are ignored.
     """
     frame = crypto.open_sealed(key, sealed, _META_AAD + store_id)
     r = _json_object(crypto.unpad(frame))
@@ -426,9 +441,29 @@ def open_meta(key: bytes, store_id: bytes, sealed: bytes) -> CommitMeta:
             findings={_str(k): _int(v, 0, _I64_MAX) for k, v in findings.items()},
             branch=_str(r.get("branch", "")),
             extra=_str_map(r.get("extra", {})),
+            settings_digest=_settings_digest(r.get("settings")),
+            settings_file=_settings_file(r.get("settings_file")),
         )
     except (ValueError, KeyError, TypeError):
         raise IntegrityError() from None
+
+
+def _settings_digest(value: object) -> bytes:
+    if value is None:
+        return b""
+    mac = crypto.b64decode(value)  # canonical base64, else IntegrityError
+    if len(mac) != 32:
+        raise ValueError
+    return mac
+
+
+def _settings_file(value: object) -> dict[str, Any] | None:
+    if value is None:
+        return None
+    if type(value) is not dict or set(value) != {"version", "settings"} or type(value["settings"]) is not dict:
+        raise ValueError
+    _int(value["version"], 1, _I64_MAX)
+    return value
 
 
 def _str_map(value: object) -> dict[str, str]:

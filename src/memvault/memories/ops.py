@@ -143,15 +143,18 @@ class Memories:
             path=api_path(node.path),
         )
 
-    def _first_file_below(self, txn: Transaction, directory: MemoryPath) -> Node | None:
+    def _first_file_below(self, txn: Transaction, directory: MemoryPath, moving: bytes | None) -> Node | None:
+        """The first file below ``directory`` other than lineage ``moving``."""
         for name in txn.child_names(directory):
             child = directory.child(name)
             node = txn.get(child)
             if node is None:
                 continue
             if not node.is_dir:
-                return node
-            found = self._first_file_below(txn, child)
+                if node.file_id != moving:
+                    return node
+                continue
+            found = self._first_file_below(txn, child, moving)
             if found is not None:
                 return found
         return None
@@ -159,14 +162,15 @@ class Memories:
     def _claim(self, txn: Transaction, vpath: MemoryPath, moving: bytes | None) -> None:
         """Make ``vpath`` free for a memory (lineage ``moving`` when it is a rename), or raise
         PathConflictError: a file holds it, lies below it or above it. A directory there that
-        holds no file is removed (a directory exists only while a memory lies under it)."""
+        holds no file is removed (a directory exists only while a memory lies under it). The
+        memory being moved is not in its own way: it leaves its old path in the same commit."""
         node = txn.get(vpath)
         if node is not None:
             if not node.is_dir:
                 if node.file_id != moving:
                     raise self._conflict(node, vpath)
                 return
-            below = self._first_file_below(txn, vpath)
+            below = self._first_file_below(txn, vpath, moving)
             if below is not None:
                 raise self._conflict(below, vpath)
             txn.delete(vpath)
@@ -174,7 +178,7 @@ class Memories:
         while not parent.is_root:
             above = txn.get(parent)
             if above is not None:
-                if not above.is_dir:
+                if not above.is_dir and above.file_id != moving:
                     raise self._conflict(above, vpath)
                 break
             parent = parent.parent

@@ -17,7 +17,8 @@ from ..git.refs import Branch
 from ..git.repo import GitStore
 from ..keys.keyring import ZERO_ID, Keyring
 from ..keys.slots import Subkeys
-from .config import chains_key_changes, record_encoding
+from ..settings import StoreSettings
+from .config import SettingsRecord, chains_key_changes, record_encoding, settings_record
 from .state import StateReader, StoreState, shard_of
 from .transaction import Transaction
 
@@ -68,6 +69,9 @@ class CommitWriter:
         #: number, its pack ``(name, bytes, index bytes)`` and its keyring records, before the
         #: replica records it (:meth:`memvault.remote.replica.Replica.publish`).
         self.publish: Callable[[int, tuple[str, bytes, bytes], bytes], None] | None = None
+        #: ``(commit id, settings MAC it records)`` of the last commit of ``main`` this writer built,
+        #: so that the next one need not open its parent again to carry the record on.
+        self._last_settings: tuple[bytes, bytes] = (b"", b"")
 
     def write(
         self,
@@ -82,6 +86,7 @@ class CommitWriter:
         announce_epoch: bool = False,
         stored_limit: int | None = None,
         side: tuple[Branch, bytes | None] | None = None,
+        settings: SettingsRecord | None = None,
     ) -> bytes:
         """Write ``txn`` on top of ``state`` as one commit and fold it into ``state``.
 
@@ -99,6 +104,8 @@ class CommitWriter:
                 (``meta.branch`` names it; None: its first commit): the
                 keyring gets the data key records but no commit record, the side branch moves
                 (docs/format.md §5.8).
+            settings: the ``memvault.json`` this commit of ``main`` puts in force (recorded in its
+                metadata); None: the one its parent records stays in force (docs/format.md §1.1).
 
         Returns:
             The new commit's id. If the commit stands but ``state`` could not be updated to it,
@@ -201,12 +208,18 @@ class CommitWriter:
                     "or move the memory to a new store."
                 )
         tree_id = self._apply_tree(base_tree, tree_changes, objects)
+        if settings is not None:
+            meta = replace(meta, settings_digest=settings.digest, settings_file=settings.file)
+        elif not meta.branch:  # main: the settings in force carry on
+            meta = replace(meta, settings_digest=self._settings_in_force(state.commit_id))
         sealed = records.seal_meta(self._keys.meta, self.store_id, meta)
         tag = records.commit_tag(
             self._keys.chain, self.store_id, meta.seq, state.commit_id, tree_id, sealed, branch=meta.branch
         )
         commit = GitStore.commit(tree_id, state.commit_id, records.commit_message(sealed, tag))
         objects.append(commit)
+        if not meta.branch:
+            self._last_settings = (commit.id, meta.settings_digest)
         if (side is None) == bool(meta.branch) or (side is not None and (destroy or announce_epoch or self.publish)):
             raise InternalError()
         # Step 1: objects. A failure here leaves only unreferenced objects: the old state.
@@ -409,9 +422,18 @@ class CommitWriter:
         self.git.remember_tree(tree.id, entries)
         return tree.id
 
-    def write_initial(self, version: int, time: float) -> StoreState:
-        """Write the first commit (``#0``, an empty tree) of a new store; return its state."""
-        meta = CommitMeta(seq=0, time=time, actor="memvault", session="", command="init", paths=(), findings={})
+    def _settings_in_force(self, parent: bytes) -> bytes:
+        """The settings MAC the commit ``parent`` of ``main`` records (b"": none)."""
+        if parent == self._last_settings[0]:
+            return self._last_settings[1]
+        return self._reader.open_commit(parent).meta.settings_digest
+
+    def write_initial(self, version: int, time: float, settings: StoreSettings) -> StoreState:
+        """Write the first commit (``#0``, an empty tree) of a new store, recording its first
+        ``memvault.json`` (format ``version``, ``settings``) as in force; return its state."""
+        first = settings_record(self.store_id, settings, version, self._keys.config)
+        meta = CommitMeta(seq=0, time=time, actor="memvault", session="", command="init", paths=(), findings={},
+                          settings_digest=first.digest, settings_file=first.file)  # fmt: skip
         empty = GitStore.tree({})
         sealed = records.seal_meta(self._keys.meta, self.store_id, meta)
         tag = records.commit_tag(self._keys.chain, self.store_id, 0, ZERO_ID, empty.id, sealed)

@@ -1,17 +1,28 @@
-"""The store's configuration file ``memvault.json``: format version, store id, MAC'd settings
-(docs/format.md §1.1)."""
+"""The store's configuration file ``memvault.json``: format version, store id, MAC'd settings,
+and the settings' place in history: which file the head records as in force, the wait of an open
+for a settings change in progress, the error when they disagree (docs/format.md §1.1)."""
 
 from __future__ import annotations
 
 import json
 import os
+import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from .. import crypto
-from ..errors import IntegrityError, MemvaultError, StoreExistsError, StoreNotFoundError, read_failure
-from ..fsutil import DIR_MODE, atomic_write, make_private_dir, read_bounded
+from ..errors import (
+    IntegrityError,
+    MemvaultError,
+    SettingsMismatchError,
+    StoreExistsError,
+    StoreNotFoundError,
+    read_failure,
+)
+from ..fsutil import DIR_MODE, StoreLock, atomic_write, make_private_dir, read_bounded
+from ..keys.slots import Subkeys
 from ..settings import StoreSettings
 
 __all__ = [
@@ -21,7 +32,17 @@ __all__ = [
     "READABLE_VERSIONS",
     "StoreConfig",
     "read_config",
+    "authentic_config",
     "write_config",
+    "encode_config",
+    "config_key",
+    "SettingsRecord",
+    "settings_record",
+    "settings_digest",
+    "settings_mismatch",
+    "settle",
+    "SETTLE_ATTEMPTS",
+    "SETTLE_SECONDS",
     "record_encoding",
     "chains_key_changes",
     "prepare_store_dir",
@@ -43,6 +64,14 @@ READABLE_VERSIONS = (1, 2, 3)
 MAX_CONFIG_BYTES = 16 * 1024 * 1024
 _STORE_FORMAT = "memvault-store"
 _CONFIG_MAC = b"memvault/v1/config"
+_SETTINGS_DIGEST = b"memvault/v1/settings"
+#: A store directory: how many times an open reads ``memvault.json`` and the head (each time after
+#: waiting for the writer lock, which a settings change holds across its two writes) before it
+#: reports that they disagree.
+SETTLE_ATTEMPTS = 3
+#: A store in object storage: how long, in all, an open waits for another host's settings change
+#: to finish (its ``memvault.json`` and its ``config`` commit are two writes) before it reports.
+SETTLE_SECONDS = 5.0
 
 
 @dataclass(frozen=True)
@@ -62,6 +91,112 @@ class StoreConfig:
             IntegrityError: the MAC does not match (the file was changed or belongs elsewhere).
         """
         crypto.mac_verify(config_key, _config_message(self.store_id, self.raw), self.settings_mac)
+
+    @property
+    def settings_digest(self) -> bytes:
+        """The digest of the settings in this file (:func:`settings_digest`)."""
+        return settings_digest(self.raw["settings"])
+
+    def bound_to(self, recorded: bytes) -> bool:
+        """Whether this file holds the settings a head that records the settings digest
+        ``recorded`` has in force (b"": the head records none, a commit of a release from before
+        the record: any file is)."""
+        return not recorded or crypto.consteq(recorded, self.settings_digest)
+
+    def upgraded(self, root: Path, config_key: bytes, recorded: bytes) -> SettingsRecord | None:
+        """For ``memvault upgrade``: rewrite this ``memvault.json`` of the store directory ``root``
+        in format version :data:`FORMAT_VERSION` if it is older (the same settings), durably.
+
+        Args:
+            recorded: the settings digest the head records (b"": none yet).
+
+        Returns:
+            What the upgrade commit must record when the history records no settings yet (so that
+            it does from now on): the file as written; else None (the settings did not change).
+
+        Raises:
+            SettingsMismatchError: the file does not hold the settings the head records.
+            OSError: the file could not be written (the old one stays).
+        """
+        if not self.bound_to(recorded):
+            raise settings_mismatch()
+        record = self.record()
+        if self.version < FORMAT_VERSION:
+            data, record = encode_config(self.store_id, {**record.file, "version": FORMAT_VERSION}, config_key)
+            atomic_write(root / STORE_FILE, data, durable=True)
+        return None if recorded else record
+
+    def record(self) -> SettingsRecord:
+        """What a commit that puts this file's settings in force records of them."""
+        return SettingsRecord(self.settings_digest, {"version": self.version, "settings": self.raw["settings"]})
+
+
+@dataclass(frozen=True)
+class SettingsRecord:
+    """What a commit that puts the settings of a ``memvault.json`` in force records (commit
+    metadata ``settings`` and ``settings_file``, docs/format.md §1.1): their digest, and the
+    file's ``{"version", "settings"}`` as written (from which it can be written again)."""
+
+    digest: bytes
+    file: dict[str, Any]
+
+
+def settings_digest(settings: dict[str, Any]) -> bytes:
+    """``SHA256("memvault/v1/settings" || canonical JSON of settings)``: the ``settings`` object of a
+    ``memvault.json`` as read (its format version is not part of it, docs/format.md §1.1)."""
+    return crypto.sha256(_SETTINGS_DIGEST + json.dumps(settings, sort_keys=True, separators=(",", ":")).encode())
+
+
+def config_key(master_keys: dict[int, bytes], store_id: bytes) -> bytes:
+    """``K_config``: the config subkey of the first epoch's master key (docs/format.md §2.2)."""
+    first = min(master_keys)
+    return Subkeys(master_keys[first], store_id, first).config
+
+
+def settings_mismatch(where: str = STORE_FILE) -> SettingsMismatchError:
+    """The error of a store whose settings file is not the one its history records as in force.
+
+    Args:
+        where: how to name the file (default ``memvault.json``; for object storage, the bucket's).
+    """
+    return SettingsMismatchError(
+        f"The store's settings file {where} is not the one its history records as in force (its newest "
+        "settings change): an older copy was put back, or a settings change stopped before its commit. "
+        "Nothing was read or written. A key holder can write the recorded settings back with "
+        "`memvault config repair` (then check them with `memvault config get`)."
+    )
+
+
+def settle(lock: Path | None, timeout: float) -> Iterator[int]:
+    """The attempts of an open to find ``memvault.json`` and its head in agreement: yields 0, then
+    the next attempt's number after waiting for a settings change in progress to finish, and
+    raises once the attempts are spent.
+
+    Args:
+        lock: a store directory's writer lock file (waiting takes it once, at most ``timeout``
+            seconds, :data:`SETTLE_ATTEMPTS` attempts in all); None for object storage (growing
+            pauses, :data:`SETTLE_SECONDS` in all).
+
+    Raises:
+        SettingsMismatchError: every attempt disagreed (or the lock could not be taken).
+    """
+    yield 0
+    if lock is not None:
+        for attempt in range(1, SETTLE_ATTEMPTS):
+            try:
+                with StoreLock(lock, timeout).hold():
+                    pass
+            except MemvaultError:
+                break
+            yield attempt
+        raise settings_mismatch()
+    attempt, pause, deadline = 1, 0.05, time.monotonic() + SETTLE_SECONDS
+    while time.monotonic() + pause < deadline:
+        time.sleep(pause)
+        pause *= 2
+        yield attempt
+        attempt += 1
+    raise settings_mismatch(f"{STORE_FILE} in object storage")
 
 
 def prepare_store_dir(root: Path) -> None:
@@ -144,6 +279,19 @@ def read_config(root: Path) -> StoreConfig:
     return _checked_config(config)
 
 
+def authentic_config(root: Path, store_id: bytes, config_key: bytes) -> StoreConfig:
+    """:func:`read_config`, then checked to be the store ``store_id``'s and authenticated.
+
+    Raises:
+        IntegrityError: damaged, another store's, or its MAC does not verify (and as :func:`read_config`).
+    """
+    config = read_config(root)
+    if config.store_id != store_id:
+        raise IntegrityError("The store's configuration file is damaged.")
+    config.verify(config_key)
+    return config
+
+
 def parse_config(data: bytes) -> StoreConfig:
     """Parse the bytes of a ``memvault.json`` as :func:`read_config` does (the MAC unchecked).
 
@@ -180,20 +328,38 @@ def _checked_config(config: Any) -> StoreConfig:
     return StoreConfig(version, store_id, settings, settings_mac, config)
 
 
+def encode_config(store_id: bytes, file: dict[str, Any], config_key: bytes) -> tuple[bytes, SettingsRecord]:
+    """The bytes of ``memvault.json`` for ``file`` (``{"version", "settings"}``, the settings as
+    JSON values), and what a commit records of it."""
+    config: dict[str, Any] = {
+        "format": _STORE_FORMAT,
+        "version": file["version"],
+        "store_id": store_id.hex(),
+        "settings": file["settings"],
+    }
+    config["settings_mac"] = crypto.b64encode(crypto.mac(config_key, _config_message(store_id, config)))
+    data = json.dumps(config, indent=2, sort_keys=True).encode() + b"\n"
+    return data, SettingsRecord(
+        settings_digest(file["settings"]), {"version": file["version"], "settings": file["settings"]}
+    )
+
+
+def settings_record(store_id: bytes, settings: StoreSettings, version: int, config_key: bytes) -> SettingsRecord:
+    """What a commit records of the ``memvault.json`` :func:`write_config` writes for these arguments."""
+    return encode_config(store_id, {"version": version, "settings": settings.model_dump()}, config_key)[1]
+
+
 def write_config(
     root: Path, store_id: bytes, settings: StoreSettings, version: int, config_key: bytes, *, durable: bool
-) -> None:
+) -> SettingsRecord:
     """Write ``memvault.json`` for format ``version`` and ``settings``, atomically.
+
+    Returns:
+        What a commit that puts the file in force records of it.
 
     Raises:
         OSError: the file could not be written (the old one stays).
     """
-    config: dict[str, Any] = {
-        "format": _STORE_FORMAT,
-        "version": version,
-        "store_id": store_id.hex(),
-        "settings": settings.model_dump(),
-    }
-    config["settings_mac"] = crypto.b64encode(crypto.mac(config_key, _config_message(store_id, config)))
-    data = json.dumps(config, indent=2, sort_keys=True).encode() + b"\n"
+    data, record = encode_config(store_id, {"version": version, "settings": settings.model_dump()}, config_key)
     atomic_write(root / STORE_FILE, data, durable=durable)
+    return record

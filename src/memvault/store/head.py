@@ -97,3 +97,8 @@ class Head:
             self._served_ref = ref
             return self.state
         raise AssertionError("unreachable")
+
+    def settings_in_force(self) -> bytes:
+        """The settings MAC the head records (docs/format.md §1.1; b"": none, a commit of a release
+        from before the record), the head brought up to date as by :meth:`sync` for a reader."""
+        return self._reader.open_commit(self.sync(writer=False).commit_id).meta.settings_digest

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from .. import crypto
-from ..errors import ConflictError, IntegrityError, InvalidInputError, MemvaultError, PathExistsError, StorageError
+from ..errors import ConflictError, InvalidInputError, MemvaultError, PathExistsError, StorageError
 from ..format import records
 from ..format.records import CommitMeta, Node
 from ..fsutil import (
@@ -44,6 +44,7 @@ from ..paths import parse_path, sibling_key
 from ..remote.replica import Replica
 from ..settings import KdfParams, StoreSettings
 from ..storage.url import is_remote
+from . import config as cfg
 from . import upkeep
 from .access import AccessLog
 from .atimes import FILE_NAME as ATIMES_FILE
@@ -227,7 +228,7 @@ class MemoryStore(FileReads):
                 store = cls(work, store_id, settings, master_keys, git, _token=_PRIVATE)
                 if objects is not None:
                     store._attach(objects)  # before the first commit: a replica chains nothing outside commits
-                store._head.state = store._writer_of_commits.write_initial(store.format_version, _now())
+                store._head.state = store._writer_of_commits.write_initial(store.format_version, _now(), settings)
                 store.access_times.create(durable=durable)
                 # dulwich honours the umask (0 is common in containers): nothing may be group/other-readable.
                 restrict_modes(work / "repo")
@@ -276,25 +277,28 @@ class MemoryStore(FileReads):
         Raises:
             WrongKeyError: the secret opens no key slot. ProviderError: the key provider failed.
             StoreNotFoundError, IntegrityError, StorageError: no store, a damaged one, or a refused one.
+            SettingsMismatchError: memvault.json is not the file the head records as in force (a
+                settings change in progress is waited for; docs/format.md §1.1).
         """
         unlock = unlock if unlock is not None else Unlock.of(passphrase, key_file, key)
-        objects, root = replica_for_open(str(path), cache_dir, lock_timeout) if is_remote(path) else (None, Path(path))
-        config = read_config(root)
-        slot, master_keys = unlock_master_keys(config.store_id, load_slots(root / "keys"), unlock)
-        config.verify(Subkeys(master_keys[min(master_keys)], config.store_id, min(master_keys)).config)
-        git = GitStore(root / "repo", durable=config.settings.durability == "full")
-        store = cls(root, config.store_id, config.settings, master_keys, git, _token=_PRIVATE)
-        store.format_version = config.version
-        store.unlocked_slot = slot.slot_id
-        store.lock_timeout = lock_timeout
-        store.plaintext_cache_bytes = plaintext_cache_bytes
-        if objects is not None:
-            store._attach(objects)
-            store._pull()
-        if check_head:
+        unlocked, remote = None, is_remote(path)
+        for _attempt in cfg.settle(None if remote else Path(path) / "lock", lock_timeout):  # raises when spent
+            objects, root = replica_for_open(str(path), cache_dir, lock_timeout) if remote else (None, Path(path))
+            config = read_config(root)
+            unlocked = unlocked or unlock_master_keys(config.store_id, load_slots(root / "keys"), unlock)
+            config.verify(cfg.config_key(unlocked[1], config.store_id))
+            git = GitStore(root / "repo", durable=config.settings.durability == "full")
+            store = cls(root, config.store_id, config.settings, unlocked[1], git, _token=_PRIVATE)
+            store.format_version, store.unlocked_slot = config.version, unlocked[0].slot_id
+            store.lock_timeout, store.plaintext_cache_bytes = lock_timeout, plaintext_cache_bytes
+            if objects is not None:
+                store._attach(objects)
+                store._pull()
             with store._state_lock:
-                store._sync(writer=False)
-        return store
+                if not check_head or config.bound_to(store._head.settings_in_force()):
+                    return store
+            store.close()
+        raise AssertionError("unreachable")
 
     @property
     def plaintext_cache_bytes(self) -> int:
@@ -350,21 +354,17 @@ class MemoryStore(FileReads):
         Returns ``(old version, new version)``. Raises IntegrityError: ``memvault.json`` is
         damaged, belongs to another store, or names a version this release does not know."""
         with self._writer(), self._state_lock:
-            config = read_config(self.root)
-            if config.store_id != self.store_id:
-                raise IntegrityError("The store's configuration file is damaged.")
-            config.verify(self._keys.config)
-            old = config.version
-            if old < FORMAT_VERSION:
-                write_config(self.root, self.store_id, self.settings, FORMAT_VERSION, self._keys.config, durable=True)
+            config = cfg.authentic_config(self.root, self.store_id, self._keys.config)
+            state, old = self._sync(writer=True), config.version
+            record = config.upgraded(self.root, self._keys.config, self._head.settings_in_force())
             self.format_version = FORMAT_VERSION
-            state = self._sync(writer=True)
             relayout = self._reader.tree_layout(state.tree_id, self.format_version) == 1
             # Redactions made before version 3 are chained now (DESTROY records), the access file named.
             tombstoned = self.keyring.unchained_destructions()
-            if relayout or tombstoned:
+            if relayout or tombstoned or record:
                 meta = _meta(state, actor, session, "upgrade")
-                self._commit(state, Transaction(self, state), meta, relayout=relayout, destroy=tombstoned)
+                self._commit(state, Transaction(self, state), meta, relayout=relayout, destroy=tombstoned,
+                             settings=record)  # fmt: skip
             digest = self.access_times.digest()
             if digest is not None and digest != self.keyring.atimes_digest:
                 self.access_log.record(digest)
@@ -623,6 +623,7 @@ class MemoryStore(FileReads):
         session: str,
         findings: dict[str, int] | None = None,
         extra: dict[str, str] | None = None,
+        settings: cfg.SettingsRecord | None = None,
     ) -> Committed[T]:
         """Run ``fn`` on a fresh view of the head and commit what it changed, as one commit.
 
@@ -632,8 +633,8 @@ class MemoryStore(FileReads):
         Args:
             fn: builds the change on the :class:`Transaction` it is given; its return value is
                 handed back.
-            command, paths, actor, session, findings, extra: recorded in the commit's
-                (encrypted) metadata.
+            command, paths, actor, session, findings, extra, settings: recorded in the commit's
+                (encrypted) metadata (``settings``: the memvault.json the commit puts in force).
 
         Returns:
             :class:`Committed`: ``fn``'s value, the new commit's id and sequence number.
@@ -649,7 +650,7 @@ class MemoryStore(FileReads):
             txn = Transaction(self, state)
             result = fn(txn)
             meta = _meta(state, actor, session, command, paths, findings, dict(extra or {}))
-            return result, self._commit(state, txn, meta), meta
+            return result, self._commit(state, txn, meta, settings=settings), meta
 
         with self._writer(), self._state_lock:
             result, commit_id, meta = run_racing(once, self.remote)

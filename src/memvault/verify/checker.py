@@ -11,11 +11,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from .. import crypto
-from ..errors import IntegrityError
+from ..errors import IntegrityError, MemvaultError
 from ..format import layout, records
 from ..format.records import Node
 from ..keys.keyring import ZERO_ID, freshness_problem
 from ..store import MemoryStore
+from ..store.config import STORE_FILE, config_key, read_config
 from . import keys
 from .branches import NOWHERE, BranchWalk, ChainEntry, Where, absent, seq_text, walk_branches
 from .report import Problem, Severity, VerifyReport
@@ -124,6 +125,8 @@ class _Verifier:
         chain = self.walk_chain(head) if head is not None else []
         if head is not None and keyring_ok:
             self.check_freshness(head, chain)
+        if chain and chain[0].authentic:
+            self.check_settings(chain)
         side = walk_branches(self.store, self.add, main=self.walked, main_known=head is not None and self.complete)
         self.explain_forged(side)
         self.objects.update(entry.commit_id for entry in side.entries)
@@ -137,6 +140,8 @@ class _Verifier:
             if self.progress is not None:
                 self.progress(done, total)
         self.check_stray_blobs()
+        if chain and chain[0].authentic:
+            self.check_head_keys(chain[0])
         key_count = keys.check_keys(
             self.store, scan, self.add, bad_key=lambda dek_id: self.bad_key(dek_id, None, NOWHERE),
             orphans_known=self.complete and side.complete, referenced=self.referenced,
@@ -341,6 +346,37 @@ class _Verifier:
                 "newest this store has recorded: someone reset or replaced the history.",
             )
 
+    def check_settings(self, chain: list[ChainEntry]) -> None:
+        """``memvault.json`` is the settings file the head records as in force (docs/format.md §1.1)."""
+        head = chain[0]
+        recorded = self.store.commit_meta(head.commit_id).settings_digest
+        try:
+            config = read_config(self.store.root)
+            config.verify(config_key(self.store.master_keys(), self.store.store_id))
+            bound = config.bound_to(recorded)
+        except MemvaultError:
+            bound = False
+        if bound:
+            return
+        where = Where(head.commit_id.decode(), head.seq)
+        for entry in chain:  # the commit that put the recorded settings in force
+            try:
+                meta = self.store.commit_meta(entry.commit_id) if entry.authentic else None
+            except IntegrityError:
+                meta = None
+            if meta is not None and meta.settings_file is not None:
+                where = Where(entry.commit_id.decode(), entry.seq)
+                break
+        self.add(
+            "error",
+            "settings-mismatch",
+            f"{STORE_FILE} is not the settings file the history records as in force (set by commit "
+            f"{seq_text(where.seq)}{(where.commit or '')[:10]}): an older copy was put back, or a settings change "
+            "stopped before its commit; the store does not open. `memvault config repair` writes the recorded "
+            "settings back.",
+            where=where,
+        )
+
     # -- trees -----------------------------------------------------------------------------------
 
     def tree(self, tree_id: bytes, role: str, where: Where) -> dict[bytes, tuple[int, bytes]] | None:
@@ -408,6 +444,33 @@ class _Verifier:
             self.content_entries.setdefault(blob_id, (token, where))
         for shard, blob_id in sorted(shard_map.items()):
             self.check_shard(shard, blob_id, where)
+
+    def check_head_keys(self, head: ChainEntry) -> None:
+        """No version at the head uses a destroyed data key: redaction removes a version from the
+        head before it destroys the key, so such a head is not served (the store does not open)."""
+        if head.tree_id is None:
+            return
+        where = Where(head.commit_id.decode(), head.seq)
+        try:
+            shards = self.store.index_blobs(head.tree_id)
+        except IntegrityError:
+            return  # the tree is reported
+        for shard, blob_id in sorted(shards.items()):
+            try:
+                nodes = self.store.shard_nodes(shard, blob_id)
+            except IntegrityError:
+                continue  # the shard is reported
+            for node in nodes.values():
+                if node.redacted:
+                    self.add(
+                        "error",
+                        "destroyed-key-at-head",
+                        f"The head holds a version whose data key {node.dek_id.hex()} was destroyed ({{path}}): "
+                        "the store cannot serve its current state, so it does not open (a redaction removes a "
+                        "version from the head before it destroys the key).",
+                        token=node.token,
+                        where=where,
+                    )
 
     # -- index shards and node records --------------------------------------------------------
 

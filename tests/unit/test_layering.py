@@ -87,6 +87,7 @@ ORDER = {
         "replicated",
         "building",
         "upkeep",
+        "revisions",
         "reads",
         "memorystore",
     ],
@@ -98,8 +99,9 @@ ORDER = {
     "dream": ["merge", "prompt", "review", "runner"],
 }
 
-#: Private names of third-party objects memvault uses knowingly (dulwich's object store).
-THIRD_PARTY_PRIVATE = {"_iter_loose_objects", "_update_pack_cache"}
+#: Private names of third-party objects memvault uses knowingly (dulwich's object store), and the
+#: standard library's ``os._exit`` (the CLI ends at once on Ctrl-C while it starts: cli/__init__).
+THIRD_PARTY_PRIVATE = {"_iter_loose_objects", "_update_pack_cache", "_exit"}
 
 MAX_LINES = 700
 

@@ -29,6 +29,7 @@ ENV = "MEMVAULT_TEST_REQUIRE"
 #: Everything a test may need: name -> what it is and how to install it.
 NEEDS = {
     "softhsm": "SoftHSM2, a PKCS#11 module (apt-get install softhsm2; brew install softhsm)",
+    "opensc": "OpenSC's pkcs11-tool (apt-get install opensc; brew install opensc)",
 }
 
 

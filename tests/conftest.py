@@ -16,6 +16,10 @@ import pytest
 import memvault
 from memvault.settings import KdfParams, StoreSettings
 
+#: Tests that need something the machine may lack skip, or fail where MEMVAULT_TEST_REQUIRE says
+#: so (tests/needs.py).
+pytest_plugins = ["needs"]
+
 #: Cheap KDF for tests only.
 FAST_KDF = KdfParams(memory_kib=8, iterations=1, lanes=1)
 PASSPHRASE = "correct horse battery staple"

@@ -5,33 +5,23 @@ Every commit used has been authenticated (HMAC chain tag) and its metadata decry
 commit changed is computed by comparing the encrypted index shards of the commit and its parent
 (only shards whose blob id differs are opened), so walking history does not decrypt every file.
 
-Revision syntax (:func:`resolve`):
-
-- ``HEAD`` (or ``@``), ``HEAD~N`` and ``HEAD^`` (the N-th / first parent); ``~N`` and ``^``
-  also follow any other revision (``#12~2``, ``3f2a9c^``);
-- a full or abbreviated commit id (at least 4 hex digits, unique in the history);
-- ``#N``: the commit with sequence number N (``memvault log`` shows it);
-- ``@{TIME}``: the newest commit made at or before TIME, an ISO 8601 date or date-time
-  (``@{2026-11-01}``, ``@{2026-11-01 14:30}``, ``@{2026-11-01T14:30:00+01:00}``); a time
-  without an offset is UTC.
-
-A range ``A..B`` (:func:`split_range`; an empty side is ``HEAD``) names the commits reachable
-from B and not from A: ``iter_log(start=B, exclude=A)``.
+Revisions (:func:`resolve`: ``HEAD~2``, ``#12``, ``3f2a9c``, ``@{2026-11-01 14:30}``) and ranges
+``A..B`` (:func:`split_range`) are :mod:`memvault.store.revisions`' grammar, the read API's too;
+this module re-exports them. ``iter_log(start=B, exclude=A)`` walks a range.
 """
 
 from __future__ import annotations
 
 import difflib
-import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, fields
-from datetime import datetime, timezone
 from typing import Any, Literal
 
 from .errors import IntegrityError, InvalidInputError, InvalidPathError, PathNotFoundError
 from .format.records import CommitMeta, Node
 from .paths import ROOT, parse_path
 from .store import AnyBranch, StoreState
+from .store.revisions import ancestors, looks_like_revision, parse_time, resolve, split_range
 
 __all__ = [
     "Operation",
@@ -59,8 +49,6 @@ __all__ = [
 Operation = Literal["created", "modified", "deleted", "renamed"]
 OPERATIONS: tuple[Operation, ...] = ("created", "modified", "deleted", "renamed")
 _META_FIELDS = tuple(f.name for f in fields(CommitMeta))
-_HEX = re.compile(r"[0-9a-f]{4,40}")
-_REVISION_SYNTAX = re.compile(r"(?:HEAD|@|[0-9a-fA-F]{4,40}|#\d+|@\{[^}]+\})?(?:~\d*|\^+)*")
 
 
 @dataclass(frozen=True)
@@ -200,102 +188,12 @@ class BlameLine:
         }
 
 
-# -- revisions -------------------------------------------------------------------------------------
-
-
-def parse_time(text: str, *, end: bool = False) -> float:
-    """An ISO 8601 date or date-time as seconds since the epoch (UTC when no offset is given)."""
-    try:
-        when = datetime.fromisoformat(text.strip())
-    except ValueError:
-        raise InvalidInputError(
-            f"Error: {text!r} is not a date or time; use ISO 8601 such as 2026-11-01 or 2026-11-01T14:30:00Z."
-        ) from None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=timezone.utc)
-    stamp = when.timestamp()
-    # With ``end``, a time given to the second (or minute) means the end of that second (minute),
-    # so the time `log` prints for a commit (whole seconds) selects that commit as an upper
-    # bound (``@{...}``, ``--until``). A bare date means the start of the day, as in git.
-    clock = text.strip()[10:]
-    if end and clock and "." not in clock:
-        digits = re.sub(r"[+-]\d\d:?\d\d$|Z$", "", clock).strip(" T")
-        stamp += 59.999999 if digits.count(":") == 1 else 0.999999
-    return stamp
+# -- revisions (memvault.store.revisions) ---------------------------------------------------------
 
 
 def walk(store: AnyBranch, start: bytes | None = None) -> Iterator[tuple[bytes, CommitMeta, bytes, bytes | None]]:
     """``(commit_id, meta, tree_id, parent_id)`` from ``start`` (default head) back to the first."""
-    commit_id: bytes | None = start if start is not None else store.head[0]
-    expected: int | None = None
-    while commit_id is not None:
-        meta, tree_id, parent = store.commit(commit_id)
-        if expected is not None and meta.seq != expected:
-            raise IntegrityError("The store's history is not contiguous.")
-        yield commit_id, meta, tree_id, parent
-        commit_id, expected = parent, meta.seq - 1
-
-
-def resolve(store: AnyBranch, spec: str) -> bytes:
-    """The commit id (40 hex bytes) a revision names; see the module docstring for the syntax."""
-    text = spec.strip()
-    head = store.head[0]
-    if text in ("HEAD", "@", ""):
-        return head
-    m = re.fullmatch(r"(.*?)((?:~\d*|\^+)+)", text)
-    if m and (not text.startswith("@{") or m.group(1).endswith("}")):
-        steps = sum(int(n or 1) for n in re.findall(r"~(\d*)", m.group(2))) + m.group(2).count("^")
-        base = resolve(store, m.group(1)) if m.group(1) else head
-        for i, (commit_id, *_rest) in enumerate(walk(store, base)):
-            if i == steps:
-                return commit_id
-        raise InvalidInputError(f"Error: Revision {spec!r} goes back beyond the first commit.")
-    m = re.fullmatch(r"#(\d+)", text)
-    if m:
-        seq = int(m.group(1))
-        for commit_id, meta, _tree, _parent in walk(store):
-            if meta.seq == seq:
-                return commit_id
-        raise InvalidInputError(f"Error: There is no commit #{seq}.")
-    m = re.fullmatch(r"@\{(.+)\}", text)
-    if m:
-        when = parse_time(m.group(1), end=True)
-        for commit_id, meta, _tree, _parent in walk(store):
-            if meta.time <= when:
-                return commit_id
-        raise InvalidInputError(f"Error: No commit was made at or before {m.group(1)}.")
-    if _HEX.fullmatch(text):
-        found = [c for c, *_ in walk(store) if c.decode().startswith(text)]
-        if len(found) == 1:
-            return found[0]
-        if len(found) > 1:
-            raise InvalidInputError(f"Error: Revision {spec!r} is ambiguous; give more digits.")
-    raise InvalidInputError(f"Error: Unknown revision {spec!r}.")
-
-
-def split_range(spec: str) -> tuple[str, str] | None:
-    """``A..B`` -> ``(A, B)`` (an empty side is ``HEAD``); None when ``spec`` is not a range.
-
-    Raises:
-        InvalidInputError: ``A...B`` (history is linear: there is nothing symmetric to show).
-    """
-    if ".." not in spec:
-        return None
-    if "..." in spec:
-        raise InvalidInputError(f"Error: {spec!r}: A...B is not supported (history is linear); use A..B.")
-    left, right = spec.split("..", 1)
-    return left.strip() or "HEAD", right.strip() or "HEAD"
-
-
-def looks_like_revision(text: str) -> bool:
-    """Whether ``text`` has the syntax of a revision (see the module docstring) or of a range of
-    two; it may still name no commit."""
-    try:
-        pair = split_range(text)
-    except InvalidInputError:
-        return False
-    sides = pair if pair is not None else (text,)
-    return bool(text.strip()) and all(_REVISION_SYNTAX.fullmatch(side.strip()) for side in sides)
+    return ancestors(store, start)
 
 
 # -- what a commit changed ------------------------------------------------------------------------

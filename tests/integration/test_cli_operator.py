@@ -113,6 +113,35 @@ def test_put_from_stdin_and_file_scrubbed_as_one_commit_each(
     assert (info.actor, info.command, info.findings) == ("alice", "put", {})
 
 
+def test_put_names_a_local_file_it_cannot_read(
+    cli: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``put PATH FILE`` with FILE missing, unreadable or a directory: the message names FILE (not
+    the memory path), the store is unchanged, and no key is asked for first."""
+    head = _open(cli).head
+    unreadable = tmp_path / "secret-notes.md"
+    unreadable.write_text("x")
+    unreadable.chmod(0)
+    cases = [
+        (str(tmp_path / "missing.md"), "No such file or directory"),
+        (str(tmp_path), "Is a directory"),
+    ]
+    if os.geteuid() != 0:  # root reads a file of mode 0 all the same
+        cases.append((str(unreadable), "Permission denied"))
+    for source, reason in cases:
+        code, out, err = _run(capsys, "put", "/memories/notes.md", source)
+        assert (code, out, err) == (2, "", f"memvault: Cannot read the file {source!r}: {reason}.\n")
+    # Before the key: without one, the file's name is still what is told.
+    monkeypatch.delenv("MEMVAULT_KEY_FILE")
+    code, out, err = _run(capsys, "put", "/memories/notes.md", "no-such-notes.md")
+    assert (code, err) == (2, "memvault: Cannot read the file 'no-such-notes.md': No such file or directory.\n")
+    # scrub FILE alike.
+    code, out, err = _run(capsys, "scrub", "no-such-notes.md")
+    assert (code, err) == (2, "memvault: Cannot read the file 'no-such-notes.md': No such file or directory.\n")
+    monkeypatch.setenv("MEMVAULT_KEY_FILE", str(tmp_path / "key"))
+    assert _open(cli).head == head
+
+
 def test_put_refuses_exactly_as_the_memory_tool(
     cli: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -1,5 +1,6 @@
 """The ``pkcs11:`` key provider against SoftHSM2, a real PKCS#11 module (Debian package
-``softhsm2``; ``.ci/run`` installs it): a throwaway token in a temporary directory
+``softhsm2``; skipped where it is missing, unless ``MEMVAULT_TEST_REQUIRE`` lists ``softhsm``, as
+``.ci/run``, which installs it, does): a throwaway token in a temporary directory
 (``SOFTHSM2_CONF``), an AES key made on it, stores created and opened with it, and each failure
 (wrong PIN, missing key, missing token, no module) a clear ``ProviderError``."""
 
@@ -15,6 +16,7 @@ from pathlib import Path
 import pytest
 
 import memvault
+import needs
 from conftest import PASSPHRASE
 from memvault.errors import ExitStatus, InvalidInputError, ProviderError
 from memvault.keys.hsm import ENV_MODULE, ENV_PIN, HsmProvider
@@ -39,7 +41,7 @@ def softhsm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     module = next((m for m in MODULES if os.path.exists(m)), None)
     util = shutil.which("softhsm2-util")
     if module is None or util is None:
-        pytest.fail("SoftHSM2 is not installed (apt-get install softhsm2); .ci/run installs it")
+        needs.missing("softhsm")
     base = tmp_path_factory.mktemp("softhsm")
     (base / "tokens").mkdir()
     conf = base / "softhsm2.conf"

@@ -205,3 +205,56 @@ def test_a_failing_provider_at_create_leaves_nothing(tmp_path: Path) -> None:
         main(["--store", str(target), "init", "--key", f"command:{sys.executable} -c 'import sys; sys.exit(3)'"]) == 12
     )
     assert not target.exists()
+
+
+def test_a_command_uri_that_matches_no_slot_is_told_how_it_differs(tmp_path: Path, provider: str) -> None:
+    """Opened with a ``command:`` URI other than the slot's: the message says how the command line
+    differs (the program, how many arguments, which ones), and shows no argument that may hold a
+    secret. (The helper script is argument 1.)"""
+    secret, other = "sk-live-4f9a2c7e1b", "sk-live-0000ffff99"
+    recorded = f"{provider} --key-id prod --token={secret} {secret}"
+    memvault.MemoryStore.create(tmp_path / "s", key=recorded).close()
+    slot = json.loads(next((tmp_path / "s" / "keys").iterdir()).read_text())["slot_id"]
+    python = os.path.basename(sys.executable)
+    script = provider.partition(" ")[2]
+    hidden = "one not shown (it may hold a secret)"
+    cases = {
+        # a token's value, as an option's and as a word of its own
+        f"{provider} --key-id prod --token={other} {other}": "the same program; argument 4 differs in its value "
+        "('--token=...'); argument 5 differs (neither is shown: they may hold secrets)",
+        # one argument more
+        f"{recorded} -v": "the same program; 5 arguments where you gave 6; your argument 6 ('-v') is extra",
+        # one fewer
+        f"{provider} --key-id --token={secret} {secret}": "the same program; 5 arguments where you gave 4; argument 3 "
+        "of the slot's ('prod') is missing",
+        # a word for a secret
+        f"{provider} --key-id {other} --token={secret} {secret}": f"the same program; argument 3 is 'prod' where you "
+        f"gave {hidden}",
+        # another program, given the old one as its argument
+        f"command:/usr/bin/env {provider.partition(':')[2]} --key-id prod --token={secret} {secret}": (
+            f"program {python!r} where you gave 'env'; 5 arguments where you gave 6; your argument 1 (not shown: it "
+            "may hold a secret) is extra"
+        ),
+        # the same file name elsewhere
+        f"command:/opt/bin/{python} {script} --key-id prod --token={secret} {secret}": (
+            f"program {sys.executable!r} where you gave '/opt/bin/{python}'"
+        ),
+        # the same command line, spaced otherwise
+        f"{provider}  --key-id prod --token={secret} '{secret}'": "the same program and arguments written otherwise "
+        "(spacing or quoting): give the URI as the slot has it",
+    }
+    for uri, how in cases.items():
+        with pytest.raises(WrongKeyError) as info:
+            memvault.MemoryStore.open(tmp_path / "s", key=uri)
+        shown = "env" if "/usr/bin/env" in uri else python
+        assert str(info.value) == (
+            f"No key slot of this memory store uses the key provider command:{shown} (arguments not shown). "
+            f"Compared with the store's command: slots (key slot {slot}: {how})."
+        ), uri
+        assert "sk-live" not in str(info.value)
+    with pytest.raises(WrongKeyError) as info:
+        memvault.MemoryStore.open(tmp_path / "s", key="aws-kms:alias/memvault")
+    assert str(info.value) == (
+        "No key slot of this memory store uses the key provider aws-kms:alias/memvault. "
+        f"The store's key slots use command:{python} (arguments not shown)."
+    )

@@ -109,15 +109,12 @@ def test_errors(store: memvault.MemoryStore) -> None:
             PathNotFoundError,
             "Error: The directory /memories/gone does not exist at that revision.",
         ),
-        (lambda: store.read_text("/memories/a.md", rev=9), InvalidInputError, "Error: The store has no commit #9."),
-        (lambda: store.read_text("/memories/a.md", rev=-1), InvalidInputError, "Error: The store has no commit #-1."),
-        (lambda: store.list(rev="ffffffff"), InvalidInputError, "Error: The store has no commit 'ffffffff'."),
-        (
-            lambda: store.read_text("/memories/a.md", rev="HEAD~1"),
-            InvalidInputError,
-            "Error: Unknown revision 'HEAD~1': give a commit id or a sequence number "
-            "(memvault.history.resolve reads HEAD~N and @{TIME}).",
-        ),
+        (lambda: store.read_text("/memories/a.md", rev=9), InvalidInputError, "Error: There is no commit #9."),
+        (lambda: store.read_text("/memories/a.md", rev=-1), InvalidInputError, "Error: There is no commit #-1."),
+        (lambda: store.list(rev="ffffffff"), InvalidInputError, "Error: Unknown revision 'ffffffff'."),
+        (lambda: store.list(rev="HEAD~9"), InvalidInputError, "Error: Revision 'HEAD~9' goes back beyond the first"),
+        (lambda: store.exists("/memories", rev="@{2000-01-01}"), InvalidInputError, "No commit was made at or before"),
+        (lambda: store.exists("/memories", rev="yesterday"), InvalidInputError, "Error: Unknown revision 'yesterday'."),
         (lambda: store.read_text("/memories/dir/b.md", rev=1), PathNotFoundError, "does not exist at that revision"),
     ]
     for call, kind, message in cases:
@@ -126,6 +123,49 @@ def test_errors(store: memvault.MemoryStore) -> None:
         assert message in str(info.value), (str(info.value), message)
     with pytest.raises(TypeError):
         store.read_text("/memories/a.md", rev=True)  # type: ignore[arg-type]
+
+
+def test_the_read_api_takes_the_clis_revision_grammar(
+    store: memvault.MemoryStore, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every revision ``memvault cat --rev`` accepts, the read API accepts and resolves alike:
+    ``HEAD~N``, ``HEAD^``, ``@{TIME}``, ``#N~M``, an abbreviation followed by ``^``."""
+    from memvault.cli import main
+
+    first = resolve(store, "#1").decode()
+    # Commit 4 rewrote a.md: 'first\n' up to #3, the new text from #4 on.
+    cases = {
+        "HEAD~1": "second ünïcode\n",  # #4
+        "HEAD~2": "first\n",  # #3
+        "@~2": "first\n",
+        "HEAD^^": "first\n",
+        "#5~4": "first\n",  # #1
+        f"{first[:7]}": "first\n",
+        f"{first[:7].upper()}": "first\n",
+        "#2^": "first\n",
+        "@{2000-01-01T00:00:00Z}~0": None,  # no commit then
+        "@{2999-01-01}": "second ünïcode\n",
+        "@{2999-01-01 14:30}~1": "second ünïcode\n",
+        "HEAD~9": None,
+    }
+    monkeypatch.setenv("MEMVAULT_STORE", str(store.root))
+    monkeypatch.setenv("MEMVAULT_KEY_FILE", str(store.root.parent / "k.bin"))
+    for spec, text in cases.items():
+        status = main(["cat", "/memories/a.md", "--rev", spec])
+        out, err = capsys.readouterr()
+        if text is None:
+            assert status == 2, (spec, err)
+            with pytest.raises(InvalidInputError) as info:
+                store.read_text("/memories/a.md", rev=spec)
+            assert err == f"memvault: {str(info.value).removeprefix('Error: ')}\n", spec
+            continue
+        assert (status, out) == (0, text), (spec, err)
+        assert store.read_text("/memories/a.md", rev=spec) == text, spec
+        assert store.read_bytes("/memories/a.md", rev=spec) == text.encode(), spec
+        assert store.exists("/memories/a.md", rev=spec), spec
+        assert store.commit_of(spec) == resolve(store, spec), spec
+    assert [e.path for e in store.list("/memories", rev="HEAD~3")] == ["/memories/a.md", "/memories/dir"]  # #2
+    assert not store.exists("/memories/dir", rev="HEAD~4")  # #1
 
 
 def test_an_abbreviation_needs_four_digits(store: memvault.MemoryStore) -> None:

@@ -124,3 +124,18 @@ def test_settings_and_cli(tmp_path: Path, monkeypatch, capsys) -> None:
     assert main(["--store", store, "gc", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["shredded_versions"] == 1
     assert main(["--store", store, "expire", "--history", "--older-than", "1d", "--unused-for", "1d"]) == 2
+
+
+def test_expire_history_without_a_retention_period_names_older_than(tmp_path: Path, monkeypatch, capsys) -> None:
+    from memvault.cli import main
+
+    monkeypatch.setenv("MEMVAULT_PASSPHRASE", "a long cli passphrase")
+    store = str(tmp_path / "cli")
+    assert main(["--store", store, "init"]) == 0
+    capsys.readouterr()
+    assert main(["--store", store, "expire", "--history", "--dry-run"]) == 2
+    assert capsys.readouterr().err == (
+        "memvault: The store sets no retention period (retain_history_days): give one with --older-than DURATION "
+        "(--older-than 90d), or set the store's: memvault config set retain_history_days 90.\n"
+    )
+    assert main(["--store", store, "expire", "--history", "--older-than", "90d", "--dry-run"]) == 0

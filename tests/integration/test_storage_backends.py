@@ -208,11 +208,38 @@ def test_s3_refusals_are_not_retried(s3_env: S3Env) -> None:
     objects = S3Objects("memvault-no-such-bucket", "p")
     with pytest.raises(ServiceError) as caught:
         objects.get("k")
-    assert str(caught.value) == "S3 bucket memvault-no-such-bucket failed to read k: HTTP 404 NoSuchBucket."
+    assert str(caught.value) == (
+        "S3 bucket memvault-no-such-bucket failed to read k: HTTP 404 NoSuchBucket: the bucket does not exist; "
+        "create it first (aws s3 mb s3://memvault-no-such-bucket, or in the S3 console), memvault does not create "
+        "buckets."
+    )
     assert objects.requests == {"GetObject": 1}
     with pytest.raises(ServiceError) as caught:
         objects.create("k", b"secret bytes")
-    assert caught.value.reason == "HTTP 404 NoSuchBucket" and not caught.value.outcome_unknown
+    assert caught.value.reason.startswith("HTTP 404 NoSuchBucket: ") and not caught.value.outcome_unknown
+
+
+def test_init_in_a_missing_bucket_says_to_create_it_first(s3_env: S3Env, tmp_path: Path) -> None:
+    """``memvault init`` of ``s3://BUCKET/...`` where no BUCKET exists: the message says that the
+    bucket must be created first, and how; nothing is left behind."""
+    key = tmp_path / "key.bin"
+    key.write_bytes(os.urandom(32))
+    key.chmod(0o600)
+    env = {**os.environ, **s3_env.env, "MEMVAULT_KEY_FILE": str(key), "MEMVAULT_CACHE_DIR": str(tmp_path / "cache")}
+    done = subprocess.run(
+        [sys.executable, "-m", "memvault.cli", "--store", "s3://memvault-no-such-bucket/agents/support", "init"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert (done.returncode, done.stdout) == (1, ""), done.stderr
+    assert done.stderr == (
+        "memvault: S3 bucket memvault-no-such-bucket failed to list /: HTTP 404 NoSuchBucket: the bucket does not "
+        "exist; create it first (aws s3 mb s3://memvault-no-such-bucket, or in the S3 console), memvault does not "
+        "create buckets.\n"
+    )
+    assert not (tmp_path / "cache").exists()
 
 
 def test_s3_unreachable_endpoint(s3_env: S3Env, monkeypatch: pytest.MonkeyPatch) -> None:

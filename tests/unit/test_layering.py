@@ -93,6 +93,7 @@ ORDER = {
         "replicated",
         "building",
         "upkeep",
+        "revisions",
         "reads",
         "memorystore",
     ],
@@ -107,7 +108,8 @@ ORDER = {
     "server/views": ["base", "health", "memories", "stores", "versions", "tool"],
 }
 
-#: Private names of third-party objects memvault uses knowingly (dulwich's object store).
+#: Private names of third-party objects memvault uses knowingly (dulwich's object store), and the
+#: standard library's ``os._exit`` (the CLI ends at once on Ctrl-C while it starts: cli/__init__).
 THIRD_PARTY_PRIVATE = {"_iter_loose_objects", "_update_pack_cache", "_exit"}
 
 MAX_LINES = 700

@@ -14,7 +14,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any, BinaryIO, TextIO
 
 from ..errors import InvalidInputError, KeyUnavailableError
 
@@ -39,6 +39,8 @@ __all__ = [
     "color",
     "progress_bar",
     "terminal_safe",
+    "open_input",
+    "read_input",
 ]
 
 ENV_STORE = "MEMVAULT_STORE"
@@ -206,3 +208,28 @@ def terminal_safe(text: str, stream: TextIO | None = None) -> str:
         else:
             out.append(f"\\u{ord(c):04x}")
     return "".join(out)
+
+
+def open_input(source: str) -> BinaryIO:
+    """The local file ``source``, named on the command line, opened for reading.
+
+    Raises:
+        InvalidInputError: it cannot be opened (missing, unreadable, a directory); the message
+            names it (the name the user gave, with any control character escaped).
+    """
+    try:
+        return open(source, "rb")  # the caller closes it
+    except OSError as err:
+        raise InvalidInputError(f"Cannot read the file {source!r}: {err.strerror or 'I/O error'}.") from None
+
+
+def read_input(f: BinaryIO, source: str, limit: int = -1) -> bytes:
+    """At most ``limit`` bytes (all with -1) of ``f``, opened by :func:`open_input` from ``source``.
+
+    Raises:
+        InvalidInputError: the read failed; the message names ``source``.
+    """
+    try:
+        return f.read(limit)
+    except OSError as err:
+        raise InvalidInputError(f"Cannot read the file {source!r}: {err.strerror or 'I/O error'}.") from None

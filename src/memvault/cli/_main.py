@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..errors import ExitStatus, IntegrityError, KeyUnavailableError, MemvaultError, StoreNotFoundError
-from . import UsageError
+from . import UsageError, command_started, interrupted
 from ._common import ENV_DEBUG, ENV_KEY_FILE, ENV_LOCK_TIMEOUT, ENV_STORE, lock_timeout
 
 __all__ = ["CommandParser", "GLOBAL_OPTIONS", "build_parser", "run", "EPILOG"]
@@ -215,6 +215,8 @@ def run(argv: Sequence[str] | None = None) -> int:
         try:
             parser = build_parser()
         except ImportError as err:  # an unsupported platform (memvault.fsutil), a broken install
+            if interrupted():
+                return ExitStatus.INTERRUPTED
             _error(str(err), (), ExitStatus.ERROR, as_json)
             return ExitStatus.ERROR
         try:
@@ -233,28 +235,37 @@ def run(argv: Sequence[str] | None = None) -> int:
             print("variables and exit statuses.")
             return ExitStatus.SUCCESS
         return _run_command(args)
-    except UsageError as err:
+    except BaseException as err:  # noqa: B036 - what is not ours is raised again
+        return _failed(err, args, as_json, verbose)
+
+
+def _failed(err: BaseException, args: argparse.Namespace | None, as_json: bool, verbose: bool) -> int:
+    """Report ``err``, which ended the command, and return the exit status; raise again what is
+    not an expected error. After a Ctrl-C any error is the interrupt's (an extension interrupted
+    while it loaded fails its own way): status 130, nothing printed."""
+    if isinstance(err, KeyboardInterrupt) or interrupted():
+        return ExitStatus.INTERRUPTED
+    if isinstance(err, UsageError):
         _error(str(err), (), ExitStatus.USAGE, as_json)
         return ExitStatus.USAGE
-    except MemvaultError as err:
+    if isinstance(err, MemvaultError):
         _debug(err, verbose)
         _error(*_explain(err, args), err.exit_status, as_json)
         return err.exit_status
-    except KeyboardInterrupt:
-        return ExitStatus.INTERRUPTED
-    except BrokenPipeError:
+    if isinstance(err, BrokenPipeError):
         # The reader went away (``memvault log | head -1``): stop quietly, as git does, and keep
         # the interpreter's final flush of stdout from reporting the closed pipe again.
         _discard_stdout()
         return ExitStatus.SUCCESS
-    except FileExistsError as err:
+    if isinstance(err, FileExistsError):
         _debug(err, verbose)
         _error("The file already exists.", (), ExitStatus.REFUSED, as_json)
         return ExitStatus.REFUSED
-    except OSError as err:  # e.g. a missing directory for a file the command writes
+    if isinstance(err, OSError):  # e.g. a missing directory for a file the command writes
         _debug(err, verbose)
         _error(f"{err.strerror or 'I/O error'}.", (), ExitStatus.ERROR, as_json)
         return ExitStatus.ERROR
+    raise err
 
 
 def _run_command(args: argparse.Namespace) -> int:
@@ -264,6 +275,7 @@ def _run_command(args: argparse.Namespace) -> int:
     if sys.stderr.isatty():
         set_lock_wait_notice(_lock_wait_notice)
     try:
+        command_started()
         status = int(args.func(args))
         sys.stdout.flush()  # a closed pipe shows here, inside the handlers, not at exit
         return status

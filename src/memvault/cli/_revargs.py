@@ -10,9 +10,9 @@ import time
 from typing import TYPE_CHECKING
 
 from ..errors import InvalidInputError, InvalidPathError
-from ..history import looks_like_revision, parse_time, resolve, split_range
 from ..paths import parse_path
 from ..store.branch import BRANCH_PREFIX
+from ..store.revisions import looks_like_revision, parse_time, resolve, split_range
 
 if TYPE_CHECKING:
     from ..store import AnyBranch, MemoryStore

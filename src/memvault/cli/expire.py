@@ -63,6 +63,11 @@ def _cmd_history(args: argparse.Namespace) -> int:
         raise InvalidInputError("--history expires old versions; it takes --older-than, not --unused-for.")
     days = None if args.older_than is None else parse_duration(args.older_than) / 86400
     with _open(args) as store:
+        if days is None and store.settings.retain_history_days is None:
+            raise InvalidInputError(
+                "The store sets no retention period (retain_history_days): give one with --older-than DURATION "
+                "(--older-than 90d), or set the store's: memvault config set retain_history_days 90."
+            )
         run = functools.partial(apply_retention, store, days, actor=args.actor, session=args.session, now=time.time())
         if args.dry_run:
             result = run(dry_run=True)

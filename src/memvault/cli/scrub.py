@@ -8,7 +8,7 @@ import sys
 from typing import Any
 
 from ..errors import ExitStatus, InvalidInputError
-from ._common import open_store, print_json, terminal_safe
+from ._common import open_input, open_store, print_json, read_input, terminal_safe
 
 __all__ = ["register"]
 
@@ -16,8 +16,8 @@ __all__ = ["register"]
 def _read(source: str) -> bytes:
     if source == "-":
         return sys.stdin.buffer.read()
-    with open(source, "rb") as f:
-        return f.read()
+    with open_input(source) as f:
+        return read_input(f, source)
 
 
 def _place(line_starts: list[int], offset: int) -> tuple[int, int]:

@@ -19,11 +19,11 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from ..errors import ExitStatus, LimitExceededError, MemvaultError
 from ..fsutil import wipe_file
-from ._common import open_store, print_json, terminal_safe
+from ._common import open_input, open_store, print_json, read_input, terminal_safe
 
 if TYPE_CHECKING:
     from ..operator_writes import OperatorWrite
@@ -60,15 +60,15 @@ def _emit(result: OperatorWrite, text: str, args: argparse.Namespace) -> int:
 # -- put -------------------------------------------------------------------------------------------
 
 
-def _read_input(source: str | None, limit: int, shown: str) -> bytes:
-    """At most ``limit`` bytes of FILE, or of stdin for ``-`` or none; more is refused."""
-    if source is None or source == "-":
+def _read_input(source: BinaryIO | None, name: str, limit: int, shown: str) -> bytes:
+    """At most ``limit`` bytes of ``source`` (the file ``name``), or of stdin for None; more is
+    refused."""
+    if source is None:
         if sys.stdin.isatty():
             print("Reading the content from standard input; end it with Ctrl-D.", file=sys.stderr)
         data = sys.stdin.buffer.read(limit + 1)
     else:
-        with open(source, "rb") as f:
-            data = f.read(limit + 1)
+        data = read_input(source, name, limit + 1)
     if len(data) > limit:
         raise LimitExceededError(f"The content for {shown} is over the limit of {limit} bytes per file.")
     return data
@@ -78,10 +78,13 @@ def _cmd_put(args: argparse.Namespace) -> int:
     from ..operator_writes import put
     from ..paths import parse_path
 
-    with open_store(args) as store:
-        shown = parse_path(args.path, store.settings).text
-        data = _read_input(args.file, store.settings.max_file_bytes, shown)
-        result = put(store, args.path, data, actor=args.actor, session=args.session)
+    # The local file first: a name mistyped is told before a passphrase is asked for.
+    with contextlib.ExitStack() as stack:
+        source = None if args.file in (None, "-") else stack.enter_context(open_input(args.file))
+        with open_store(args) as store:
+            shown = parse_path(args.path, store.settings).text
+            data = _read_input(source, args.file, store.settings.max_file_bytes, shown)
+            result = put(store, args.path, data, actor=args.actor, session=args.session)
     what = "new file" if result.created else "replaced"
     return _emit(result, f"Wrote {result.paths[0]} ({what}) in {_commit(result)}.", args)
 

@@ -7,7 +7,9 @@ URI: ``command:<program> [args]``. The text after ``command:`` is split with :fu
 ``/``), with memvault's environment and working directory. The URI is recorded in the key slot as
 written. Error messages name the program (its file name) but never show its arguments, which may
 hold tokens; best effort, the helper's own error text is shown with any argument of 6 or more
-characters and the key it was sent replaced by ``[redacted]``.
+characters and the key it was sent replaced by ``[redacted]``. A URI that matches no key slot is
+told how it differs from the slots' (:func:`difference`: option names and words under 6 characters
+at most).
 
 Helper protocol, version 1 (the contract a helper implements):
 
@@ -41,9 +43,11 @@ from __future__ import annotations
 
 import base64
 import binascii
+import difflib
 import json
 import math
 import os
+import re
 import selectors
 import shlex
 import subprocess
@@ -53,7 +57,7 @@ from typing import Any, Final
 
 from ..errors import InvalidInputError, ProviderError
 
-__all__ = ["CommandProvider", "PROTOCOL_VERSION", "MAX_OUTPUT", "DEFAULT_TIMEOUT", "KEY_SIZE"]
+__all__ = ["CommandProvider", "PROTOCOL_VERSION", "MAX_OUTPUT", "DEFAULT_TIMEOUT", "KEY_SIZE", "difference"]
 
 PROTOCOL_VERSION: Final = 1
 #: Length of the keys the helper wraps and unwraps (a slot key).
@@ -67,6 +71,12 @@ _MESSAGE_CHARS: Final = 200
 #: Arguments at least this long are taken out of the helper's messages.
 _SECRET_ARG_CHARS: Final = 6
 _CHUNK: Final = 4096  # at most PIPE_BUF: a write to a pipe select() calls writable does not block
+
+
+#: An option's name (``-v``, ``--key-id``, the part of ``--key-id=...`` before ``=``): shown.
+_OPTION = re.compile(r"--?[A-Za-z][A-Za-z0-9_-]{0,39}")
+#: Differing arguments named in a message, at most.
+_SHOWN_DIFFERENCES: Final = 3
 
 
 class _Timeout(Exception):
@@ -93,6 +103,83 @@ def timeout_seconds() -> float:
     if not math.isfinite(value) or value <= 0:
         raise InvalidInputError("MEMVAULT_KEY_COMMAND_TIMEOUT must be a number of seconds greater than 0.")
     return value
+
+
+def difference(given: str, recorded: str) -> str:
+    """How the command line of the ``command:`` URI ``given`` differs from ``recorded`` (a key
+    slot's), for a message: the programs where they differ, the number of arguments, and which
+    arguments differ, are missing or are extra (numbered from 1 after the program). An argument
+    itself is shown only when it cannot hold a secret: an option's name (``--key-id``; of
+    ``--key-id=VALUE`` the name only), or a word shorter than 6 characters, as the helper's own
+    messages are cleaned.
+
+    Returns:
+        A clause such as ``"the same program; argument 2 is '-v' where you gave '-q'"``, or ""
+        when either URI is not a ``command:`` URI that splits.
+    """
+    if given.partition(":")[0] != "command" or recorded.partition(":")[0] != "command":
+        return ""
+    try:
+        mine, theirs = (shlex.split(uri.partition(":")[2]) for uri in (given, recorded))
+    except ValueError:
+        return ""
+    if not mine or not theirs:
+        return ""
+    if mine == theirs:
+        return "the same program and arguments written otherwise (spacing or quoting): give the URI as the slot has it"
+    programs = [os.path.basename(p.rstrip("/")) or p for p in (theirs[0], mine[0])]
+    if programs[0] == programs[1]:  # the same file name in other directories: the paths tell them apart
+        programs = [theirs[0], mine[0]]
+    parts = ["the same program" if mine[0] == theirs[0] else f"program {programs[0]!r} where you gave {programs[1]!r}"]
+    if len(mine) != len(theirs):
+        parts.append(f"{_count(len(theirs) - 1)} where you gave {len(mine) - 1}")
+    told: list[str] = []
+    matcher = difflib.SequenceMatcher(None, theirs[1:], mine[1:], autojunk=False)
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag == "replace" and i2 - i1 == j2 - j1:
+            told += [_replaced(i1 + k + 1, theirs[i1 + k + 1], mine[j1 + k + 1]) for k in range(i2 - i1)]
+            continue
+        if tag in ("replace", "delete"):
+            told += [
+                f"argument {i + 1} of the slot's ({_in_brackets(theirs[i + 1])}) is missing" for i in range(i1, i2)
+            ]
+        if tag in ("replace", "insert"):
+            told += [f"your argument {j + 1} ({_in_brackets(mine[j + 1])}) is extra" for j in range(j1, j2)]
+    parts += told[:_SHOWN_DIFFERENCES]
+    if len(told) > _SHOWN_DIFFERENCES:
+        parts.append(f"{len(told) - _SHOWN_DIFFERENCES} more difference(s)")
+    return "; ".join(parts)
+
+
+def _replaced(n: int, slot_has: str, you_gave: str) -> str:
+    shown = _shown_arg(slot_has), _shown_arg(you_gave)
+    if shown == (None, None):
+        return f"argument {n} differs (neither is shown: they may hold secrets)"
+    if shown[0] == shown[1]:  # an option's value
+        return f"argument {n} differs in its value ({shown[0]})"
+    return f"argument {n} is {_shown_or_not(slot_has)} where you gave {_shown_or_not(you_gave)}"
+
+
+def _shown_or_not(arg: str) -> str:
+    return _shown_arg(arg) or "one not shown (it may hold a secret)"
+
+
+def _in_brackets(arg: str) -> str:
+    return _shown_arg(arg) or "not shown: it may hold a secret"
+
+
+def _count(n: int) -> str:
+    return f"{n} argument{'' if n == 1 else 's'}"
+
+
+def _shown_arg(arg: str) -> str | None:
+    """An argument as :func:`difference` shows it; None where it may hold a secret."""
+    name, eq, _value = arg.partition("=")
+    if _OPTION.fullmatch(name):
+        return repr(name + "=...") if eq else repr(name)
+    if len(arg) < _SECRET_ARG_CHARS and arg.isprintable():
+        return repr(arg)
+    return None
 
 
 class CommandProvider:

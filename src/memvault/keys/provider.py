@@ -3,12 +3,12 @@ that wraps and unwraps a slot's 32-byte key, bound to the store and slot (docs/f
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Protocol
 
 from ..errors import InvalidInputError
 
-__all__ = ["KeyProvider", "open_provider", "binding_context", "shown_uri", "SCHEMES"]
+__all__ = ["KeyProvider", "open_provider", "binding_context", "shown_uri", "mismatch", "SCHEMES"]
 
 #: URI schemes of the providers this release has, and the module of each.
 SCHEMES = {"aws-kms": "kms", "command": "command", "pkcs11": "hsm"}
@@ -42,6 +42,25 @@ def shown_uri(uri: str) -> str:
         return uri
     program = rest.strip().split(maxsplit=1)[0] if rest.strip() else ""
     return f"command:{program.rsplit('/', 1)[-1]} (arguments not shown)"
+
+
+def mismatch(given: str, recorded: Sequence[tuple[str, str]]) -> str:
+    """What to tell someone whose key provider URI ``given`` matches none of a store's provider
+    slots ``recorded`` (``(slot id, URI)`` each): how it differs from each ``command:`` slot
+    (:func:`memvault.keys.command.difference`; no argument that may hold a secret), or which
+    providers the slots use. "" when the store has no provider slot.
+    """
+    from .command import difference
+
+    if not recorded:
+        return ""
+    if given.partition(":")[0] == "command":
+        found = [(slot, difference(given, uri)) for slot, uri in recorded if uri.partition(":")[0] == "command"]
+        told = [f"key slot {slot}: {how}" for slot, how in found if how]
+        if told:
+            return f"Compared with the store's command: slots ({'; '.join(told)})."
+    uris = sorted({shown_uri(uri) for _slot, uri in recorded})
+    return f"The store's key slots use {', '.join(uris)}."
 
 
 def binding_context(store_id: bytes, slot_id: bytes) -> dict[str, str]:

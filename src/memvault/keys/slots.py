@@ -29,7 +29,7 @@ from ..crypto import b64decode, b64encode
 from ..errors import IntegrityError, InvalidInputError, KeyUnavailableError, ProviderError, WrongKeyError, read_failure
 from ..fsutil import read_bounded
 from ..settings import DEFAULT_KDF, KdfParams
-from .provider import KeyProvider, binding_context, open_provider, shown_uri
+from .provider import KeyProvider, binding_context, mismatch, open_provider, shown_uri
 
 __all__ = [
     "Unlock",
@@ -406,7 +406,12 @@ def unlock_master_keys(store_id: bytes, slots: list[KeySlot], unlock: Unlock) ->
     if failure is not None:
         raise failure
     if provider is not None:
-        raise WrongKeyError(f"No key slot of this memory store uses the key provider {shown_uri(provider.uri)}.")
+        recorded = [(slot.slot_id.hex(), slot.provider) for slot in slots if slot.kind == unlock.kind]
+        hint = mismatch(provider.uri, recorded)
+        raise WrongKeyError(
+            f"No key slot of this memory store uses the key provider {shown_uri(provider.uri)}."
+            + (f" {hint}" if hint else "")
+        )
     raise WrongKeyError("The passphrase or key does not unlock this memory store.")
 
 

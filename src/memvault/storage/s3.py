@@ -169,6 +169,11 @@ class S3Objects:
 
     def _error(self, action: str, failure: _Failure, attempts: int, *, outcome_unknown: bool = False) -> ServiceError:
         reason = failure.reason if attempts == 1 else f"{failure.reason} after {attempts} attempts"
+        if failure.code == "NoSuchBucket":  # memvault makes no bucket: say where one comes from
+            reason += (
+                f": the bucket does not exist; create it first (aws s3 mb s3://{self.bucket}, or in the S3 console),"
+                " memvault does not create buckets"
+            )
         return ServiceError(self.description, action, reason, outcome_unknown=outcome_unknown)
 
     def _retrying(self, action: str, call: Callable[[], _T], *, write: bool = False) -> _T:

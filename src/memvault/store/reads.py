@@ -1,37 +1,31 @@
 """The typed read API a store offers applications: :meth:`~FileReads.read_text`,
 :meth:`~FileReads.read_bytes`, :meth:`~FileReads.list` and :meth:`~FileReads.exists`, at the
-head or at a revision named by a commit id or a sequence number.
+head or at a revision in the grammar of :mod:`memvault.store.revisions` (the CLI's: ``HEAD~2``,
+``#3``, ``3f2a9c``, ``@{2026-11-01 14:30}``; also a sequence number as an ``int``).
 
 :class:`FileReads` is a mixin of :class:`~memvault.store.MemoryStore`: it reads through the
-store's public, authenticated methods (``head``, ``opened_commit``, ``state_at``, ``read_node``,
+store's public, authenticated methods (``head``, ``commit``, ``state_at``, ``read_node``,
 ``token``), so every content it returns was authenticated as the memory tool's reads are. Reads
 made here are not recorded as uses of a file (``memvault expire`` counts the memory tool's).
-Richer revision syntax (``HEAD~3``, ``@{2026-11-01}``) is :func:`memvault.history.resolve`'s: pass
-the commit id it returns.
 """
 
 from __future__ import annotations
 
 import builtins
-import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from ..errors import InvalidInputError, InvalidPathError, PathNotFoundError
 from ..format.records import Node
 from ..paths import ROOT, parse_path
+from .revisions import Revision, resolve
 
 if TYPE_CHECKING:
+    from ..format.records import CommitMeta
     from ..settings import StoreSettings
-    from .state import OpenedCommit, StoreState
+    from .state import StoreState
 
 __all__ = ["FileReads", "MemoryEntry", "Revision"]
-
-#: A revision of the read API: None (the head), a sequence number, ``"#N"``, ``"HEAD"``, or a
-#: commit id (40 hex digits, or at least 4 of them naming one commit), as text or bytes.
-Revision = str | bytes | int | None
-_HEX = re.compile(r"[0-9a-f]{4,40}")
-_SEQ = re.compile(r"#(\d+)")
 
 
 @dataclass(frozen=True)
@@ -53,7 +47,7 @@ class FileReads:
         @property
         def head(self) -> tuple[bytes, int]: ...
 
-        def opened_commit(self, commit_id: bytes) -> OpenedCommit: ...
+        def commit(self, commit_id: bytes) -> tuple[CommitMeta, bytes, bytes | None]: ...
 
         def state_at(self, commit_id: bytes) -> StoreState: ...
 
@@ -131,46 +125,13 @@ class FileReads:
         return vpath == ROOT or vpath in state.nodes or _redacted(state, self.token(vpath)) is not None
 
     def commit_of(self, rev: Revision) -> bytes:
-        """The commit id (40 hex bytes) a read API revision names (see :data:`Revision`).
+        """The commit id (40 hex bytes) ``rev`` names (see :mod:`memvault.store.revisions`).
 
         Raises:
             InvalidInputError: it names no commit of the store.
+            TypeError: ``rev`` is not a :data:`~memvault.store.revisions.Revision`.
         """
-        head, head_seq = self.head
-        if rev is None:
-            return head
-        if isinstance(rev, bool) or not isinstance(rev, (str, bytes, int)):
-            raise TypeError("rev must be None, a sequence number, or a commit id (str or bytes)")
-        if isinstance(rev, bytes):
-            rev = rev.decode("ascii", "replace")
-        seq: int | None = rev if isinstance(rev, int) else None
-        text = str(rev).strip()
-        if text in ("HEAD", "@"):
-            return head
-        if seq is None and (m := _SEQ.fullmatch(text)):
-            seq = int(m.group(1))
-        if seq is None and not _HEX.fullmatch(text):
-            raise InvalidInputError(
-                f"Error: Unknown revision {str(rev)[:60]!r}: give a commit id or a sequence number "
-                "(memvault.history.resolve reads HEAD~N and @{TIME})."
-            )
-        found: builtins.list[bytes] = []
-        commit_id: bytes | None = head
-        while commit_id is not None and (seq is None or 0 <= seq <= head_seq):
-            opened = self.opened_commit(commit_id)
-            if seq is not None and opened.seq == seq:
-                return commit_id
-            if seq is None and commit_id.decode().startswith(text):
-                if len(text) == 40:
-                    return commit_id
-                found.append(commit_id)
-            commit_id = opened.parent_id
-        if len(found) == 1:
-            return found[0]
-        if len(found) > 1:
-            raise InvalidInputError(f"Error: Revision {text!r} is ambiguous; give more digits.")
-        what = f"#{seq}" if seq is not None else repr(text)
-        raise InvalidInputError(f"Error: The store has no commit {what}.")
+        return resolve(self, rev)
 
 
 def _redacted(state: StoreState, token: bytes) -> Node | None:

@@ -189,6 +189,8 @@ class _BranchWalker:
             opened = [(commit_id, *branch.commit(commit_id)) for commit_id in branch.branch_commits()]
         except IntegrityError as err:
             self.diagnose(head, err)
+            if branch.mark_problem is not None:  # found before what stopped the walk
+                self.add("error", "rollback", str(branch.mark_problem), where=Where(head.decode(), None, name))
             return
         entries: list[ChainEntry] = []
         expected: int | None = None

@@ -314,7 +314,7 @@ def test_a_keyring_cut_back_to_before_the_dream_is_a_rollback(store: memvault.Me
     root = tmp_path / "s"
     cut = (root / "keyring").stat().st_size
     branch, before, _rewrite = _dream_with_rewrite(store)
-    assert branch.fork_meta.extra["keyring"] == "1"
+    assert branch.fork_meta.extra["keyring"] == "recorded"
     store.close()
     with open(root / "keyring", "r+b") as f:
         f.truncate(cut)

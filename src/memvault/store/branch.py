@@ -34,8 +34,8 @@ if TYPE_CHECKING:
     from .memorystore import MemoryStore
 
 __all__ = [
-    "BranchStore", "BRANCH_PREFIX", "FORK_COMMAND", "TRACKED", "branch_id", "branch_name", "check_branch_name",
-    "is_branch_name",
+    "BranchStore", "BRANCH_PREFIX", "FORK_COMMAND", "TRACKED", "TRACKED_VALUE", "branch_id", "branch_name",
+    "check_branch_name", "is_branch_name",
 ]  # fmt: skip
 
 T = TypeVar("T")
@@ -47,8 +47,8 @@ FORK_COMMAND = "fork"
 _NAME = re.compile(r"dream/[0-9a-f]{16}")
 #: Commits walked from a side branch's head before its fork commit must have been found.
 MAX_BRANCH_COMMITS = 100_000
-#: The key of a fork commit's ``extra`` saying that the keyring records the branch (``"1"``).
-TRACKED = "keyring"
+#: The key and value of a fork commit's ``extra`` saying that the keyring records the branch.
+TRACKED, TRACKED_VALUE = "keyring", "recorded"
 
 
 def is_branch_name(name: str) -> bool:
@@ -235,7 +235,7 @@ class BranchStore:
         """What is wrong with the branch at ``head`` (``seq``) given the keyring's ``mark``."""
         if mark is not None:
             return freshness_problem(head, seq, mark, branch=self.name)
-        if fork.extra.get(TRACKED) == "1":
+        if fork.extra.get(TRACKED) == TRACKED_VALUE:
             return RollbackDetectedError(
                 f"Rollback detected: the keyring has no record of the dream branch {self.name}, whose fork commit "
                 "says it keeps one: its records were cut off, or the keyring was put back from an older copy."
@@ -409,5 +409,5 @@ def _fork_commit_meta(
     fields = {str(k): str(v) for k, v in extra.items() if k != TRACKED}
     fields["fork"] = state.commit_id.decode("ascii")
     if tracked:
-        fields[TRACKED] = "1"
+        fields[TRACKED] = TRACKED_VALUE
     return CommitMeta(state.seq + 1, time.time(), actor, session, FORK_COMMAND, (), {}, branch=name, extra=fields)

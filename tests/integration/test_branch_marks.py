@@ -133,6 +133,8 @@ def test_a_branch_moved_back_is_refused_by_review_merge_and_verify(store: memvau
         assert again.head == main_head  # nothing merged
         with pytest.raises(RollbackDetectedError):
             again.branch(NAME).head  # noqa: B018 - every reader of the branch
+        with pytest.raises(RollbackDetectedError):
+            history.log(again.branch(NAME))
         [info] = list_dreams(again)
         assert info.status == "damaged" and info.problem.startswith("Rollback detected")
         with pytest.raises(RollbackDetectedError):

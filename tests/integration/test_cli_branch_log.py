@@ -134,7 +134,7 @@ def test_log_of_a_branch_as_json(ids: dict[str, Any], capsys: pytest.CaptureFixt
         {
             "commit": ids["B2"], "seq": 2, "time": utc(times[1]), "timestamp": times[1], "actor": "dream", "session": "night-1",
             "command": "fork", "paths": [], "findings": {}, "branch": NAME,
-            "extra": {"fork": ids["C1"], "model": "claude-test"}, "changes": [],
+            "extra": {"fork": ids["C1"], "keyring": "recorded", "model": "claude-test"}, "changes": [],
         },
         {
             "commit": ids["C1"], "seq": 1, "time": utc(times[2]), "timestamp": times[2], "actor": "claude", "session": "s-1",
@@ -172,7 +172,7 @@ Actor:    dream
 Session:  night-1
 Command:  fork
 Branch:   dream/0123456789abcdef
-Extra:    fork={C1} model=claude-test
+Extra:    fork={C1} keyring=recorded model=claude-test
 """,
         ids,
     )
@@ -181,7 +181,11 @@ Extra:    fork={C1} model=claude-test
     shown = json.loads(run_cli(capsys, "show", "--branch", ID, "--json", "HEAD~1"))
     [fork] = history.log(ids["branch"], start="HEAD~1", limit=1)
     assert shown == {**fork.to_json(), "time": utc(fork.time), "timestamp": fork.time, "stat": [], "patch": ""}
-    assert shown["branch"] == NAME and shown["extra"] == {"fork": ids["C1"], "model": "claude-test"}
+    assert shown["branch"] == NAME and shown["extra"] == {
+        "fork": ids["C1"],
+        "keyring": "recorded",
+        "model": "claude-test",
+    }
 
 
 def test_diff_of_a_branch(ids: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:

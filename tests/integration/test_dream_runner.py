@@ -240,6 +240,7 @@ def test_a_consolidation_pass_on_its_branch(store: memvault.MemoryStore) -> None
         "model": MODEL,
         "max_changed_files": "4",
         "max_deleted_bytes": "65536",
+        "keyring": "recorded",  # the keyring records the branch (docs/format.md §5.8)
     }
     assert [m.seq for m in metas] == list(range(head[1] + 1, head[1] + 6))
 

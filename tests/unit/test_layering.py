@@ -80,7 +80,7 @@ TIERS = {
 ORDER = {
     "format": ["records", "layout"],
     "git": ["objects", "pack", "packread", "packdir", "refs", "repo"],
-    "keys": ["framing", "command", "kms", "hsm", "provider", "slots", "keyring"],
+    "keys": ["framing", "command", "kms", "hsm", "provider", "slots", "marks", "keyring"],
     "store": [
         "config",
         "atimes",

@@ -177,6 +177,12 @@ def _cmd_discard(args: argparse.Namespace) -> int:
             + (f" by commit {result.commit[:12]}" if result.commit else "")
             + "; its versions cannot be read any more."
         )
+        if not result.complete:
+            print(
+                "The keyring did not record every data key of this dream (it was made by an earlier release, or "
+                "in a store before `memvault upgrade`): its keys were found only from its branch, and versions "
+                "its branch no longer reaches were not destroyed (`memvault verify` lists them as orphan-key)."
+            )
     return ExitStatus.SUCCESS
 
 

@@ -19,7 +19,7 @@ from ..history import FileDiff, diff
 from ..paths import parse_path
 from ..scrub.guard import check_path, scrub_text
 from ..store import BranchStore, MemoryStore, StoreState, Transaction
-from ..store.branch import BRANCH_PREFIX, FORK_COMMAND, is_branch_name
+from ..store.branch import BRANCH_PREFIX, FORK_COMMAND, branch_id, branch_name, is_branch_name
 from .merge import FileConflict, three_way
 
 __all__ = [
@@ -124,9 +124,34 @@ def _merge_commit(store: MemoryStore, dream_id: str, fork_seq: int) -> str:
 
 
 def list_dreams(store: MemoryStore) -> list[DreamInfo]:
-    """Every dream branch of ``store``, oldest first (a damaged one is listed as such)."""
-    dreams = [_info(store, name) for name in store.branches()]
+    """Every dream branch of ``store``, oldest first (a damaged one is listed as such; so is one
+    whose ref is gone while the keyring still holds data keys written for it)."""
+    names = store.branches()
+    dreams = [_info(store, name) for name in names]
+    dreams += [
+        DreamInfo(name.split("/", 1)[1], name, "damaged", problem=_GONE.format(id=name.split("/", 1)[1]))
+        for name in _lost_branches(store, names)
+    ]
     return sorted(dreams, key=lambda d: (d.created, d.id))
+
+
+#: A dream whose ref is gone while data keys written for it are not destroyed.
+_GONE = (
+    "Its branch's ref is gone (removed by something other than memvault), but the data keys of the versions it "
+    "wrote are still in the keyring: `memvault dream discard {id}` destroys them."
+)
+
+
+def _lost_branches(store: MemoryStore, names: list[str]) -> list[str]:
+    """The side branches the keyring holds live data keys of and whose ref is not in ``names``."""
+    store.keyring.refresh()
+    marks = store.keyring.branches
+    out = []
+    for bid in marks.recorded():
+        name = branch_name(bid)
+        if name not in names and any(not store.keyring.is_destroyed(k) for k in marks.keys(bid)):
+            out.append(name)
+    return out
 
 
 @dataclass(frozen=True)
@@ -348,40 +373,76 @@ def _scrubbed(store: MemoryStore, content: bytes, findings: dict[str, int]) -> b
 
 @dataclass(frozen=True)
 class DiscardResult:
-    """A discarded dream: how many of its data keys were destroyed, by which ``redact`` commit."""
+    """A discarded dream: how many of its data keys were destroyed, by which ``redact`` commit,
+    and whether those were every key it ever wrote."""
 
     dream_id: str
     keys_destroyed: int
     commit: str  #: hex id of the redaction commit on main ("" if there was nothing to destroy)
+    #: The keyring recorded every data key the dream wrote (from its fork commit on), so all of
+    #: them are destroyed, whatever its ref pointed at. False for a dream made by an earlier
+    #: release or in a store of format version 1 or 2: its keys were found from its ref, and
+    #: versions the ref no longer reached (``verify``: ``orphan-key``) are not destroyed.
+    complete: bool = True
 
     def to_json(self) -> dict[str, Any]:
-        return {"dream": self.dream_id, "keys_destroyed": self.keys_destroyed, "commit": self.commit}
+        return {"dream": self.dream_id, "keys_destroyed": self.keys_destroyed, "commit": self.commit,
+                "complete": self.complete}  # fmt: skip
 
 
 def discard_dream(store: MemoryStore, dream_id: str, *, actor: str = "operator", session: str = "") -> DiscardResult:
-    """Discard a dream: destroy the data keys of every version its commits wrote (one ``redact``
-    commit on ``main``, crypto-shredding: those versions' contents and the names in their node
-    records are gone for good), then remove its branch. Versions it inherited from ``main`` are
-    not touched. As with ``redact``, the paths each of its commits named stay in that commit's
-    sealed metadata, readable to key holders while the commit objects exist.
+    """Discard a dream: destroy the data keys of every version it wrote (one ``redact`` commit on
+    ``main``, crypto-shredding: those versions' contents and the names in their node records are
+    gone for good), then remove its branch. Versions it inherited from ``main`` are not touched.
+    As with ``redact``, the paths each of its commits named stay in that commit's sealed metadata,
+    readable to key holders while the commit objects exist.
+
+    The keys are those the keyring recorded as written for the dream (every one since its fork
+    commit, also those its ref no longer reaches: a ref moved back, a write that failed after its
+    keys were recorded) and those of the versions its ref reaches. A dream whose ref is gone is
+    discarded by its id while the keyring holds keys of it; one that does not match the keyring's
+    record of it (moved back) is discarded all the same.
 
     Raises:
-        InvalidInputError: no such dream. IntegrityError: a damaged branch.
+        InvalidInputError: no such dream. IntegrityError: a damaged branch the keyring has no
+            record of (its keys cannot be told).
     """
-    branch = open_dream(store, dream_id)
+    name = _name(dream_id)
+    dream = name.split("/", 1)[1]
     with store.writing():
-        commits = branch.branch_commits()
-        fork = branch.state_at(branch.fork_point)
-        inherited = {n.dek_id for n in fork.nodes.values()}
-        keys: set[bytes] = set()
-        for commit in commits:
-            if branch.commit_meta(commit).command == FORK_COMMAND:
-                continue
-            keys |= {n.dek_id for n in branch.state_at(commit).nodes.values() if not n.redacted} - inherited
-        name = branch.name.split("/", 1)[1]
+        store.keyring.refresh()
+        marks, bid = store.keyring.branches, branch_id(name)
+        recorded, complete = marks.keys(bid), marks.from_fork(bid)
+        exists = name in store.branches()
+        if not exists and all(store.keyring.is_destroyed(k) for k in recorded):
+            raise InvalidInputError(f"No dream {dream} (see `memvault dream list`).")
+        keys = set(recorded)
+        branch = store.branch(name) if exists else None
+        if branch is not None:
+            branch.check_mark = False  # a branch moved back is discarded too: all of its keys
+            try:
+                keys |= _reachable_keys(branch)
+            except IntegrityError:
+                if marks.mark(bid) is None:
+                    raise  # nothing else says which keys are the dream's
+        keys = {k for k in keys if not store.keyring.is_destroyed(k)}
         commit_id: bytes | None = None
         if keys:
-            info: dict[str, object] = {"time": time.time(), "actor": actor, "reason": f"dream {name} discarded"}
+            info: dict[str, object] = {"time": time.time(), "actor": actor, "reason": f"dream {dream} discarded"}
             _count, _live, commit_id = store.destroy_keys(keys, info, actor=actor, session=session)
-        branch.delete()
-    return DiscardResult(name, len(keys), commit_id.decode("ascii") if commit_id else "")
+        if branch is not None:
+            branch.delete()
+    return DiscardResult(dream, len(keys), commit_id.decode("ascii") if commit_id else "", complete)
+
+
+def _reachable_keys(branch: BranchStore) -> set[bytes]:
+    """The data keys of the versions the commits reachable from the branch's ref wrote (not
+    those inherited from its fork point)."""
+    commits = branch.branch_commits()
+    inherited = {n.dek_id for n in branch.state_at(branch.fork_point).nodes.values()}
+    keys: set[bytes] = set()
+    for commit in commits:
+        if branch.commit_meta(commit).command == FORK_COMMAND:
+            continue
+        keys |= {n.dek_id for n in branch.state_at(commit).nodes.values() if not n.redacted} - inherited
+    return keys

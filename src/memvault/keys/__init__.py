@@ -1,3 +1,3 @@
 """Keys: key slots that unlock a store's master keys and the subkeys derived from them (``slots``),
-and the keyring of wrapped data keys with its MAC-chained high-water mark (``keyring``).
+the keyring of wrapped data keys and its MAC chain (``keyring``) and the high-water marks (``marks``).
 """

@@ -9,8 +9,9 @@ from .. import crypto
 
 __all__ = [
     "MAGIC", "VERSION", "HEADER", "RECORD", "DEK", "COMMIT", "ABORT", "TOMBSTONE", "COMMIT_RAW", "DESTROY",
-    "EPOCH", "ATIMES", "DEK_HEAD", "DEK_SIZE", "COMMIT_BODY", "COMMIT_RAW_BODY", "ABORT_BODY",
-    "commit_fields", "record_seq", "is_dek_record", "frame_records",
+    "EPOCH", "ATIMES", "BRANCH_KEYS", "BRANCH", "DEK_HEAD", "DEK_SIZE", "COMMIT_BODY", "COMMIT_RAW_BODY",
+    "ABORT_BODY", "BRANCH_ID_SIZE", "BRANCH_BODY", "BRANCH_FORK", "MAX_BRANCH_KEYS", "commit_fields", "record_seq",
+    "is_dek_record", "frame_records",
 ]  # fmt: skip
 
 MAGIC = b"MVKR"
@@ -25,11 +26,21 @@ COMMIT_RAW = 5
 DESTROY = 6
 EPOCH = 7
 ATIMES = 8
+BRANCH_KEYS = 9
+BRANCH = 10
 DEK_HEAD = struct.Struct(">16sI")
 DEK_SIZE = DEK_HEAD.size + crypto.KEY_SIZE + crypto.SEAL_OVERHEAD
 COMMIT_BODY = struct.Struct(">Q40s40s32s")
 COMMIT_RAW_BODY = struct.Struct(">Q20s20s32s")
 ABORT_BODY = struct.Struct(">Q40s32s")
+#: A side branch in the keyring: the 16 hex digits of ``dream/<id>`` as 8 bytes.
+BRANCH_ID_SIZE = 8
+#: BRANCH body: branch id, flags, seq, commit id, parent id (raw), mac.
+BRANCH_BODY = struct.Struct(">8sBQ20s20s32s")
+#: BRANCH flag: the branch's fork commit (its first commit).
+BRANCH_FORK = 1
+#: Data key ids one BRANCH_KEYS record names at most (its body is branch id, ids, mac).
+MAX_BRANCH_KEYS = (0xFFFF - BRANCH_ID_SIZE - 32) // 16
 
 
 def commit_fields(rtype: int, body: bytes) -> tuple[int, bytes, bytes, bytes] | None:

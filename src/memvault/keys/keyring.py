@@ -3,7 +3,8 @@ destructions, rotations and access-time files (the freshness high-water mark).
 
 It lives beside the git repository, outside history, because it must stay mutable: destroying one
 data key (crypto-shredding) makes one version unreadable without rewriting any commit. The file is
-a header and framed records (DEK, COMMIT, ABORT, TOMBSTONE, DESTROY, EPOCH, ATIMES), appended under
+a header and framed records (DEK, COMMIT, ABORT, TOMBSTONE, DESTROY, EPOCH, ATIMES, and a side
+branch's BRANCH_KEYS and BRANCH, whose meaning :mod:`~memvault.keys.marks` keeps), appended under
 the store lock, rewritten only by a redaction or a rotation; docs/format.md §3 gives every byte and
 every reading rule.
 """
@@ -19,10 +20,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import crypto
-from ..errors import IntegrityError, MemvaultError, RollbackDetectedError, read_failure
+from ..errors import IntegrityError, MemvaultError, read_failure
 from ..fsutil import FILE_MODE, durable_flush, fsync_dir, opened, pwrite_all, wipe_file, write_all
 from . import framing as fr
 from .framing import commit_fields, frame_records
+from .marks import BranchMarks, HighWater, freshness_problem
 
 __all__ = ["Keyring", "KeyringScan", "HighWater", "ZERO_ID", "freshness_problem"]
 
@@ -40,23 +42,20 @@ _ATIMES_BODY = struct.Struct(">32s32s")
 _NO_MAC = bytes(32)
 #: Parent id of the first commit.
 ZERO_ID = b"0" * 40
+#: Records that count only with the record closing their append: ``closers -> members``.
+_GROUP_MEMBERS = {
+    (fr.COMMIT, fr.COMMIT_RAW): (fr.DESTROY, fr.EPOCH),
+    (fr.BRANCH,): (fr.BRANCH_KEYS, fr.DEK),
+}
 
 
-def freshness_problem(head: bytes, seq: int, hw: HighWater) -> IntegrityError | None:
-    """What is wrong with a branch at commit ``head`` (sequence number ``seq``) given the
-    keyring's high-water mark ``hw``, or None (docs/format.md §8)."""
-    if head == hw.commit_id:
-        return None
-    if seq == hw.seq - 1 and head == hw.parent_id:
-        return None  # the recorded commit on top was lost (durability "none" only)
-    if seq < hw.seq:
-        return RollbackDetectedError(
-            f"Rollback detected: the branch is at commit #{seq} but this store has recorded commit "
-            f"#{hw.seq}. Someone reset or replaced the history."
-        )
-    if seq == hw.seq:
-        return RollbackDetectedError("Fork detected: the branch points at a commit this store never recorded.")
-    return IntegrityError("The store's keyring is older than its history (restored from a backup?).")
+#: Random names tried for a temporary keyring before giving up.
+_TEMP_ATTEMPTS = 16
+
+
+def _temp_suffix() -> str:
+    """The random part of a temporary keyring's name."""
+    return crypto.random_bytes(8).hex()
 
 
 def _read_error(err: OSError) -> MemvaultError:
@@ -72,15 +71,6 @@ class KeyringScan:
     deks: dict[bytes, tuple[int, bytes]]
     commits: dict[bytes, tuple[int, bytes]]
     torn_bytes: int
-
-
-@dataclass(frozen=True)
-class HighWater:
-    """The newest commit this store has ever recorded: ``seq`` and its id."""
-
-    seq: int
-    commit_id: bytes
-    parent_id: bytes
 
 
 class Keyring:
@@ -111,6 +101,8 @@ class Keyring:
         self._inode: tuple[int, int] | None = None
         self.high_water: HighWater | None = None
         self._previous: HighWater | None = None
+        #: The side branches' records read so far: their data keys and high-water marks.
+        self.branches = BranchMarks(self._mac_key, self._store_id)
         #: The newest key epoch any data key record is wrapped under (0: none yet). A rotation
         #: re-wraps every data key under the new epoch, so a record of an older epoch was written
         #: after it by a process that did not know of it.
@@ -179,25 +171,40 @@ class Keyring:
     def _consume(self, data: bytes) -> None:
         """Parse the complete records at the start of ``data``, the bytes at :attr:`_offset`.
 
-        DESTROY and EPOCH records take effect only with the COMMIT record that follows them (they
-        are appended together): without it they are a torn tail, left unread and cut off by the
-        next append, so a torn redaction never destroys a key its commit did not publish."""
+        Some records count only with the record their append ends with: DESTROY and EPOCH records
+        with the COMMIT record that follows them, a side branch's BRANCH_KEYS records (and the DEK
+        records among them) with its BRANCH record. Without it they are a torn tail, left unread
+        and cut off by the next append, so a torn redaction never destroys a key its commit did
+        not publish, and a torn branch write leaves no data key behind."""
         records, pos = frame_records(data)
-        pending: list[tuple[int, bytes]] = []
-        start = pending_from = 0
+        group: list[tuple[int, bytes]] = []
+        closers: tuple[int, ...] = ()
+        start = group_from = 0
         for end, rtype, body in records:
-            if rtype in (fr.DESTROY, fr.EPOCH):
-                pending_from = pending_from if pending else start
-                pending.append((rtype, body))
-            elif pending and rtype not in (fr.COMMIT, fr.COMMIT_RAW):
+            if group and rtype in closers:
+                self._apply_group(group, rtype, body)
+                group = []
+            elif group and rtype in _GROUP_MEMBERS[closers]:
+                group.append((rtype, body))
+            elif group:
                 raise IntegrityError("The store's keyring is damaged.")
+            elif rtype in (fr.DESTROY, fr.EPOCH, fr.BRANCH_KEYS):
+                group_from, closers = start, (fr.BRANCH,) if rtype == fr.BRANCH_KEYS else (fr.COMMIT, fr.COMMIT_RAW)
+                group.append((rtype, body))
             else:
-                for pending_type, pending_body in pending:
-                    self._parse(pending_type, pending_body)
-                pending = []
-                self._parse(rtype, body)
+                self._apply_group([], rtype, body)
             start = end
-        self._offset += pending_from if pending else pos
+        self._offset += group_from if group else pos
+
+    def _apply_group(self, group: list[tuple[int, bytes]], rtype: int, body: bytes) -> None:
+        """Take in the records of ``group`` and the record ``(rtype, body)`` that closes it."""
+        if rtype == fr.BRANCH:
+            self._chain = self.branches.apply([b for t, b in group if t == fr.BRANCH_KEYS], body, self._chain)
+            group = [(t, b) for t, b in group if t == fr.DEK]
+        for member_type, member_body in group:
+            self._parse(member_type, member_body)
+        if rtype != fr.BRANCH:
+            self._parse(rtype, body)
 
     def scan(self, *, parsed_only: bool) -> KeyringScan:
         """Frame the file's records again, tolerating damage (for ``verify``).
@@ -416,6 +423,19 @@ class Keyring:
             out.append(fr.RECORD.pack(fr.EPOCH, len(body)) + body)
         return b"".join(out), prev
 
+    def branch_records(
+        self, branch_id: bytes, deks: bytes, *, fork: bool, seq: int, commit_id: bytes, parent_id: bytes
+    ) -> bytes:
+        """The append of one commit of side branch ``branch_id`` (8 bytes) whose DEK records are
+        ``deks``: BRANCH_KEYS records naming their keys, the DEK records, its BRANCH record
+        (``fork``: the branch's first commit), chained to the last record read (refresh first,
+        under the store lock). Ids are 40 hex digits."""
+        dek_ids = [body[:16] for _end, rtype, body in frame_records(deks)[0] if rtype == fr.DEK]
+        keys, branch = self.branches.encode(
+            branch_id, dek_ids, fork=fork, seq=seq, commit_id=commit_id, parent_id=parent_id, chain=self._chain
+        )
+        return keys + deks + branch
+
     def abort_record(self, seq: int, commit_id: bytes) -> bytes:
         """Encode an abort of the newest high-water record (refresh first)."""
         tag = crypto.mac(self._mac_key, self._abort_message(seq, commit_id))
@@ -486,8 +506,7 @@ class Keyring:
             return
         with open(self._path, "rb") as f:
             data = f.read(MAX_KEYRING_BYTES + 1)
-        tmp = self._path.with_name(f".{self._path.name}.rewrite-{os.getpid()}")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, FILE_MODE)
+        tmp, fd = self._create_temp()
         try:
             write_all(fd, data)
             durable_flush(fd)
@@ -636,8 +655,7 @@ class Keyring:
                 out.append(new)
             pos = end
         out.append(extra)
-        tmp = self._path.with_name(f".{self._path.name}.rewrite-{os.getpid()}")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, FILE_MODE)
+        tmp, fd = self._create_temp()
         try:
             write_all(fd, b"".join(out))
             durable_flush(fd)
@@ -656,14 +674,33 @@ class Keyring:
         self._reset()
         self.refresh()
 
+    def _create_temp(self) -> tuple[Path, int]:
+        """A new temporary keyring beside the keyring, opened for writing: created exclusively
+        under a random name, never following a link, so nothing found at that name (a file or a
+        symbolic link someone put there) is written through or renamed into place."""
+        for _attempt in range(_TEMP_ATTEMPTS):
+            tmp = self._path.with_name(f".{self._path.name}.rewrite-{os.getpid()}-{_temp_suffix()}")
+            try:
+                return tmp, os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, FILE_MODE)
+            except FileExistsError:
+                continue
+        raise FileExistsError(17, "File exists", str(self._path.parent))
+
     def _remove_leftovers(self) -> None:
         """Zero and unlink temporary keyrings left by a rewrite that crashed before its swap
-        (they hold wrapped keys a later redaction must not leave behind)."""
+        (they hold wrapped keys a later redaction must not leave behind); anything else found
+        under such a name (a symbolic link, a directory entry memvault never made) is unlinked
+        without being followed."""
         prefix = f".{self._path.name}.rewrite-"
         for name in os.listdir(self._path.parent):
             if not name.startswith(prefix):
                 continue
-            wipe_file(self._path.parent / name)
+            path = self._path.parent / name
+            mode = os.lstat(path).st_mode
+            if stat.S_ISREG(mode):
+                wipe_file(path)
+            elif not stat.S_ISDIR(mode):
+                os.unlink(path)
 
     def replaced_on_disk(self) -> bool:
         """True if the keyring file is not the one last read (a redaction or rotation by another

@@ -18,12 +18,14 @@ from contextlib import contextmanager
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ..errors import IntegrityError, InvalidInputError
+from ..errors import ConflictError, IntegrityError, InvalidInputError, RollbackDetectedError
 from ..format.records import CommitMeta, Node
 from ..git.refs import Branch
+from ..keys.keyring import HighWater, freshness_problem
 from ..settings import StoreSettings
 from .atimes import AccessTimes
 from .commit import CommitWriter
+from .config import chains_key_changes
 from .state import OpenedCommit, StateReader, StoreState
 from .transaction import Committed, Transaction
 
@@ -31,7 +33,10 @@ if TYPE_CHECKING:
     from ..keys.keyring import Keyring
     from .memorystore import MemoryStore
 
-__all__ = ["BranchStore", "BRANCH_PREFIX", "FORK_COMMAND", "check_branch_name", "is_branch_name"]
+__all__ = [
+    "BranchStore", "BRANCH_PREFIX", "FORK_COMMAND", "TRACKED", "TRACKED_VALUE", "branch_id", "branch_name",
+    "check_branch_name", "is_branch_name",
+]  # fmt: skip
 
 T = TypeVar("T")
 
@@ -42,11 +47,23 @@ FORK_COMMAND = "fork"
 _NAME = re.compile(r"dream/[0-9a-f]{16}")
 #: Commits walked from a side branch's head before its fork commit must have been found.
 MAX_BRANCH_COMMITS = 100_000
+#: The key and value of a fork commit's ``extra`` saying that the keyring records the branch.
+TRACKED, TRACKED_VALUE = "keyring", "recorded"
 
 
 def is_branch_name(name: str) -> bool:
     """Whether ``name`` names a side branch (``dream/`` and 16 lowercase hex digits)."""
     return isinstance(name, str) and _NAME.fullmatch(name) is not None
+
+
+def branch_id(name: str) -> bytes:
+    """The 8 bytes that name side branch ``name`` (``dream/<16 hex>``, checked) in the keyring."""
+    return bytes.fromhex(check_branch_name(name)[len(BRANCH_PREFIX) + 1 :])
+
+
+def branch_name(branch: bytes) -> str:
+    """The side branch an 8-byte keyring id names (``dream/<16 hex>``)."""
+    return f"{BRANCH_PREFIX}/{branch.hex()}"
 
 
 def check_branch_name(name: str) -> str:
@@ -68,10 +85,23 @@ class BranchStore:
     branch then needs :meth:`create`. Thread-safe
     (it shares the store's locks). Reads of files record no access time.
 
+    In a store of format version 3 the keyring records each commit of the branch and the data
+    keys it wrote (docs/format.md §5.8). Every read that finds the branch's ref moved compares
+    the branch with that record, as ``main`` is compared with its high-water mark: a ref behind
+    it, beside it (a fork) or ahead of it raises :class:`~memvault.errors.RollbackDetectedError`
+    (an :class:`IntegrityError`), unless :attr:`check_mark` is off.
+
     Attributes:
         name: the branch (``dream/<id>``).
         guard: if set, called with each transaction after its command ran and before it is
             committed; what it raises fails the command with nothing written (quotas).
+        check_mark: raise when the branch does not match the keyring's record of it (default);
+            off, the branch is read as its ref has it and :attr:`mark_problem` says what is wrong
+            (``verify``, and ``dream discard``, which must destroy a moved branch's keys).
+        mark_problem: what the last walk found wrong with the branch against the keyring's
+            record of it, or None.
+        served_recorded: the last walk served the commit the keyring recorded on top of the
+            ref (a writer stopped before it moved the ref); the next write moves the ref to it.
     """
 
     def __init__(
@@ -95,7 +125,11 @@ class BranchStore:
         self._ids: dict[bytes, OpenedCommit] = {}
         self._fork_commit: bytes = b""
         self._on_main: set[bytes] = set()
+        self._ref_value: bytes | None = None  #: the ref's value when the state was walked
         self.guard: Callable[[Transaction], None] | None = None
+        self.check_mark = True
+        self.mark_problem: IntegrityError | None = None
+        self.served_recorded = False
 
     # -- what the store facade offers, for this branch ----------------------------------------------
 
@@ -131,15 +165,34 @@ class BranchStore:
 
     # -- the branch's history ------------------------------------------------------------------------
 
-    def _walk(self) -> StoreState:
-        """Authenticate the branch from its head down to its fork commit; load the head state.
-        The caller holds the state lock."""
-        head = self._ref.head()
-        if head is None:
+    def _walk(self, *, writer: bool = False) -> StoreState:
+        """Authenticate the branch from its head down to its fork commit, compare it with the
+        keyring's record of the branch, load the head state. A ``writer`` first moves a ref that
+        lags behind the commit the keyring recorded on top of it. The caller holds the state lock.
+        """
+        ref_head = self._ref.head()
+        if ref_head is None:
             raise InvalidInputError(f"No dream branch {self.name} (see `memvault dream list`).")
         state = self._state
-        if state is not None and state.commit_id == head:
-            return state
+        if state is None or ref_head not in (state.commit_id, self._ref_value):
+            state = self._walk_from(ref_head, state)
+        if writer and ref_head != state.commit_id:  # publish the recorded commit first (§5.8)
+            if not self._ref.compare_and_swap(ref_head, state.commit_id):
+                self._ref.remove_lock()
+                raise ConflictError("Error: The branch changed concurrently; retry the command.")
+            self._ref_value, self.served_recorded = state.commit_id, False
+        return state
+
+    def _walk_from(self, ref_head: bytes, state: StoreState | None) -> StoreState:
+        mark = self._mark()
+        head, lost = ref_head, None
+        if mark is not None and ref_head == mark.parent_id:
+            if self.store.git.contains(mark.commit_id):
+                head = mark.commit_id  # recorded by a writer stopped before it moved the ref
+            elif self.settings.durability == "full":
+                lost = RollbackDetectedError(
+                    f"Rollback detected: the newest commit recorded for the dream branch {self.name} is gone."
+                )
         ids: dict[bytes, OpenedCommit] = {}
         commit: bytes | None = head
         child: OpenedCommit | None = None
@@ -160,10 +213,34 @@ class BranchStore:
         if fork.meta.seq != parent.seq + 1 or fork.tree_id != parent.tree_id:
             raise IntegrityError(f"The fork commit of the dream branch {self.name} is not authentic.")
         top = ids[head]
+        self.mark_problem = lost or self._against_mark(head, top.seq, mark, fork.meta)
+        if self.mark_problem is not None and self.check_mark:
+            raise self.mark_problem
         self._state = None
         self._state = self._reader.load_state(head, top.seq, top.tree_id, state)
-        self._ids, self._fork_commit = ids, fork_commit
+        self._ids, self._fork_commit, self._ref_value = ids, fork_commit, ref_head
+        self.served_recorded = head != ref_head
         return self._state
+
+    def _mark(self) -> HighWater | None:
+        """The keyring's record of the branch's newest commit (read up to date), or None."""
+        try:
+            self.store.keyring.refresh()
+        except IntegrityError:
+            if self.check_mark:
+                raise
+        return self.store.keyring.branches.mark(branch_id(self.name))
+
+    def _against_mark(self, head: bytes, seq: int, mark: HighWater | None, fork: CommitMeta) -> IntegrityError | None:
+        """What is wrong with the branch at ``head`` (``seq``) given the keyring's ``mark``."""
+        if mark is not None:
+            return freshness_problem(head, seq, mark, branch=self.name)
+        if fork.extra.get(TRACKED) == TRACKED_VALUE:
+            return RollbackDetectedError(
+                f"Rollback detected: the keyring has no record of the dream branch {self.name}, whose fork commit "
+                "says it keeps one: its records were cut off, or the keyring was put back from an older copy."
+            )
+        return None  # made by an earlier release, or in a store of format version 1 or 2
 
     def check_fork(self) -> None:
         """Require the fork point in ``main``'s history (a key holder could fork from a commit of
@@ -266,7 +343,7 @@ class BranchStore:
         (as :meth:`MemoryStore.transact <memvault.store.MemoryStore.transact>`; :attr:`guard`
         checks the transaction first)."""
         with self.store.writing(), self._state_lock:
-            state = self._walk()
+            state = self._walk(writer=True)
             txn = Transaction(self, state)
             result = fn(txn)
             if self.guard is not None:
@@ -277,6 +354,7 @@ class BranchStore:
             )  # fmt: skip
             commit_id = self.write(state, txn, meta)
             self._ids = {commit_id: self._reader.open_commit(commit_id, branch=self.name), **self._ids}
+            self._ref_value = commit_id
             return Committed(result, commit_id, meta.seq, meta.time)
 
     def create(self, *, actor: str, session: str = "", extra: dict[str, str] | None = None) -> None:
@@ -284,14 +362,16 @@ class BranchStore:
         in its metadata besides the fork point).
 
         Raises:
-            InvalidInputError: the branch exists already.
+            InvalidInputError: the branch exists already (or the keyring has records of a branch of
+                that name: a name is used once).
         """
         with self.store.writing(), self._state_lock:
-            if self._ref.head() is not None:
+            self.store.keyring.refresh()
+            if self._ref.head() is not None or self.store.keyring.branches.mark(branch_id(self.name)) is not None:
                 raise InvalidInputError(f"The dream branch {self.name} exists already.")
             commit_id, seq = self.store.head
             start = StoreState(commit_id, seq, self.store.opened_commit(commit_id).tree_id, fold=self._reader.fold)
-            meta = _fork_commit_meta(start, self.name, actor, session, extra or {})
+            meta = _fork_commit_meta(start, self.name, actor, session, extra or {}, tracked=self._tracked)
             self.write(start, Transaction(self, start), meta, first=True)
 
     def delete(self) -> bool:
@@ -299,7 +379,7 @@ class BranchStore:
         keys first). False if it does not exist."""
         with self.store.writing(), self._state_lock:
             head = self._ref.head()
-            self._state, self._ids = None, {}
+            self._state, self._ids, self._ref_value = None, {}, None
             return head is not None and self.store.git.delete_side_branch(self.name, head)
 
     def write(self, state: StoreState, txn: Transaction, meta: CommitMeta, *, first: bool = False) -> bytes:
@@ -309,14 +389,25 @@ class BranchStore:
         return self._writer.write(
             state, txn, meta, epoch=self._epoch(), version=self.store.format_version,
             stored_limit=self.settings.max_stored_bytes, side=(self._ref, None if first else state.commit_id),
+            tracked=branch_id(self.name) if self._tracked else None,
         )  # fmt: skip
+
+    @property
+    def _tracked(self) -> bool:
+        """Whether the keyring records this branch's commits and keys (format version 3)."""
+        return chains_key_changes(self.store.format_version)
 
     def __repr__(self) -> str:
         return f"BranchStore({self.name!r})"
 
 
-def _fork_commit_meta(state: StoreState, name: str, actor: str, session: str, extra: dict[str, Any]) -> CommitMeta:
-    """The metadata of the fork commit of branch ``name`` on top of ``state`` (a state of ``main``)."""
-    fields = {str(k): str(v) for k, v in extra.items()}
+def _fork_commit_meta(
+    state: StoreState, name: str, actor: str, session: str, extra: dict[str, Any], *, tracked: bool
+) -> CommitMeta:
+    """The metadata of the fork commit of branch ``name`` on top of ``state`` (a state of ``main``);
+    ``tracked``: the keyring records the branch (``extra[TRACKED]``)."""
+    fields = {str(k): str(v) for k, v in extra.items() if k != TRACKED}
     fields["fork"] = state.commit_id.decode("ascii")
+    if tracked:
+        fields[TRACKED] = TRACKED_VALUE
     return CommitMeta(state.seq + 1, time.time(), actor, session, FORK_COMMAND, (), {}, branch=name, extra=fields)

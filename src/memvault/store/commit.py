@@ -87,6 +87,7 @@ class CommitWriter:
         stored_limit: int | None = None,
         side: tuple[Branch, bytes | None] | None = None,
         settings: SettingsRecord | None = None,
+        tracked: bytes | None = None,
     ) -> bytes:
         """Write ``txn`` on top of ``state`` as one commit and fold it into ``state``.
 
@@ -106,6 +107,8 @@ class CommitWriter:
                 (docs/format.md §5.8).
             settings: the ``memvault.json`` this commit of ``main`` puts in force (recorded in its
                 metadata); None: the one its parent records stays in force (docs/format.md §1.1).
+            tracked: with ``side``, the side branch's 8-byte id if the keyring records its commits
+                and keys (BRANCH_KEYS and BRANCH records around its data key records, §5.8).
 
         Returns:
             The new commit's id. If the commit stands but ``state`` could not be updated to it,
@@ -229,9 +232,18 @@ class CommitWriter:
         except Exception as err:
             raise _storage_error(err) from None
         if side is not None:
-            return self._write_side(
-                side, state, txn, dek_records, new_nodes, new_shard_blobs, (commit.id, meta.seq, tree_id)
-            )
+            appended = b"".join(dek_records)
+            if tracked is not None:
+                appended = self.keyring.branch_records(
+                    tracked,
+                    appended,
+                    fork=side[1] is None,
+                    seq=meta.seq,
+                    commit_id=commit.id,
+                    parent_id=state.commit_id,
+                )
+            made = (commit.id, meta.seq, tree_id)
+            return self._write_side(side, state, txn, appended, new_nodes, new_shard_blobs, made, tracked is not None)
         # Step 2: the keyring records the commit (the point of no return once it is durable).
         # The keyring was read by _sync under this same lock: the chain is current.
         prev: bytes | None = None
@@ -287,19 +299,25 @@ class CommitWriter:
         side: tuple[Branch, bytes | None],
         state: StoreState,
         txn: Transaction,
-        dek_records: list[bytes],
+        appended: bytes,
         new_nodes: dict[str, Node | None],
         new_shard_blobs: dict[bytes, bytes | None],
         made: tuple[bytes, int, bytes],
+        recorded: bool,
     ) -> bytes:
-        """Record the data keys of a side-branch commit whose objects are written, then move the
-        side branch. Data key records no commit uses (a failed move) are harmless."""
+        """Record the data keys of a side-branch commit whose objects are written (and, when the
+        keyring tracks the branch, the commit: its mark), then move the side branch. Data key
+        records no commit uses (a failed move) are harmless; a recorded commit the move did not
+        publish is served by the next reader of the branch (store/branch.py), as for ``main``."""
         try:
-            if dek_records:
-                self.keyring.append(b"".join(dek_records), durable=self._durable)
-            swapped = side[0].compare_and_swap(side[1], made[0])
+            if appended:
+                self.keyring.append(appended, durable=self._durable)
         except OSError as err:
             raise StorageError.from_os_error(err) from None
+        try:
+            swapped = side[0].compare_and_swap(side[1], made[0])
+        except OSError as err:
+            raise StorageError.from_os_error(err, outcome_unknown=recorded) from None
         if not swapped:
             side[0].remove_lock()
             raise ConflictError("Error: The branch changed concurrently; retry the command.")

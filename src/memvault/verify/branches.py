@@ -1,7 +1,9 @@
 """The side branches (``dream/<id>``) for :func:`~memvault.verify.verify`: list them, walk each
 from its head down to its fork commit, authenticated in the branch's own domain (through
-:class:`~memvault.store.BranchStore`, as every reader of a branch does), and for a branch that
-does not open, follow its commits down to ``main`` and say what is wrong with it. The checker then
+:class:`~memvault.store.BranchStore`, as every reader of a branch does), compare it with the
+keyring's record of it (its high-water mark), and for a branch that does not open, follow its
+commits down to ``main`` and say what is wrong with it; report the branches the keyring holds
+keys of whose ref is gone, and what under ``refs/heads/dream/`` is not a ref. The checker then
 checks each branch commit's tree, index shards and file versions as it checks ``main``'s.
 
 Also the two types the checker's walks share: :class:`Where` a problem is, and a
@@ -10,13 +12,14 @@ Also the two types the checker's walks share: :class:`Where` a problem is, and a
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from ..errors import IntegrityError
 from ..git.repo import GitStore
 from ..store import MemoryStore
-from ..store.branch import BRANCH_PREFIX, MAX_BRANCH_COMMITS, is_branch_name
+from ..store.branch import BRANCH_PREFIX, MAX_BRANCH_COMMITS, branch_name, is_branch_name
 from .report import Severity, printable
 
 __all__ = ["Add", "BranchWalk", "ChainEntry", "NOWHERE", "Where", "absent", "seq_text", "walk_branches"]
@@ -107,7 +110,51 @@ def walk_branches(store: MemoryStore, add: Add, *, main: set[bytes], main_known:
             )
             continue
         _BranchWalker(store, add, name, main, main_known, walk).run()
+    _stray_entries(store, add)
+    _lost_branches(store, add, names)
     return walk
+
+
+def _stray_entries(store: MemoryStore, add: Add) -> None:
+    """Warn about what under ``refs/heads/dream/`` is not a regular file: memvault lists only
+    files there, so a symbolic link or a directory would otherwise go unseen."""
+    directory = store.git.path.joinpath("refs", "heads", BRANCH_PREFIX)
+    kinds = {True: "a symbolic link", False: "a directory or another kind of file"}
+    if directory.is_symlink():
+        add("warning", "stray-ref", f"refs/heads/{BRANCH_PREFIX} is a symbolic link: memvault never makes it.")
+        return
+    try:
+        entries = sorted(os.scandir(directory), key=lambda e: e.name)
+    except (FileNotFoundError, NotADirectoryError):
+        return
+    except OSError:
+        add("warning", "stray-ref", f"refs/heads/{BRANCH_PREFIX} cannot be listed.")
+        return
+    for entry in entries:
+        if not entry.is_file(follow_symlinks=False):
+            add(
+                "warning",
+                "stray-ref",
+                f"refs/heads/{BRANCH_PREFIX}/{printable(entry.name)} is {kinds[entry.is_symlink()]}, not a ref: "
+                "memvault never writes it, and ignores it.",
+            )
+
+
+def _lost_branches(store: MemoryStore, add: Add, names: list[str]) -> None:
+    """Warn about each side branch the keyring holds live data keys of and whose ref is gone."""
+    keyring = store.keyring
+    for bid in keyring.branches.recorded():
+        name = branch_name(bid)
+        live = sum(1 for k in keyring.branches.keys(bid) if not keyring.is_destroyed(k))
+        if name not in names and live:
+            add(
+                "warning",
+                "missing-branch",
+                f"The dream branch {name} is recorded in the keyring with {live} data key(s) not destroyed, but its "
+                f"ref refs/heads/{name} is gone (removed by something other than memvault): "
+                f"`memvault dream discard {bid.hex()}` destroys them.",
+                where=Where(None, None, name),
+            )
 
 
 class _BranchWalker:
@@ -137,10 +184,13 @@ class _BranchWalker:
         if head is None:
             return  # removed since it was listed
         branch = self.store.branch(name)
+        branch.check_mark = False  # reported below, and the branch's commits are checked all the same
         try:
             opened = [(commit_id, *branch.commit(commit_id)) for commit_id in branch.branch_commits()]
         except IntegrityError as err:
             self.diagnose(head, err)
+            if branch.mark_problem is not None:  # found before what stopped the walk
+                self.add("error", "rollback", str(branch.mark_problem), where=Where(head.decode(), None, name))
             return
         entries: list[ChainEntry] = []
         expected: int | None = None
@@ -165,6 +215,17 @@ class _BranchWalker:
                 where=Where(fork_commit.decode(), fork_meta.seq, name),
             )
         self.walk.entries.extend(reversed(entries))
+        top, top_meta = opened[0][0].decode(), opened[0][1]
+        if branch.mark_problem is not None:
+            self.add("error", "rollback", str(branch.mark_problem), where=Where(top, top_meta.seq, name))
+        elif branch.served_recorded:
+            self.add(
+                "warning",
+                "unpublished-commit",
+                f"Commit #{top_meta.seq} {top} of the dream branch {name} is recorded but the branch still points at "
+                "its parent (a writer stopped before moving it); the next write on the branch publishes it.",
+                where=Where(top, top_meta.seq, name),
+            )
 
     def diagnose(self, head: bytes, err: IntegrityError) -> None:
         """The branch does not open: follow its commits down to ``main`` (their trees are still

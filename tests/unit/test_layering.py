@@ -36,6 +36,7 @@ TIERS = {
     "paths": 2,
     "fsutil": 2,
     "crypto": 2,
+    "hoststate": 2.5,  # the host state: fsutil and crypto
     "scrub": 3,
     "git": 3,
     "storage": 3,
@@ -85,6 +86,7 @@ ORDER = {
         "commit",
         "branch",
         "replicated",
+        "hosting",
         "building",
         "upkeep",
         "reads",
@@ -94,7 +96,7 @@ ORDER = {
     "verify": ["report", "keys", "branches", "checker"],
     "transfer": ["importer", "exporter", "copier"],
     "storage": ["base", "local", "s3", "url"],
-    "remote": ["layout", "mark", "packmap", "replica"],
+    "remote": ["layout", "packmap", "replica"],
     "dream": ["merge", "prompt", "review", "runner"],
 }
 

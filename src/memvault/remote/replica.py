@@ -19,6 +19,7 @@ from typing import TypeVar
 from ..errors import IntegrityError, InvalidInputError, RollbackDetectedError, ServiceError, StoreExistsError
 from ..fsutil import atomic_write, cache_root, wipe_file
 from ..git.repo import GitStore
+from ..hoststate import HighWaterMark
 from ..keys.framing import frame_records, is_dek_record, record_seq
 from ..keys.keyring import Keyring
 from ..storage.base import ObjectInfo, ObjectStore
@@ -39,13 +40,10 @@ from .layout import (
     wait_key,
     wait_of,
 )
-from .mark import HighWaterMark
 from .packmap import PackMap
 
-__all__ = ["Replica", "RaceLost", "MARK_FILE", "PACKMAP_FILE", "CACHE_BYTES", "cache_dir_for"]
+__all__ = ["Replica", "RaceLost", "PACKMAP_FILE", "CACHE_BYTES", "cache_dir_for"]
 
-#: The mark's file in the replica directory.
-MARK_FILE = "remote-mark"
 #: Requests a replica makes at once (uploads of a commit, downloads of a pull).
 WORKERS = 16
 #: The map of which remote pack holds which object, in the replica directory.
@@ -77,7 +75,7 @@ class Replica:
         store_id: the store's id.
         keyring: the replica's keyring.
         git: the replica's repository.
-        mark_key: the key of the host's high-water mark (None: a one-way upload, no mark).
+        mark: the host's high-water mark of the store's log (None: a one-way upload, no mark).
         durable: sync the replica's own files (durability ``full``).
     """
 
@@ -88,7 +86,7 @@ class Replica:
         store_id: bytes,
         keyring: Keyring,
         git: GitStore,
-        mark_key: bytes | None,
+        mark: HighWaterMark | None,
         *,
         durable: bool,
     ) -> None:
@@ -97,12 +95,12 @@ class Replica:
         self.store_id = store_id
         self.keyring = keyring
         self.git = git
-        self._mark = None if mark_key is None else HighWaterMark(root / MARK_FILE, mark_key, store_id)
+        self._mark = mark
         self.packmap = PackMap(root / PACKMAP_FILE)
         #: The size bound of the replica's packs (bytes): beyond it the least recently written
         #: packs are removed, and fetched again from object storage when an object is read.
         self.cache_bytes = _cache_bytes()
-        if mark_key is not None:
+        if mark is not None:
             git.fetch_missing = self.fetch
         self._durable = durable
         self._pool = ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="memvault-remote")

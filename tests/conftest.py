@@ -3,9 +3,12 @@ production default is m=64 MiB, t=3, p=4)."""
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import os
+import shutil
 import struct
+import tempfile
 import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -27,6 +30,13 @@ PASSPHRASE = "correct horse battery staple"
 # Tests never write the scrubber's cache into the user's home; its own tests turn it on in a
 # temporary directory (tests/unit/test_scrub_cache.py).
 os.environ.setdefault("MEMVAULT_NO_SCRUB_CACHE", "1")
+
+# Nor the host state (anchors of store directories, what the host keeps about stores in object
+# storage): one temporary directory for the test session, whatever the environment says (tests of
+# the host state itself point MEMVAULT_ANCHOR_DIR elsewhere). Subprocesses inherit it.
+_HOST_STATE = tempfile.mkdtemp(prefix="memvault-test-state-")
+os.environ["MEMVAULT_ANCHOR_DIR"] = _HOST_STATE
+atexit.register(shutil.rmtree, _HOST_STATE, ignore_errors=True)
 
 
 def make_store(path: Path, settings: StoreSettings | None = None) -> memvault.MemoryStore:

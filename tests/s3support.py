@@ -39,7 +39,7 @@ from urllib.parse import unquote, urlsplit
 
 import pytest
 
-__all__ = ["S3Env", "FaultProxy", "moto_server", "make_s3_env", "s3_client"]
+__all__ = ["S3Env", "FaultProxy", "moto_server", "make_s3_env", "s3_client", "as_host"]
 
 ACCESS_KEY = "testing-access-key"
 SECRET_KEY = "testing-secret-key"
@@ -499,3 +499,18 @@ class FaultProxy:
             return response.status, response.getheaders(), data
         finally:
             conn.close()
+
+
+@contextmanager
+def as_host(cache: Any) -> Iterator[None]:
+    """Act as the host whose replica cache is ``cache`` (a path): its own host state (marks, read
+    times, recorded store ids) in a directory beside it, as another machine would have."""
+    previous = os.environ.get("MEMVAULT_ANCHOR_DIR")
+    os.environ["MEMVAULT_ANCHOR_DIR"] = str(cache.parent / f"{cache.name}-state")
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop("MEMVAULT_ANCHOR_DIR", None)
+        else:
+            os.environ["MEMVAULT_ANCHOR_DIR"] = previous

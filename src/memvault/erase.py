@@ -60,7 +60,8 @@ REMAINING = (
 def shred_store(store: MemoryStore, *, after_keys: Callable[[], None] | None = None) -> ShredReceipt:
     """Destroy the store ``store`` is open on: its key slots and keyring first (each overwritten
     with zeros in place, fsynced, removed), then every other file; for a store in object storage,
-    every object under its prefix, then the host's cache. ``store`` must not be used afterwards.
+    every object under its prefix, then the host's cache; what the host state keeps of it (its
+    anchor; a URL's high-water mark, read times and store id). ``store`` must not be used afterwards.
 
     Args:
         after_keys: called once the key material is destroyed, before the rest goes (tests).
@@ -92,6 +93,10 @@ def shred_store(store: MemoryStore, *, after_keys: Callable[[], None] | None = N
             if path.exists():
                 wipe_file(path)
                 overwritten += 1
+        if store.host is not None:  # this host's mark and read times of it, and the store id it saw there
+            store.host.forget(read_times=True)
+        if store.anchor is not None:
+            store.anchor.forget()
         if after_keys is not None:
             after_keys()
         store.git.close()

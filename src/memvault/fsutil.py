@@ -58,6 +58,11 @@ __all__ = [
     "LockHolder",
     "set_lock_wait_notice",
     "cache_root",
+    "trusted",
+    "open_trusted_dir",
+    "check_private_dir",
+    "check_parent_dir",
+    "make_dirs_in_own",
 ]
 
 #: Owner read/write only: memory stores hold regulated data, and container umasks are often 0.
@@ -239,6 +244,104 @@ def cache_root() -> Path:
         xdg = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
         root = os.path.join(xdg, "memvault")
     return Path(root)
+
+
+def trusted(st: os.stat_result, kind: int) -> bool:
+    """Whether a file memvault keeps for this user (a cache entry, a replica, host state) may be
+    used: of file type ``kind``, owned by the effective user and writable by no one else (another
+    user who could write it could change what memvault reads there, or rename what is in it); a
+    regular file also has no other name (a hard link to a file of the user's that someone else
+    chose)."""
+    return (
+        stat.S_IFMT(st.st_mode) == kind
+        and st.st_uid == os.geteuid()
+        and not st.st_mode & 0o022
+        and (kind != stat.S_IFREG or st.st_nlink == 1)
+    )
+
+
+def open_trusted_dir(directory: Path) -> int | None:
+    """A descriptor of ``directory`` (not followed if a symbolic link) if it is :func:`trusted`,
+    else None. Every later step goes through it, so the directory cannot be swapped between check
+    and use."""
+    try:
+        fd = os.open(directory, O_DIR)
+    except OSError:
+        return None
+    try:
+        if trusted(os.fstat(fd), stat.S_IFDIR):
+            return fd
+    except OSError:
+        pass
+    os.close(fd)
+    return None
+
+
+#: Why a directory of host data was refused, and what to do (no path: messages never name one).
+_UNTRUSTED = (
+    " is not private to this user (a symbolic link, owned by another user, or writable by group or others), "
+    "so another user could change or move what memvault keeps there: memvault does not use it. Make it a "
+    "directory of yours with mode 0700, or point {env} at another one."
+)
+
+
+def check_private_dir(path: Path, what: str, env: str) -> None:
+    """Refuse ``path`` unless it is a :func:`trusted` directory (not a symbolic link).
+
+    Args:
+        what: the directory's role, starting a sentence ("The cache directory of this store").
+        env: the variable that chooses another place, for the message.
+
+    Raises:
+        StorageError: it is not (or cannot be examined).
+    """
+    try:
+        st = os.lstat(path)
+    except OSError as err:
+        raise StorageError.from_read_error(err, what=what) from None
+    if not trusted(st, stat.S_IFDIR):
+        raise StorageError(what + _UNTRUSTED.format(env=env))
+
+
+def check_parent_dir(path: Path, what: str, env: str) -> None:
+    """Refuse ``path``, the directory holding directories memvault keeps for this user, unless
+    no other user can rename or replace its entries: owned by the effective user or root, and
+    writable by group or others only with the sticky bit (as ``/tmp``). Symbolic links to it are
+    followed (its entries are checked with :func:`check_private_dir`).
+
+    Raises:
+        StorageError: it is not (or cannot be examined).
+    """
+    try:
+        st = os.stat(path)
+    except OSError as err:
+        raise StorageError.from_read_error(err, what=what) from None
+    if (
+        not stat.S_ISDIR(st.st_mode)
+        or st.st_uid not in (os.geteuid(), 0)
+        or (st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX)
+    ):
+        raise StorageError(what + _UNTRUSTED.format(env=env))
+
+
+def make_dirs_in_own(path: Path) -> bool:
+    """Make ``path`` (0700) and its missing parents, but only under a directory the effective
+    user owns (root running with another user's ``HOME`` leaves that home alone); True if it
+    exists afterwards (made here or meanwhile by someone else)."""
+    if os.path.lexists(path):
+        return True
+    ancestor = path.parent
+    while not os.path.lexists(ancestor) and ancestor != ancestor.parent:
+        ancestor = ancestor.parent
+    try:
+        if os.stat(ancestor).st_uid != os.geteuid():
+            return False
+        make_private_dir(path, parents=True)
+    except FileExistsError:
+        pass  # made meanwhile
+    except OSError:
+        return False
+    return True
 
 
 def make_private_dir(path: Path, *, parents: bool = False) -> None:

@@ -685,6 +685,9 @@ def test_a_torn_redaction_append_destroys_nothing(store_path: Path, monkeypatch:
     from conftest import keyring_records
     from memvault.keys.keyring import Keyring
 
+    # The crash is made after the fact, from a redaction that finished: no anchor of this host may
+    # have seen it (a real crash inside the append publishes nothing, so the anchor never moves).
+    monkeypatch.setenv("MEMVAULT_ANCHOR_DIR", "off")
     store = make_store(store_path)
     store.put_file("/memories/a.md", f"{SECRET}\n")
     parent = (store_path / "repo" / "refs" / "heads" / "main").read_bytes()

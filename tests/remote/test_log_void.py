@@ -25,16 +25,19 @@ from memvault.protocol import run_command
 from memvault.remote import layout
 from memvault.remote.layout import log_key
 from memvault.verify import verify
+from s3support import as_host
 
 JUNK = b"junk a bucket writer put here"
 
 
 def _create(url: str, cache: Path) -> memvault.MemoryStore:
-    return memvault.MemoryStore.create(url, passphrase=PASSPHRASE, kdf=FAST_KDF, cache_dir=cache)
+    with as_host(cache):  # each cache directory stands for a host of its own
+        return memvault.MemoryStore.create(url, passphrase=PASSPHRASE, kdf=FAST_KDF, cache_dir=cache)
 
 
 def _open(url: str, cache: Path) -> memvault.MemoryStore:
-    return memvault.MemoryStore.open(url, passphrase=PASSPHRASE, cache_dir=cache)
+    with as_host(cache):
+        return memvault.MemoryStore.open(url, passphrase=PASSPHRASE, cache_dir=cache)
 
 
 def _write(store: memvault.MemoryStore, name: str, text: str = "x\n") -> str:

@@ -29,6 +29,7 @@ from memvault.errors import (
 from memvault.history import log, read_at
 from memvault.protocol import run_command
 from memvault.verify import verify
+from s3support import as_host
 
 WORKER = Path(__file__).with_name("_worker.py")
 SECRET_TEXT = "Patient Jane Roe, MRN 4417-22, allergic to penicillin"
@@ -36,11 +37,13 @@ SECRET_PATH = "/memories/clinic/roe_jane.md"
 
 
 def _create(url: str, cache: Path) -> memvault.MemoryStore:
-    return memvault.MemoryStore.create(url, passphrase=PASSPHRASE, kdf=FAST_KDF, cache_dir=cache)
+    with as_host(cache):  # each cache directory stands for a host of its own
+        return memvault.MemoryStore.create(url, passphrase=PASSPHRASE, kdf=FAST_KDF, cache_dir=cache)
 
 
 def _open(url: str, cache: Path) -> memvault.MemoryStore:
-    return memvault.MemoryStore.open(url, passphrase=PASSPHRASE, cache_dir=cache)
+    with as_host(cache):
+        return memvault.MemoryStore.open(url, passphrase=PASSPHRASE, cache_dir=cache)
 
 
 def _cmd(store: memvault.MemoryStore, session: str = "s", **command: object) -> str:

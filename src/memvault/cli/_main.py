@@ -40,6 +40,11 @@ ENVIRONMENT = (
         " (default: $XDG_CACHE_HOME/memvault)",
     ),
     ("MEMVAULT_CACHE_BYTES", "the bound of that cache's packs"),
+    (
+        "MEMVAULT_ANCHOR_DIR",
+        "this host's anchors of stores and high-water marks of stores in object storage"
+        " (default: $XDG_STATE_HOME/memvault; off: keep none)",
+    ),
     ("MEMVAULT_KEY_COMMAND_TIMEOUT", "seconds a command: key helper may take"),
     ("MEMVAULT_PKCS11_MODULE", "the PKCS#11 module of pkcs11: keys"),
     ("MEMVAULT_PKCS11_PIN", "the token's PIN"),

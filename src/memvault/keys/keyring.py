@@ -247,6 +247,11 @@ class Keyring:
                     commits[commit_id] = (seq, parent_id)
         return KeyringScan(deks, commits, len(data) - fr.HEADER.size - pos)
 
+    def recorded_commits(self) -> dict[bytes, tuple[int, bytes]]:
+        """``commit id -> (seq, parent id)`` of every commit record :meth:`refresh` read (MACs
+        checked), replaced and withdrawn ones included."""
+        return self.scan(parsed_only=True).commits
+
     def adopt(self, deks: dict[bytes, tuple[int, bytes]]) -> None:
         """Take data key records :meth:`scan` found after damage, so the versions they protect can
         still be checked; each is authenticated when used, as always."""

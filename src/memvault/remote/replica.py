@@ -25,6 +25,7 @@ from ..errors import (
 )
 from ..fsutil import atomic_write, cache_root, wipe_file
 from ..git.repo import GitStore
+from ..hoststate import HighWaterMark
 from ..keys.keyring import Keyring
 from ..storage.base import ObjectInfo, ObjectStore
 from .layout import (
@@ -62,13 +63,10 @@ from .logstate import (
     void_targets,
 )
 from .lostkeys import LostKeys
-from .mark import HighWaterMark
 from .packmap import PackMap
 
-__all__ = ["Replica", "RaceLost", "MARK_FILE", "PACKMAP_FILE", "LOST_FILE", "CACHE_BYTES", "cache_dir_for"]
+__all__ = ["Replica", "RaceLost", "PACKMAP_FILE", "LOST_FILE", "CACHE_BYTES", "cache_dir_for"]
 
-#: The mark's file in the replica directory.
-MARK_FILE = "remote-mark"
 #: Requests a replica makes at once (uploads of a commit, downloads of a pull).
 WORKERS = 16
 #: The map of which remote pack holds which object, in the replica directory.
@@ -105,7 +103,7 @@ class Replica:
         store_id: the store's id.
         keyring: the replica's keyring.
         git: the replica's repository.
-        mark_key: the key of the host's high-water mark (None: a one-way upload, no mark).
+        mark: the host's high-water mark of the store's log (None: a one-way upload, no mark).
         durable: sync the replica's own files (durability ``full``).
     """
 
@@ -116,7 +114,7 @@ class Replica:
         store_id: bytes,
         keyring: Keyring,
         git: GitStore,
-        mark_key: bytes | None,
+        mark: HighWaterMark | None,
         *,
         durable: bool,
     ) -> None:
@@ -125,13 +123,13 @@ class Replica:
         self.store_id = store_id
         self.keyring = keyring
         self.git = git
-        self._mark = None if mark_key is None else HighWaterMark(root / MARK_FILE, mark_key, store_id)
+        self._mark = mark
         self.packmap = PackMap(root / PACKMAP_FILE)
         self.lost_keys = LostKeys(root / LOST_FILE, durable=durable)
         #: The size bound of the replica's packs (bytes): beyond it the least recently written
         #: packs are removed, and fetched again from object storage when an object is read.
         self.cache_bytes = _cache_bytes()
-        if mark_key is not None:
+        if mark is not None:
             git.fetch_missing = self.fetch
         self._durable = durable
         self._pool = ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="memvault-remote")
@@ -149,8 +147,8 @@ class Replica:
         self._listing: LogListing | None = None
         self._stop: Slot = (0, 0)
         self._junk: ObjectInfo | None = None
-        self._void_key = mark_key
-        self._voids = Voids(lambda keys: self._all(self.objects.get, keys), mark_key or b"", store_id)
+        self._void_key = mark.key if mark is not None else None
+        self._voids = Voids(lambda keys: self._all(self.objects.get, keys), self._void_key or b"", store_id)
 
     def close(self) -> None:
         """Stop the request threads."""

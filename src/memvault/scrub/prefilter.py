@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from ..fsutil import FILE_MODE, O_DIR, O_NEW_FILE, O_READ, cache_root, make_private_dir, write_all
+from ..fsutil import FILE_MODE, O_NEW_FILE, O_READ, cache_root, make_dirs_in_own, open_trusted_dir, trusted, write_all
 
 __all__ = [
     "Pattern",
@@ -238,39 +238,11 @@ def _digest_of(expressions: list[bytes], flags: list[int]) -> bytes:
     return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).digest()
 
 
-def _trusted(st: os.stat_result, kind: int) -> bool:
-    """Whether a cache entry is of file type ``kind``, owned by this user and writable by no one
-    else (a database another user could write could hide a secret from the scrubber); a file
-    also has no other name (a hard link to a file of the user's that someone else chose)."""
-    return (
-        stat.S_IFMT(st.st_mode) == kind
-        and st.st_uid == os.geteuid()
-        and not st.st_mode & 0o022
-        and (kind != stat.S_IFREG or st.st_nlink == 1)
-    )
-
-
-def _open_trusted_dir(directory: Path) -> int | None:
-    """A descriptor of ``directory`` (not followed if a symbolic link) if it is trusted, else None.
-    Every later step goes through it, so the directory cannot be swapped between check and use."""
-    try:
-        fd = os.open(directory, O_DIR)
-    except OSError:
-        return None
-    try:
-        if _trusted(os.fstat(fd), stat.S_IFDIR):
-            return fd
-    except OSError:
-        pass
-    os.close(fd)
-    return None
-
-
 def _load_cached(directory: Path, fingerprint: bytes) -> Any:
     """The database cached in ``directory`` for ``fingerprint``, or None: no file, a directory or
     file that is not trusted, a file that is damaged or was written for other patterns, a
     database Hyperscan refuses (another version, a CPU without the features it was built for)."""
-    dfd = _open_trusted_dir(directory)
+    dfd = open_trusted_dir(directory)
     if dfd is None:
         return None
     try:
@@ -281,7 +253,7 @@ def _load_cached(directory: Path, fingerprint: bytes) -> Any:
         os.close(dfd)
     try:
         st = os.fstat(fd)
-        if not _trusted(st, stat.S_IFREG) or st.st_size > _CACHE_MAX_BYTES:
+        if not trusted(st, stat.S_IFREG) or st.st_size > _CACHE_MAX_BYTES:
             return None
         data = os.pread(fd, st.st_size + 1, 0)
     except OSError:
@@ -309,14 +281,9 @@ def _store_cached(directory: Path, fingerprint: bytes, db: Any) -> None:
     user's home leaves that home alone. Best effort: a cache that cannot be written (read-only
     home, no space) is skipped."""
     try:
-        if not os.path.lexists(directory):
-            ancestor = directory.parent
-            while not os.path.lexists(ancestor) and ancestor != ancestor.parent:
-                ancestor = ancestor.parent
-            if os.stat(ancestor).st_uid != os.geteuid():
-                return
-            make_private_dir(directory, parents=True)
-        dfd = _open_trusted_dir(directory)
+        if not make_dirs_in_own(directory):
+            return
+        dfd = open_trusted_dir(directory)
         if dfd is None:
             return
         try:

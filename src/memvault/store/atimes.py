@@ -97,6 +97,11 @@ class AccessTimes:
         #: Called with the SHA-256 of each new file before it is written (the store records it).
         self.record: Callable[[bytes], None] | None = None
 
+    def move_to(self, path: Path) -> None:
+        """Keep the file at ``path`` from now on (a replica's read times live in the host state,
+        docs/format.md §14); reads already recorded stay pending."""
+        self._path = path
+
     def touch(self, token: bytes, when: float | None = None) -> None:
         """Record a read of the file with path token ``token`` (memory only)."""
         hour = int((time.time() if when is None else when) // RESOLUTION)

@@ -44,6 +44,8 @@ class CommitWriter:
         durable: durability ``full``.
         on_objects: told how many objects each commit wrote (for pack upkeep at close).
         on_stale: called when a commit stands but the cached state could not be updated to it.
+        on_published: told ``(seq, commit id, parent id)`` of each commit of ``main`` this writer
+            published in a store directory (the host's anchor follows it).
     """
 
     def __init__(
@@ -56,6 +58,7 @@ class CommitWriter:
         durable: bool,
         on_objects: Callable[[int], None],
         on_stale: Callable[[], None],
+        on_published: Callable[[int, bytes, bytes], None] | None = None,
     ) -> None:
         self._reader = reader
         self.git: GitStore = reader.git
@@ -65,6 +68,7 @@ class CommitWriter:
         self._durable = durable
         self._on_objects = on_objects
         self._on_stale = on_stale
+        self._on_published = on_published
         #: For a replica of a store in object storage: makes the commit there, given its sequence
         #: number, its pack ``(name, bytes, index bytes)`` and its keyring records, before the
         #: replica records it (:meth:`memvault.remote.replica.Replica.publish`).
@@ -289,7 +293,10 @@ class CommitWriter:
                 raise _storage_error(failure) from None
             raise ConflictError("Error: The memory store changed concurrently; retry the command.")
         # Published. Fold the changes into the cached state.
+        parent = state.commit_id
         self._fold(state, txn, new_nodes, new_shard_blobs, (commit.id, meta.seq, tree_id))
+        if self._on_published is not None:
+            self._on_published(meta.seq, commit.id, parent)
         if failure is not None and not isinstance(failure, Exception):
             raise failure  # e.g. KeyboardInterrupt after the branch moved: the commit stands
         return commit.id

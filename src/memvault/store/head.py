@@ -3,8 +3,9 @@ authenticity and freshness whenever the branch moves (docs/format.md §8)."""
 
 from __future__ import annotations
 
-from ..errors import IntegrityError, RollbackDetectedError
-from ..keys.keyring import Keyring, freshness_problem
+from ..errors import IntegrityError, MemvaultError, RollbackDetectedError
+from ..hoststate import Anchor
+from ..keys.keyring import HighWater, Keyring, freshness_problem
 from .state import StateReader, StoreState
 
 __all__ = ["Head"]
@@ -21,13 +22,16 @@ class Head:
         reader: the store's state reader.
         keyring: the store's keyring (its high-water mark).
         durable: durability ``full`` (a recorded commit whose objects are gone is a rollback).
+        anchor: this host's anchor of the store directory (checked against the keyring's mark
+            whenever the head is accepted, moved with each published commit), or None.
     """
 
-    def __init__(self, reader: StateReader, keyring: Keyring, *, durable: bool) -> None:
+    def __init__(self, reader: StateReader, keyring: Keyring, *, durable: bool, anchor: Anchor | None = None) -> None:
         self._reader = reader
         self.git = reader.git
         self.keyring = keyring
         self._durable = durable
+        self.anchor = anchor
         #: The decrypted head state, or None (loaded at the next :meth:`sync`).
         self.state: StoreState | None = None
         #: The branch value that maps to ``state`` (differs while a recorded commit is unpublished).
@@ -69,6 +73,8 @@ class Head:
                         "branch points at its parent."
                     )
             if state is not None and head == state.commit_id:
+                if not self._anchored(hw, ref, retry=not writer and attempt < attempts - 1):
+                    continue
                 self._served_ref = ref
                 return state
             try:
@@ -88,6 +94,8 @@ class Head:
                 if not writer and attempt < attempts - 1 and self.git.head() != ref:
                     continue
                 raise problem
+            if not self._anchored(hw, ref, retry=not writer and attempt < attempts - 1):
+                continue
             self.state = None  # an incremental load consumes the old state
             loaded = self._reader.load_state(head, seq, tree_id, state)
             if any(n.redacted for n in loaded.nodes.values()):
@@ -102,3 +110,30 @@ class Head:
         """The settings MAC the head records (docs/format.md §1.1; b"": none, a commit of a release
         from before the record), the head brought up to date as by :meth:`sync` for a reader."""
         return self._reader.open_commit(self.sync(writer=False).commit_id).meta.settings_digest
+    def _anchored(self, hw: HighWater, ref: bytes, *, retry: bool) -> bool:
+        """Check the keyring's mark ``hw`` against the anchor, and move the anchor to it when the
+        branch (``ref``) points at it (docs/format.md §14.2). False when the check failed and
+        ``retry`` allows another attempt: a reader without the lock may have read the keyring
+        before a writer published a commit and moved the anchor past it.
+
+        Raises:
+            RollbackDetectedError: the keyring is behind or beside the anchor (``retry`` False).
+        """
+        if self.anchor is None:
+            return True
+        try:
+            self.anchor.observe(hw.seq, hw.commit_id, hw.parent_id, published=ref == hw.commit_id)
+        except RollbackDetectedError:
+            if retry:
+                return False
+            raise
+        return True
+
+    def committed(self, seq: int, commit_id: bytes, parent_id: bytes) -> None:
+        """Move the anchor to the commit ``seq`` this store object just published. Best effort:
+        the commit stands whatever happens here, and the next :meth:`sync` checks again."""
+        if self.anchor is not None:
+            try:
+                self.anchor.observe(seq, commit_id, parent_id, published=True)
+            except (MemvaultError, OSError):
+                pass

@@ -30,6 +30,7 @@ from ..fsutil import (
     syncfs_available,
 )
 from ..git.repo import GitStore
+from ..hoststate import anchor_for
 from ..keys.keyring import Keyring
 from ..keys.slots import (
     Subkeys,
@@ -54,8 +55,9 @@ from .building import new_store_dir
 from .commit import CommitWriter
 from .config import FORMAT_VERSION, STORE_FILE, chains_key_changes, read_config, write_config
 from .head import Head
+from .hosting import Hosting
 from .reads import FileReads
-from .replicated import replica_for_create, replica_for_open, run_racing
+from .replicated import Placement, replica_for_create, replica_for_open, run_racing
 from .state import PLAINTEXT_CACHE_BYTES, OpenedCommit, StateReader, StoreState
 from .transaction import Committed, Transaction
 
@@ -81,7 +83,7 @@ def _meta(state: StoreState, actor: str, session: str, command: str, paths: Any 
     return CommitMeta(state.seq + 1, _now(), actor, session, command, paths, dict(findings or {}), extra=extra or {})
 
 
-class MemoryStore(FileReads):
+class MemoryStore(FileReads, Hosting):
     """An encrypted memory store in a directory. Thread-safe; many processes may share one.
 
     Use :meth:`create` or :meth:`open`; both take exactly one of ``passphrase`` or
@@ -134,26 +136,15 @@ class MemoryStore(FileReads):
         )  # fmt: skip
         self._reader = StateReader(git, self.keyring, self._keys, store_id, self._token_mac)
         self._reader.fold = sibling_key(settings)
-        self._head = Head(self._reader, self.keyring, durable=self._durable)
+        #: This host's anchor of the store directory (docs/format.md §14.2); None for a replica.
+        self.anchor = anchor_for(root, store_id, self._keys.keyring, self.keyring.recorded_commits)
+        self._head = Head(self._reader, self.keyring, durable=self._durable, anchor=self.anchor)
         self._writer_of_commits = CommitWriter(
             self._reader, self.keyring, self._keys, store_id, durable=self._durable, on_objects=self._wrote_objects,
-            on_stale=self._drop_state,
+            on_stale=self._drop_state, on_published=self._head.committed,
         )  # fmt: skip
         #: For a store in object storage: the replica (``root`` is the host's cache of it), else None.
         self.remote: Replica | None = None
-
-    def _attach(self, objects: Any) -> None:
-        """Make this store object a replica of the store in ``objects`` (commits go there first)."""
-        self.remote = Replica(objects, self.root, self.store_id, self.keyring, self.git, self._keys.keyring,
-                              durable=self._durable)  # fmt: skip
-        self._writer_of_commits.publish = self.remote.publish
-        if not self.access_times.recorded() and self.root.joinpath("repo").is_dir():
-            self.access_times.create(durable=self._durable)  # the host's own (docs/format.md §12)
-
-    def _pull(self) -> None:  # a replica: take in other hosts' commits (writer lock before state lock)
-        if self.remote is not None:
-            with self._writer(), self._state_lock:
-                self.remote.pull()
 
     def is_recorded_access_file(self, digest: bytes) -> bool:
         """Whether ``digest`` names the access-time file the keyring recorded last."""
@@ -195,10 +186,12 @@ class MemoryStore(FileReads):
             check_new_passphrase(unlock.passphrase, allow_weak=allow_weak_passphrase)
         try:
             if is_remote(path):
-                objects, root = replica_for_create(str(path), cache_dir)
-                store = cls._create(root, unlock, settings, kdf, objects)
+                placed = replica_for_create(str(path), cache_dir)
+                root = placed.root
+                store = cls._create(root, unlock, settings, kdf, placed)
                 with store._writer(), store._state_lock:
                     store.remote.push_all((root / STORE_FILE).read_bytes(), root / "keys")  # type: ignore[union-attr]
+                    placed.host.bind(store.store_id, str(path))
             else:
                 store = cls._create(Path(path), unlock, settings, kdf)
         except OSError as err:
@@ -209,7 +202,12 @@ class MemoryStore(FileReads):
 
     @classmethod
     def _create(
-        cls, root: Path, unlock: Unlock, settings: StoreSettings | None, kdf: KdfParams | None, objects: Any = None
+        cls,
+        root: Path,
+        unlock: Unlock,
+        settings: StoreSettings | None,
+        kdf: KdfParams | None,
+        at: Placement | None = None,
     ) -> MemoryStore:
         settings = settings or StoreSettings()
         durable = settings.durability == "full"
@@ -219,15 +217,15 @@ class MemoryStore(FileReads):
         first_slot = new_slot(store_id, unlock, master_keys, kdf, label="initial" if fmt2 else None,
                               created=int(time.time()) if fmt2 else None)  # fmt: skip
         # After the slot: a key provider that fails (or an interrupted key derivation) leaves nothing.
-        with new_store_dir(root, durable=durable, own=objects is not None) as work:
+        with new_store_dir(root, durable=durable, own=at is not None) as work:
             make_private_dir(work / "keys")
             write_slot(work / "keys", first_slot, durable=durable)
             Keyring.create(work / "keyring", store_id, durable=durable)
             git = GitStore.init(work / "repo", durable=durable)
             try:
                 store = cls(work, store_id, settings, master_keys, git, _token=_PRIVATE)
-                if objects is not None:
-                    store._attach(objects)  # before the first commit: a replica chains nothing outside commits
+                if at is not None:
+                    store.attach_replica(at)  # before the first commit: a replica chains nothing outside commits
                 store._head.state = store._writer_of_commits.write_initial(store.format_version, _now(), settings)
                 store.access_times.create(durable=durable)
                 # dulwich honours the umask (0 is common in containers): nothing may be group/other-readable.
@@ -283,7 +281,8 @@ class MemoryStore(FileReads):
         unlock = unlock if unlock is not None else Unlock.of(passphrase, key_file, key)
         unlocked, remote = None, is_remote(path)
         for _attempt in cfg.settle(None if remote else Path(path) / "lock", lock_timeout):  # raises when spent
-            objects, root = replica_for_open(str(path), cache_dir, lock_timeout) if remote else (None, Path(path))
+            placed = replica_for_open(str(path), cache_dir, lock_timeout) if remote else None
+            root = Path(path) if placed is None else placed.root
             config = read_config(root)
             unlocked = unlocked or unlock_master_keys(config.store_id, load_slots(root / "keys"), unlock)
             config.verify(cfg.config_key(unlocked[1], config.store_id))
@@ -291,9 +290,9 @@ class MemoryStore(FileReads):
             store = cls(root, config.store_id, config.settings, unlocked[1], git, _token=_PRIVATE)
             store.format_version, store.unlocked_slot = config.version, unlocked[0].slot_id
             store.lock_timeout, store.plaintext_cache_bytes = lock_timeout, plaintext_cache_bytes
-            if objects is not None:
-                store._attach(objects)
-                store._pull()
+            if placed is not None:
+                store.attach_replica(placed)
+                store.pull()
             with store._state_lock:
                 if not check_head or config.bound_to(store._head.settings_in_force()):
                     return store
@@ -382,8 +381,7 @@ class MemoryStore(FileReads):
                 except MemvaultError:
                     pass  # everything stays readable; the next close or `memvault gc` does it
         finally:
-            if self.remote is not None:
-                self.remote.close()  # its background requests finish first
+            self.release_host()  # a replica's background requests finish first
             self.git.close()
 
     def maintain(
@@ -436,7 +434,7 @@ class MemoryStore(FileReads):
     def snapshot(self) -> Transaction:
         """An isolated read-only view of the head, which later commits do not change (a copy of
         the path index, O(files); the memory tool uses :meth:`reading`)."""
-        self._pull()
+        self.pull()
         with self._state_lock:
             return Transaction(self, self.state_at(self._sync(writer=False).commit_id))
 
@@ -446,14 +444,14 @@ class MemoryStore(FileReads):
 
         Holds the state lock, so a commit of this process cannot change the state mid-read.
         """
-        self._pull()
+        self.pull()
         with self._state_lock:
             yield Transaction(self, self._sync(writer=False))
 
     @property
     def head(self) -> tuple[bytes, int]:
         """``(commit_id, seq)`` of the head (a store in object storage: its newest commit)."""
-        self._pull()
+        self.pull()
         with self._state_lock:
             state = self._sync(writer=False)
             return state.commit_id, state.seq

@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InvalidInputError, StoreExistsError
-from ..remote.replica import MARK_FILE, PACKMAP_FILE, Replica
+from ..hoststate import MARK_FILE
+from ..remote.replica import PACKMAP_FILE, Replica
 from ..storage.url import is_remote
 from ..store import MemoryStore
 from ..store.atimes import FILE_NAME as ATIMES_FILE
@@ -70,8 +71,8 @@ def copy_store(
                 )
             if src.git.loose_count():
                 src.maintain(keep_dirs=True)  # every object in a pack
-            objects, _root = replica_for_create(str(destination), cache_dir)
-            upload = Replica(objects, src.root, src.store_id, src.keyring, src.git, None, durable=True)
+            placed = replica_for_create(str(destination), cache_dir)
+            upload = Replica(placed.objects, src.root, src.store_id, src.keyring, src.git, None, durable=True)
             try:
                 commits = upload.push_all((src.root / STORE_FILE).read_bytes(), src.root / "keys")
             finally:

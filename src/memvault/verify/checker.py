@@ -332,6 +332,7 @@ class _Verifier:
         if hw is None:
             self.add("error", "rollback", "The keyring records no commit: it is older than the history.")
             return
+        self.check_anchor(hw.seq, hw.commit_id, hw.parent_id)
         if chain and chain[0].authentic and chain[0].seq is not None:
             problem = freshness_problem(head, chain[0].seq, hw)
             if problem is not None:
@@ -376,6 +377,19 @@ class _Verifier:
             "settings back.",
             where=where,
         )
+    def check_anchor(self, seq: int, commit_id: bytes, parent_id: bytes) -> None:
+        """The keyring's newest commit against this host's anchor (docs/format.md §14.2): an older
+        copy of the whole store put back, or another copy of it, is a ``rollback``."""
+        anchor = self.store.anchor
+        if anchor is None:
+            return
+        problem: MemvaultError | None
+        try:
+            problem = anchor.problem(seq, commit_id, parent_id)
+        except MemvaultError as err:
+            problem = err
+        if problem is not None:
+            self.add("error", "rollback", str(problem), where=Where(commit_id.decode(), seq))
 
     # -- trees -----------------------------------------------------------------------------------
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from ... import crypto
@@ -437,10 +437,13 @@ def pull(
         failed (the versions imported before stay: a new run goes on from there). What a commit
         raises (LockedError, StorageError).
     """
+    before = replace(api.stats)
     check_remote_store(api, memory_store_id)
     puller = _Puller(store, api, memory_store_id, dry_run=dry_run, force=force)
     steps = puller.plan(history)
     puller.run(steps, progress)
     summary = puller.summary
-    summary.requests, summary.retries, summary.waited = api.stats.requests, api.stats.retries, api.stats.waited
+    summary.requests = api.stats.requests - before.requests
+    summary.retries = api.stats.retries - before.retries
+    summary.waited = api.stats.waited - before.waited
     return summary

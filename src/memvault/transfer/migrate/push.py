@@ -25,7 +25,7 @@ store's scrubber, when it was written): plaintext content and paths go to the AP
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from ... import crypto
@@ -395,6 +395,7 @@ def push(
     """
     if (memory_store_id is None) == (new_store is None):
         raise ValueError("Give exactly one of memory_store_id and new_store.")
+    before = replace(api.stats)
     made: dict[str, str] | None = None
     known: str | None = None
     if new_store is not None:
@@ -410,5 +411,7 @@ def push(
     pusher.record(new_store if made is not None and known != remote else None)
     summary = pusher.summary
     summary.new_store = made
-    summary.requests, summary.retries, summary.waited = api.stats.requests, api.stats.retries, api.stats.waited
+    summary.requests = api.stats.requests - before.requests
+    summary.retries = api.stats.retries - before.retries
+    summary.waited = api.stats.waited - before.waited
     return summary

@@ -19,7 +19,8 @@ A test can also:
   optionally after the change was made (a 5xx whose outcome is unknown to the client), or a dropped
   connection (status 0);
 - forget versions, as the service's retention does (:meth:`~FakeMemoryStores.expire`);
-- look at every request (:attr:`~FakeMemoryStores.requests`: method, target, headers).
+- look at every request (:attr:`~FakeMemoryStores.requests`: method, target, headers) and every
+  request body (:attr:`~FakeMemoryStores.bodies`).
 
 Operations: ``list_stores``, ``create_store``, ``retrieve_store``, ``list_memories``,
 ``create_memory``, ``retrieve_memory``, ``update_memory``, ``delete_memory``, ``list_versions``,
@@ -157,6 +158,7 @@ class FakeMemoryStores:
         self.keys = set(keys)
         self.stores: dict[str, Store] = {}
         self.requests: list[tuple[str, str, dict[str, str]]] = []
+        self.bodies: list[Any] = []
         self.calls: dict[str, int] = {}
         self.faults: list[Fault] = []
         self.hooks: list[tuple[str, int, Callable[[], None]]] = []
@@ -276,6 +278,8 @@ class FakeMemoryStores:
         headers = {k.lower(): v for k, v in h.headers.items()}
         with self.lock:
             self.requests.append((h.command, h.path, headers))
+            if raw:
+                self.bodies.append(json.loads(raw))
         split = urlsplit(h.path)
         query = {k: v[-1] for k, v in parse_qs(split.query, keep_blank_values=True).items()}
         status, body, extra = 200, {}, {}

@@ -14,11 +14,13 @@ A test can also:
 
 - write, delete and redact as other actors, between calls (:meth:`FakeMemoryStores.write`,
   :meth:`~FakeMemoryStores.delete`, :meth:`~FakeMemoryStores.redact`), and run code just before
-  the n-th call of an operation (:meth:`~FakeMemoryStores.before`): a concurrent writer;
+  the n-th call of an operation (:meth:`~FakeMemoryStores.before`): a concurrent writer; or once
+  it was handled, before the answer goes out (:meth:`~FakeMemoryStores.after`);
 - make calls fail (:meth:`~FakeMemoryStores.fail`): a status with headers (``retry-after``...),
   optionally after the change was made (a 5xx whose outcome is unknown to the client), or a dropped
   connection (status 0);
 - forget versions, as the service's retention does (:meth:`~FakeMemoryStores.expire`);
+- quote the key it refused in its error message (``echo_key``), as a careless server might;
 - look at every request (:attr:`~FakeMemoryStores.requests`: method, target, headers) and every
   request body (:attr:`~FakeMemoryStores.bodies`).
 
@@ -154,14 +156,16 @@ def _path_problem(path: object) -> str | None:
 class FakeMemoryStores:
     """The fake API (see the module docstring). ``keys``: the API keys it accepts."""
 
-    def __init__(self, keys: tuple[str, ...] = ("sk-fake-key-0123456789abcdef",)) -> None:
+    def __init__(self, keys: tuple[str, ...] = ("sk-fake-key-0123456789abcdef",), *, echo_key: bool = False) -> None:
         self.keys = set(keys)
+        self.echo_key = echo_key
         self.stores: dict[str, Store] = {}
         self.requests: list[tuple[str, str, dict[str, str]]] = []
         self.bodies: list[Any] = []
         self.calls: dict[str, int] = {}
         self.faults: list[Fault] = []
         self.hooks: list[tuple[str, int, Callable[[], None]]] = []
+        self.after_hooks: list[tuple[str, int, Callable[[], None]]] = []
         self.lock = threading.RLock()
         self._clock = 1_800_000_000.0
         self._server: ThreadingHTTPServer | None = None
@@ -238,6 +242,11 @@ class FakeMemoryStores:
         with self.lock:
             self.hooks.append((op, nth, fn))
 
+    def after(self, op: str, nth: int, fn: Callable[[], None]) -> None:
+        """Run ``fn`` once the ``nth`` call of ``op`` was handled, before its answer is sent."""
+        with self.lock:
+            self.after_hooks.append((op, nth, fn))
+
     def count(self, op: str) -> int:
         with self.lock:
             return self.calls.get(op, 0)
@@ -286,13 +295,15 @@ class FakeMemoryStores:
         try:
             auth = headers.get("authorization", "")
             if not auth.startswith("Bearer ") or auth[len("Bearer ") :] not in self.keys:
-                raise ApiFailure(401, "authentication_error", "invalid x-api-key")
+                said = f": {auth}" if self.echo_key else ""  # a careless server quoting what it got
+                raise ApiFailure(401, "authentication_error", "invalid x-api-key" + said)
             actor = {"type": "api_actor", "api_key_id": "apikey_" + sha(auth)[:12]}
             op, handler = self._route(h.command, split.path, query, raw, actor)
             with self.lock:
                 self.calls[op] = self.calls.get(op, 0) + 1
                 n = self.calls[op]
                 hooks = [fn for (o, k, fn) in self.hooks if o == op and k == n]
+                later = [fn for (o, k, fn) in self.after_hooks if o == op and k == n]
                 fault = None
                 for f in self.faults:
                     if f.op == op:
@@ -306,6 +317,8 @@ class FakeMemoryStores:
                 return
             with self.lock:
                 status, body = handler()
+            for fn in later:
+                fn()
             if fault is not None:
                 self._fault(h, fault)
                 return

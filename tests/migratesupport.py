@@ -70,8 +70,16 @@ def cli_args(store: Path, *args: str) -> list[str]:
     return [sys.executable, "-m", "memvault.cli", "--store", str(store), *args]
 
 
-def run_cli(store: Path, env: dict[str, str], *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(cli_args(store, *args), env=env, capture_output=True, text=True, timeout=timeout)
+def run_cli(
+    store: Path, env: dict[str, str], *args: str, input: str | None = None, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
+    """One CLI run (``input``: its standard input)."""
+    return subprocess.run(cli_args(store, *args), env=env, input=input, capture_output=True, text=True, timeout=timeout)
+
+
+def opened(store: Path, key_path: Path) -> memvault.MemoryStore:
+    """The store a CLI run made, opened here with its key file."""
+    return memvault.MemoryStore.open(store, key_file=key_path)
 
 
 def summary(done: subprocess.CompletedProcess[str]) -> dict[str, Any]:

@@ -58,7 +58,9 @@ def _destination(args: argparse.Namespace) -> Iterator[MemoryStore]:
 
         with tempfile.TemporaryDirectory(prefix="memvault-migrate-") as scratch:
             key_file = Path(scratch) / "key"
-            key_file.write_bytes(new_key())
+            fd = os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "wb") as out:
+                out.write(new_key())
             with MemoryStore.create(Path(scratch) / "store", key_file=key_file) as temporary:
                 yield temporary
         return

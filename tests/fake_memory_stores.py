@@ -505,7 +505,9 @@ class FakeMemoryStores:
         m = self._create(store, body.get("path"), "" if content is None else content, actor)  # type: ignore[arg-type]
         return 200, m.to_json(store.id, view)
 
-    def _update_api(self, store: Store, mid: str, body: dict[str, Any], view: str, actor: dict[str, str]) -> tuple[int, Any]:
+    def _update_api(
+        self, store: Store, mid: str, body: dict[str, Any], view: str, actor: dict[str, str]
+    ) -> tuple[int, Any]:
         m = self._memory(store, mid)
         content, path = body.get("content"), body.get("path")
         pre = body.get("precondition")
@@ -527,4 +529,3 @@ class FakeMemoryStores:
         v = self._version(store, vid)
         v.redacted_at = self.now()
         return 200, v.to_json("basic")
-

@@ -45,7 +45,9 @@ def files(store: memvault.MemoryStore) -> dict[str, str]:
 
 def imported(store: memvault.MemoryStore) -> list[str]:
     """The remote version ids the store's pull commits name, oldest first (with repeats, if any)."""
-    return [e.extra["version"] for e in reversed(history.log(store)) if e.command == "migrate-pull" and "version" in e.extra]
+    return [
+        e.extra["version"] for e in reversed(history.log(store)) if e.command == "migrate-pull" and "version" in e.extra
+    ]
 
 
 def key_file(directory: Path) -> Path:

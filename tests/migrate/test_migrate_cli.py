@@ -7,11 +7,15 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
 from fake_memory_stores import FakeMemoryStores
 from migratesupport import KEY, cli_env, files, key_file, opened, run_cli, summary
-from serversupport import Served
+
+if TYPE_CHECKING:
+    from serversupport import Served
 
 SESSION = {"type": "session_actor", "session_id": "sesn_0123"}
 API = {"type": "api_actor", "api_key_id": "apikey_0456"}

@@ -9,14 +9,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
 from conftest import make_store
 from fake_memory_stores import FakeMemoryStores, sha
-from migratesupport import client, files, imported
-
 from memvault import history
 from memvault.errors import IntegrityError, NotFoundError, ServiceError
 from memvault.settings import ScrubSettings, StoreSettings
 from memvault.transfer.migrate import ApiRefusedError, load_state, pull
+from migratesupport import client, files, imported
 
 AWS_ID = "AKIAQ7VXK2JD4NRP3W6T"
 SESSION = {"type": "session_actor", "session_id": "sesn_0123"}
@@ -123,7 +123,9 @@ def test_pulled_content_passes_the_stores_scrubber(fake: FakeMemoryStores, tmp_p
     text = files(store)
     assert AWS_ID not in text["/keys.md"] and text["/keys.md"].startswith("aws id ")
     assert done.masked == {"/keys.md": {"aws_access_key_id": 1}}
-    assert [(r.path, r.reason) for r in done.refused] == [(f"/{AWS_ID}.md", "sensitive data in the path (aws_access_key_id)")]
+    assert [(r.path, r.reason) for r in done.refused] == [
+        (f"/{AWS_ID}.md", "sensitive data in the path (aws_access_key_id)")
+    ]
     assert f"/{AWS_ID}.md" not in text and not done.ok
     # the summary names kinds, never values: only the refused path itself holds the id
     assert AWS_ID not in json.dumps({k: v for k, v in done.to_json().items() if k != "refused"})

@@ -8,15 +8,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
 from conftest import make_store
 from fake_memory_stores import FakeMemoryStores, sha
-from migratesupport import client, files
-
 from memvault import history
 from memvault.operator_writes import remove
 from memvault.settings import StoreSettings
 from memvault.transfer.migrate import load_state, pull, push
 from memvault.transfer.migrate.push import STORE_TAG, store_tag
+from migratesupport import client, files
 
 
 @pytest.fixture
@@ -146,7 +146,9 @@ def test_deletions_only_with_delete_each_guarded_by_its_hash(fake: FakeMemorySto
     fake.write(sid, "/b.md", "changed on the API")
     done = push(store, api, sid, delete=True)
     assert sorted(done.deleted) == ["/a.md", "/notes.md"] and done.created == ["/notes.md/todo.md"]
-    assert [(c.path, c.reason) for c in done.conflicts] == [("/b.md", "changed on the API since the last sync; not deleted")]
+    assert [(c.path, c.reason) for c in done.conflicts] == [
+        ("/b.md", "changed on the API since the last sync; not deleted")
+    ]
     assert fake.files(sid) == {"/b.md": "changed on the API", "/notes.md/todo.md": "below a path kept on the API"}
     deletes = [r[1] for r in fake.requests if r[0] == "DELETE"]
     assert all(f"expected_content_sha256={sha('a')}" in t or f"expected_content_sha256={sha('a file that becomes a directory')}" in t
@@ -173,7 +175,9 @@ def test_a_path_taken_on_the_api_is_adopted_only_with_the_same_content(fake: Fak
     assert {e.path for e in load_state(store, sid).entries.values()} == {"/late.md", "/same.md"}
 
 
-def test_a_write_whose_answer_was_lost_is_sent_again_without_a_duplicate(fake: FakeMemoryStores, tmp_path: Path) -> None:
+def test_a_write_whose_answer_was_lost_is_sent_again_without_a_duplicate(
+    fake: FakeMemoryStores, tmp_path: Path
+) -> None:
     sid = fake.create_store()
     store = _store(tmp_path, a="a0", b="b0")
     api = client(fake.url)
@@ -215,7 +219,9 @@ def test_new_store_is_made_once(fake: FakeMemoryStores, tmp_path: Path) -> None:
     made = fake.create_store("Other", {STORE_TAG: store_tag(other)})
     fake.create_store("Other")  # same name, not ours
     found = push(other, api, new_store="Other")
-    assert found.new_store == {"name": "Other", "id": made, "created": "false"} and fake.files(made) == {"/b.md": "beta"}
+    assert found.new_store == {"name": "Other", "id": made, "created": "false"} and fake.files(made) == {
+        "/b.md": "beta"
+    }
 
 
 def test_a_dry_run_changes_nothing_on_either_side(fake: FakeMemoryStores, tmp_path: Path) -> None:
@@ -231,6 +237,11 @@ def test_a_dry_run_changes_nothing_on_either_side(fake: FakeMemoryStores, tmp_pa
 
     done = push(store, api, sid, delete=True, dry_run=True)
 
-    assert done.dry_run and (done.updated, done.created, done.deleted, done.unchanged) == (["/a.md"], ["/d.md"], ["/b.md"], 1)
+    assert done.dry_run and (done.updated, done.created, done.deleted, done.unchanged) == (
+        ["/a.md"],
+        ["/d.md"],
+        ["/b.md"],
+        1,
+    )
     assert fake.files(sid) == before_api and len(fake.versions(sid)) == before_versions and store.head == head
     assert {r[0] for r in fake.requests[sent:]} == {"GET"}

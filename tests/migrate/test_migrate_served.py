@@ -7,15 +7,16 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import make_store
-from migratesupport import client, files
-from serversupport import Served
 
+from conftest import make_store
 from memvault import history
 from memvault.settings import ScrubSettings, StoreSettings
 from memvault.transfer.migrate import pull, push
+from migratesupport import client, files
 
 pytest.importorskip("starlette", reason="the server needs memvault[server]")
+
+from serversupport import Served  # noqa: E402
 
 AWS_ID = "AKIAQ7VXK2JD4NRP3W6T"
 
@@ -45,7 +46,9 @@ def test_push_to_memvault_serve_and_pull_it_back(served: Served, tmp_path: Path)
     update = api.update_memory
     api.update_memory = concurrent  # type: ignore[method-assign]
     second = push(source, api, sid)
-    assert [(c.path, c.reason) for c in second.conflicts if c.path == "/a.md"] == [("/a.md", "changed on the API meanwhile")]
+    assert [(c.path, c.reason) for c in second.conflicts if c.path == "/a.md"] == [
+        ("/a.md", "changed on the API meanwhile")
+    ]
     contents = {m.path: sdk.beta.memory_stores.memories.retrieve(m.id, memory_store_id=sid).content
                 for m in sdk.beta.memory_stores.memories.list(sid)}  # fmt: skip
     assert contents == {"/a.md": "theirs", "/b.md": "beta 2", "/notes/c.md": "gamma"}

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from conftest import make_store
+from conftest import all_store_bytes, make_store
 from fake_memory_stores import FakeMemoryStores, sha
 from memvault import history
 from memvault.errors import IntegrityError, NotFoundError, ServiceError
 from memvault.settings import ScrubSettings, StoreSettings
-from memvault.transfer.migrate import ApiRefusedError, load_state, pull
+from memvault.transfer.migrate import ApiRefusedError, load_state, pull, push
 from migratesupport import client, files, imported
 
 AWS_ID = "AKIAQ7VXK2JD4NRP3W6T"
@@ -270,3 +270,20 @@ def test_the_state_is_in_the_history_and_survives_reopening(fake: FakeMemoryStor
                    extra={"migrate": sid, "state": "{not json"})  # fmt: skip
     with pytest.raises(IntegrityError):
         load_state(store, sid)
+
+
+def test_no_plaintext_beside_the_store(fake: FakeMemoryStores, tmp_path: Path) -> None:
+    sid = fake.create_store()
+    memory = fake.write(sid, "/canary-path-5b1e.md", "canary content 9d4c70aa", actor=SESSION)
+    store = make_store(tmp_path / "s")
+    pull(store, client(fake.url), sid, history=True)
+    store.put_file("/memories/pushed-canary-2f8e.md", "pushed canary 61be0c", actor="me")
+    push(store, client(fake.url), sid)
+    store.close()
+
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s"]  # no side file
+    secrets = [b"canary content 9d4c70aa", b"canary-path-5b1e", b"pushed-canary-2f8e", b"pushed canary 61be0c",
+               memory.id.encode(), memory.version.encode(), sid.encode(), b"sesn_0123"]  # fmt: skip
+    for name, data in all_store_bytes(tmp_path / "s"):
+        for secret in secrets:
+            assert secret not in data, (name, secret)

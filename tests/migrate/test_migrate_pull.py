@@ -287,3 +287,30 @@ def test_no_plaintext_beside_the_store(fake: FakeMemoryStores, tmp_path: Path) -
     for name, data in all_store_bytes(tmp_path / "s"):
         for secret in secrets:
             assert secret not in data, (name, secret)
+
+
+def test_a_rename_on_the_api_moves_the_file_and_keeps_its_lineage(fake: FakeMemoryStores, tmp_path: Path) -> None:
+    sid = fake.create_store()
+    notes = fake.write(sid, "/notes", "a file named like a directory")
+    fake.write(sid, "/other.md", "other")
+    store = make_store(tmp_path / "s")
+    api = client(fake.url)
+    pull(store, api, sid)
+    with store.reading() as txn:
+        lineage = txn.get("/memories/notes").file_id  # type: ignore[union-attr]
+    fake.rename(sid, notes.id, "/notes/todo.md")  # below its own old path
+    store.put_file("/memories/x/y.md", "a file of the store only", actor="me")
+    fake.write(sid, "/x", "a memory where the store has a directory")
+
+    done = pull(store, api, sid, history=True)
+
+    assert done.updated == ["/notes/todo.md"]
+    assert [(c.path, c.reason) for c in done.conflicts] == [("/x", "the store has a directory here, holding /memories/x/y.md")]
+    assert files(store) == {"/notes/todo.md": "a file named like a directory", "/other.md": "other",
+                            "/x/y.md": "a file of the store only"}  # fmt: skip
+    with store.reading() as txn:
+        assert txn.get("/memories/notes/todo.md").file_id == lineage  # type: ignore[union-attr]
+    (moved,) = [e for e in history.log(store) if e.extra.get("op") == "modified"]
+    assert moved.paths == ("/memories/notes", "/memories/notes/todo.md")
+    record = history.log(store, limit=1)[0]  # the last version conflicted: the full record has a commit of its own
+    assert record.command == "migrate-pull" and record.changes == () and "state" in record.extra

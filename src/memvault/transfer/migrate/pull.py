@@ -146,10 +146,11 @@ def _prepare(store: MemoryStore, version: RemoteVersion) -> _Content:
     return _Content(vpath, data, findings, "")
 
 
-def _first_file_below(txn: Transaction, directory: MemoryPath) -> MemoryPath | None:
+def _file_below(txn: Transaction, directory: MemoryPath, skip: str | None) -> MemoryPath | None:
+    """A file below ``directory`` other than ``skip``, if any."""
     for child in txn.descendants(directory):
         node = txn.get(child)
-        if node is not None and not node.is_dir:
+        if node is not None and not node.is_dir and child.text != skip:
             return child
     return None
 
@@ -243,6 +244,8 @@ class _Puller:
             entry = self.state.entries.get(version.memory_id)
             if covers(entry, version.id, version.created_at, self.order) and version.id:
                 return False  # another pull imported it meanwhile
+            if not version.id and entry is not None and entry.path is None and entry.remote_path is None:
+                return False  # a deletion with no version id, recorded meanwhile
             new, refused, redacted = self._entry_after(entry, version, content)
             actor, session = actor_label(version.actor)
             op = version.operation
@@ -338,28 +341,31 @@ class _Puller:
             local_change(txn)
             prev = txn.get(old) if old is not None else None
             prev = prev if prev is not None and not prev.is_dir else None
+            moving = prev is not None and target != old
+            mine = old.text if moving and old is not None else None  # the memory's own file, moving away
             here = txn.get(target)
             if here is not None and here.is_dir:
-                below = _first_file_below(txn, target)
+                below = _file_below(txn, target, mine)
                 if below is not None:
-                    raise _LocalConflict(f"the store has files below {below.text}'s directory at this path")
-                txn.delete(target)
-                here = None
-            if here is not None and target != old and here.sha256 != crypto.sha256(content.data) and not force:
+                    raise _LocalConflict(f"the store has a directory here, holding {below.text}")
+            elif here is not None and target != old and here.sha256 != crypto.sha256(content.data) and not force:
                 raise _LocalConflict("a file of the store that was not synced is at this path")
             parent = target.parent
             while not parent.is_root:
                 above = txn.get(parent)
-                if above is not None and not above.is_dir:
+                if above is not None and not above.is_dir and above.path != mine:
                     raise _LocalConflict(f"the file {above.path} of the store is in the way")
                 parent = parent.parent
-            if prev is not None and target != old:
-                assert old is not None
+            # decided: now change the working copy
+            if moving and old is not None:
                 txn.delete(old)
+            if here is not None and here.is_dir:
+                txn.delete(target)
+                here = None
+            if moving:
                 txn.write_file(target, content.data, lineage=prev)
                 return "updated"
-            same = here is not None and here.sha256 == crypto.sha256(content.data)
-            if same:
+            if here is not None and here.sha256 == crypto.sha256(content.data):
                 return "same"
             txn.write_file(target, content.data, lineage=prev if prev is not None else here)
             return "updated" if (prev is not None or here is not None) else "created"

@@ -305,7 +305,9 @@ def test_a_rename_on_the_api_moves_the_file_and_keeps_its_lineage(fake: FakeMemo
     done = pull(store, api, sid, history=True)
 
     assert done.updated == ["/notes/todo.md"]
-    assert [(c.path, c.reason) for c in done.conflicts] == [("/x", "the store has a directory here, holding /memories/x/y.md")]
+    assert [(c.path, c.reason) for c in done.conflicts] == [
+        ("/x", "the store has a directory here, holding /memories/x/y.md")
+    ]
     assert files(store) == {"/notes/todo.md": "a file named like a directory", "/other.md": "other",
                             "/x/y.md": "a file of the store only"}  # fmt: skip
     with store.reading() as txn:

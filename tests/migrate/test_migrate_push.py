@@ -16,6 +16,7 @@ from memvault.operator_writes import remove
 from memvault.settings import StoreSettings
 from memvault.transfer.migrate import load_state, pull, push
 from memvault.transfer.migrate.push import STORE_TAG, store_tag
+from memvault.transfer.migrate.rules import content_problem, overlap, path_problem
 from migratesupport import client, files
 
 
@@ -245,3 +246,17 @@ def test_a_dry_run_changes_nothing_on_either_side(fake: FakeMemoryStores, tmp_pa
     )
     assert fake.files(sid) == before_api and len(fake.versions(sid)) == before_versions and store.head == head
     assert {r[0] for r in fake.requests[sent:]} == {"GET"}
+
+
+def test_the_apis_path_and_content_rules() -> None:
+    assert path_problem("/notes/a.md") is None and path_problem("/" + "é" * 511) is None  # 1,023 bytes
+    assert path_problem("/cafe\u0301.md") == "the path: it is not in Unicode normalization form NFC"
+    assert path_problem("/a\u202eb.md") == "the path: it contains a control, format, invisible or unassigned character"
+    assert path_problem("/a/../b.md") == "the path: it contains a '.' or '..' segment"
+    assert path_problem("/" + "/".join("a" * 20)) is None
+    assert path_problem("/" + "/".join("a" * 21)) == "the path has 21 segments, over the API's limit of 20"
+    assert path_problem("/" + "x" * 1023) is None
+    assert path_problem("/" + "x" * 1024) == "the path is 1,025 bytes, over the API's limit of 1,024"
+    assert content_problem("é".encode() * 51_200, binary=False) is None
+    assert content_problem(b"\xff", binary=False) == "not UTF-8 text"
+    assert overlap("/a", "/a/b") and overlap("/a/b", "/a") and not overlap("/a", "/ab") and not overlap("/a", "/a")

@@ -43,8 +43,8 @@ def test_json_text_and_exit_statuses(fake: FakeMemoryStores, tmp_path: Path) -> 
     assert (shape["command"], shape["ok"], shape["created"], shape["versions"]) == ("pull", True, ["/a.md", "/b.md"], 2)
 
     fake.write(sid, "/a.md", "changed on the API")
-    edited = run_cli(store, env, "put", "/memories/a.md", "--actor", "me", input="changed here")
-    assert edited.returncode == 0, edited.stderr
+    with opened(store, tmp_path / "store.key") as opened_store:
+        opened_store.put_file("/memories/a.md", "changed here", actor="me")
     pushed = run_cli(store, env, "migrate", "push", "--api-url", fake.url, "--memory-store", sid, "--json")
     assert pushed.returncode == 5, pushed.stderr
     result = summary(pushed)
@@ -108,12 +108,14 @@ def test_a_dry_run_leaves_nothing_on_either_side(fake: FakeMemoryStores, tmp_pat
     assert "Dry run, nothing written: pull" in dry.stdout and "1 would be created" in dry.stdout
 
     assert run_cli(store, env, "migrate", "pull", "--api-url", fake.url, "--memory-store", sid).returncode == 0
-    assert run_cli(store, env, "put", "/memories/b.md", input="bee").returncode == 0
-    log_before = run_cli(store, env, "log", "--json").stdout
+    with opened(store, tmp_path / "store.key") as opened_store:
+        opened_store.put_file("/memories/b.md", "bee", actor="me")
+        head = opened_store.head
     api_before = (fake.files(sid), len(fake.versions(sid)))
     pushed = run_cli(store, env, "migrate", "push", "--api-url", fake.url, "--memory-store", sid, "--dry-run", "--json")
     assert pushed.returncode == 0 and summary(pushed)["created"] == ["/b.md"] and summary(pushed)["dry_run"]
-    assert run_cli(store, env, "log", "--json").stdout == log_before
+    with opened(store, tmp_path / "store.key") as opened_store:
+        assert opened_store.head == head
     assert (fake.files(sid), len(fake.versions(sid))) == api_before
 
 

@@ -200,7 +200,7 @@ def test_a_dry_run_writes_nothing(fake: FakeMemoryStores, tmp_path: Path) -> Non
 
 def test_rate_limits_and_server_errors_are_retried_and_counted(fake: FakeMemoryStores, tmp_path: Path) -> None:
     sid = fake.create_store()
-    for i in range(45):
+    for i in range(24):
         fake.write(sid, f"/m{i:02}.md", str(i))
     fake.fail("list_memories", 429, headers={"retry-after": "2"})
     fake.fail("retrieve_version", 500, after=3, times=2)
@@ -210,7 +210,7 @@ def test_rate_limits_and_server_errors_are_retried_and_counted(fake: FakeMemoryS
 
     done = pull(store, api, sid)
 
-    assert done.ok and len(files(store)) == 45 and done.retries == 4
+    assert done.ok and len(files(store)) == 24 and done.retries == 4
     assert api.waits[0] == 2.0  # type: ignore[attr-defined]  # retry-after honoured
     assert done.waited == pytest.approx(sum(api.waits))  # type: ignore[attr-defined]
 

@@ -44,7 +44,9 @@ def test_push_creates_then_updates_with_a_precondition_and_records_the_mapping(
 
     assert first.ok and sorted(first.created) == ["/a.md", "/notes/b.md"] and first.commits == 1
     assert fake.files(sid) == {"/a.md": "alpha", "/notes/b.md": "beta"}
-    assert not [target for _m, target, _h in fake.requests if "a.md" in target or "notes" in target]  # paths: bodies only
+    assert not [
+        target for _m, target, _h in fake.requests if "a.md" in target or "notes" in target
+    ]  # paths: bodies only
     record = history.log(store, limit=1)[0]
     assert record.command == "migrate-push" and record.changes == () and record.extra["migrate"] == sid
     assert sorted(record.paths) == ["/memories/a.md", "/memories/notes/b.md"]

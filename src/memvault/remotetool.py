@@ -115,12 +115,12 @@ class _Failure:
     outcome_unknown: bool
 
 
-def _redact(text: str, secret: str | None) -> str:
+def without_secret(text: str, secret: str | None) -> str:
     """``text`` without ``secret`` (a server that echoes the key must not put it in an error)."""
     return text.replace(secret, "[API key]") if secret else text
 
 
-def _envelope(body: object) -> tuple[str, str]:
+def error_envelope(body: object) -> tuple[str, str]:
     """The ``(type, message)`` of an API error body ``{"type": "error", "error": {...}}``, else
     ``("", "")``. The message is cut to a bounded length and kept to one printable line."""
     error = body.get("error") if isinstance(body, Mapping) else None
@@ -136,11 +136,11 @@ def _envelope(body: object) -> tuple[str, str]:
 
 def _status_failure(err: anthropic.APIStatusError, *, mutating: bool, secret: str | None) -> _Failure:
     status = err.status_code
-    kind, message = _envelope(err.body)
+    kind, message = error_envelope(err.body)
     label = f"{status} {kind}" if kind else f"HTTP {status}"
     verb = "refused the request" if status < 500 else "failed"
     reason = f"{verb} ({label})" + (f": {message.rstrip('.')}" if message else "")
-    reason = _redact(reason, secret)
+    reason = without_secret(reason, secret)
     # A 5xx other than 503 may come after the command was applied (a proxy's 502 or 504 too).
     unknown = mutating and status >= 500 and status not in _NOTHING_DONE
     text = f"Error: {_SERVER} {reason}." + (f" {_UNKNOWN}" if unknown else "")
@@ -181,7 +181,7 @@ def _log_failure(err: Exception) -> None:
 # -- retries ------------------------------------------------------------------------------------------
 
 
-def _retry_after(err: anthropic.APIStatusError) -> float | None:
+def retry_after(err: anthropic.APIStatusError) -> float | None:
     """The wait the answer asks for (``retry-after-ms``, else ``retry-after`` in seconds), if any."""
     headers = err.response.headers
     for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
@@ -213,7 +213,7 @@ class _Retries:
         if isinstance(err, anthropic.APIStatusError):
             if err.status_code not in _NOTHING_DONE:
                 return None
-            asked = _retry_after(err)
+            asked = retry_after(err)
         elif isinstance(err, anthropic.APIConnectionError):
             if isinstance(err, anthropic.APITimeoutError) and not _sent_nothing(err):
                 return None  # a slow server: trying again would only wait longer
@@ -300,10 +300,11 @@ def _settings(base_url: str | None, api_key: str | None) -> tuple[str, str]:
     return base_url, api_key
 
 
-def _client_options(base_url: str, api_key: str, timeout: float | None) -> dict[str, Any]:
-    """Arguments of the SDK client built for the memory server: its URL and key only (explicit
-    credentials: the SDK then reads no ``ANTHROPIC_*`` credential), no SDK retries, and none of the
-    custom headers meant for the Anthropic API."""
+def client_options(base_url: str, api_key: str, timeout: float | None) -> dict[str, Any]:
+    """Arguments of an SDK client built for the server at ``base_url`` (the memory server here, a
+    memory-stores API for ``memvault migrate``): its URL and key only (explicit credentials: the SDK
+    then reads no other ``ANTHROPIC_*`` credential), no SDK retries, and none of the custom headers
+    of ``ANTHROPIC_CUSTOM_HEADERS``."""
     return {
         "base_url": base_url,
         "api_key": api_key,
@@ -390,7 +391,7 @@ class RemoteMemoryTool(BetaAbstractMemoryTool):
             self._owns_client = False
         else:
             url, key = _settings(base_url, api_key)
-            client = anthropic.Anthropic(**_client_options(url, key, timeout))
+            client = anthropic.Anthropic(**client_options(url, key, timeout))
             self._owns_client = True
         self.client = client
 
@@ -514,7 +515,7 @@ class AsyncRemoteMemoryTool(BetaAsyncAbstractMemoryTool):
             self._owns_client = False
         else:
             url, key = _settings(base_url, api_key)
-            client = anthropic.AsyncAnthropic(**_client_options(url, key, timeout))
+            client = anthropic.AsyncAnthropic(**client_options(url, key, timeout))
             self._owns_client = True
         self.client = client
 

@@ -18,7 +18,7 @@ SRC = Path(memvault.__file__).parent
 OWNERS = {
     "cryptography": {"crypto"},
     "dulwich": {"git/repo"},
-    "anthropic": {"tool", "remotetool", "demo", "dream/runner"},
+    "anthropic": {"tool", "remotetool", "demo", "dream/runner", "transfer/migrate/client"},
     "httpx2": {"remotetool"},  # the SDK's transport: which connection failures sent nothing
     "merge3": {"dream/merge"},
     "hyperscan": {"scrub/prefilter"},
@@ -59,7 +59,7 @@ TIERS = {
     "expiry": 7,
     "keymgmt": 7,
     "verify": 7,
-    "transfer": 7.5,
+    "transfer": 7.5,  # migrate: store, history, scrub.guard, remotetool's client options
     "memories": 7.25,  # the memory-stores model: store, history, scrub.guard
     "server": 8.5,  # memvault serve: memories, protocol, erase, store
     "tool": 7,
@@ -101,7 +101,8 @@ ORDER = {
     ],
     "scrub": ["prefilter", "validators", "detectors", "rules", "engine", "guard"],
     "verify": ["report", "keys", "branches", "checker"],
-    "transfer": ["importer", "exporter", "copier"],
+    "transfer": ["importer", "exporter", "copier", "migrate"],
+    "transfer/migrate": ["rules", "model", "state", "summary", "client", "pull", "push"],
     "storage": ["base", "local", "s3", "url"],
     "remote": ["layout", "packmap", "logstate", "lostkeys", "replica"],
     "dream": ["merge", "prompt", "review", "runner"],

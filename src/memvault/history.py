@@ -569,17 +569,18 @@ def diff(
     return _pair(store, a_files, b_files)
 
 
-def commit_diff(store: AnyBranch, rev: str | bytes = "HEAD") -> list[FileDiff]:
-    """Files commit ``rev`` changed, against its parent: what :func:`diff` gives for the parent
-    and ``rev``, read from the index shards the commit changed only (its cost is the change's,
-    not the store's). Redacted versions are left out, as :func:`diff` leaves them."""
+def commit_diff(store: AnyBranch, rev: str | bytes = "HEAD", path: str | None = None) -> list[FileDiff]:
+    """Files commit ``rev`` changed (below ``path``), against its parent: what :func:`diff`
+    gives for the parent and ``rev``, read from the index shards the commit changed only (its
+    cost is the change's, not the store's). Redacted versions are left out, as in :func:`diff`."""
     commit_id = rev if isinstance(rev, bytes) else resolve(store, rev)
+    root = parse_path(path).text if path is not None else ROOT
     _meta, tree_id, parent = store.commit(commit_id)
     a_files: dict[str, Node] = {}
     b_files: dict[str, Node] = {}
     for before, after in _node_pairs(store, tree_id, store.commit(parent)[1] if parent is not None else None):
         for node, side in ((before, a_files), (after, b_files)):
-            if node is not None and not node.is_dir and not node.redacted:
+            if node is not None and not node.is_dir and not node.redacted and _under(node.path, root):
                 side[node.path] = node
     return _pair(store, a_files, b_files)
 

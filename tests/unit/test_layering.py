@@ -59,7 +59,8 @@ TIERS = {
     "verify": 7,
     "transfer": 7.5,
     "memories": 7.25,  # the memory-stores model: store, history, scrub.guard
-    "server": 8.5,  # memvault serve: memories, protocol, erase, store
+    "ui": 8.25,  # the review UI (memvault ui, serve's /ui/): history, audit, verify, dream, shred, undo, memories
+    "server": 8.5,  # memvault serve: memories, protocol, erase, store; mounts ui
     "tool": 7,
     "demo": 8,
     "mcpserver": 8,
@@ -103,6 +104,8 @@ ORDER = {
     "memories": ["ids", "model", "paths", "cursor", "index", "versions", "ops"],
     "server": ["catalog", "errors", "root", "ops", "views", "app", "run"],
     "server/views": ["base", "health", "memories", "stores", "versions", "tool"],
+    "ui": ["textview", "sessions", "jobs", "backend", "views", "app"],
+    "ui/views": ["base", "login", "tree", "file", "history", "commit", "checks", "dreams", "erase", "undo"],
 }
 
 #: Private names of third-party objects memvault uses knowingly (dulwich's object store).
@@ -180,7 +183,9 @@ def test_every_unit_has_a_tier() -> None:
     assert units == set(TIERS), units ^ set(TIERS)
     for package, order in ORDER.items():
         depth = package.count("/") + 1
-        present = {n.split("/")[depth] for n in _modules() if n.startswith(package + "/") and not n.endswith("__init__")}
+        present = {
+            n.split("/")[depth] for n in _modules() if n.startswith(package + "/") and not n.endswith("__init__")
+        }
         assert present == set(order), (package, present ^ set(order))
 
 

@@ -316,12 +316,14 @@ class View:
 
 
 def _check_origin(request: Request) -> None:
-    """Refuse a POST a browser says came from another site."""
+    """Refuse a POST a browser says came from another site. (Under ``Referrer-Policy:
+    no-referrer`` a browser sends ``Origin: null`` with its own forms; ``Sec-Fetch-Site`` still
+    tells, and the CSRF token decides.)"""
     site = request.headers.get("sec-fetch-site")
     if site is not None and site not in ("same-origin", "none"):
         raise UiError(403, "This form came from another site; nothing was done.")
     origin = request.headers.get("origin")
-    if origin is not None and urlsplit(origin).netloc.lower() != request.headers.get("host", "").lower():
+    if origin not in (None, "null") and urlsplit(origin).netloc.lower() != request.headers.get("host", "").lower():
         raise UiError(403, "This form came from another origin; nothing was done.")
 
 

@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from ...store import AnyBranch
     from ..app import ReviewApp
 
-__all__ = ["Ctx", "Page", "Redirect", "UiError", "View", "Links", "commit_of", "SECURITY_HEADERS"]
+__all__ = ["Ctx", "Page", "done", "Redirect", "UiError", "View", "Links", "commit_of", "SECURITY_HEADERS"]
 
 _log = logging.getLogger("memvault.ui")
 
@@ -96,6 +96,14 @@ class Page:
     values: dict[str, Any] = field(default_factory=dict)
     status: int = 200
     refresh: int | None = None
+
+
+def done(ctx: Ctx, nav: str, what: str, commit: str | None, paths: list[str], *, detail: str = "",
+         remaining: tuple[str, ...] = ()) -> Page:  # fmt: skip
+    """The page that reports a write: what was done, its commit (None: nothing had to change),
+    the paths it changed, who it is attributed to, and a detail."""
+    return Page("done.html", {"nav": nav, "what": what, "commit": commit, "paths": paths, "detail": detail,
+                              "remaining": remaining, "actor": ctx.store.actor})  # fmt: skip
 
 
 @dataclass

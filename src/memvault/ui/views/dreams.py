@@ -24,7 +24,7 @@ from ...store import MemoryStore
 from ..jobs import Job
 from ..sessions import Plan, new_secret, same
 from ..textview import diff_view
-from .base import Ctx, Page, Reply, UiError, View
+from .base import Ctx, Page, Reply, UiError, View, done
 from .file import working
 
 __all__ = ["DreamsView", "DreamView", "MergeView", "DiscardView", "VIEWS"]
@@ -102,8 +102,7 @@ class MergeView(View):
             return Page("dream_conflict.html", {"nav": "dreams", "message": str(err).removeprefix("Error: "),
                                                 "paths": [c.path for c in err.conflicts], "dream": dream_id},
                         status=409)  # fmt: skip
-        return Page("done.html", {"nav": "dreams", "what": f"Merged dream {result.dream_id}", "commit": result.commit,
-                                  "paths": result.changed, "actor": ctx.store.actor})  # fmt: skip
+        return done(ctx, "dreams", f"Merged dream {result.dream_id}", result.commit, result.changed)
 
 
 class DiscardView(View):
@@ -123,7 +122,7 @@ class DiscardView(View):
         plan = Plan(new_secret()[:32], "discard", {"dream": result.info.id, "head": result.info.head},
                     time.time(), ctx.store.store_id, word="discard-" + new_secret()[:4])  # fmt: skip
         ctx.session.add_plan(plan)
-        return Page("dream_discard.html", {"nav": "dreams", "review": result, "plan": plan})
+        return Page("dream_discard.html", {"nav": "dreams", "review": result, "plan": plan, "mistyped": False})
 
     def post(self, ctx: Ctx) -> Reply:
         assert ctx.session is not None
@@ -139,10 +138,14 @@ class DiscardView(View):
             raise UiError(409, "The dream changed since it was reviewed; nothing was discarded. Review it again.")
         result = discard_dream(store, dream_id, actor=ctx.store.actor)
         ctx.session.plans.pop(plan.id, None)
-        return Page("done.html", {"nav": "dreams", "what": f"Discarded dream {result.dream_id}",
-                                  "commit": result.commit or None, "paths": [],
-                                  "detail": f"{result.keys_destroyed} data key(s) destroyed.",
-                                  "actor": ctx.store.actor})  # fmt: skip
+        return done(
+            ctx,
+            "dreams",
+            f"Discarded dream {result.dream_id}",
+            result.commit or None,
+            [],
+            detail=f"{result.keys_destroyed} data key(s) destroyed.",
+        )
 
 
 def _retype(ctx: Ctx, plan: Plan, dream_id: str) -> Reply:

@@ -15,7 +15,7 @@ from ...shred import ShredResult, shred_file, shred_matching, shred_version
 from ...store import MemoryStore
 from ..jobs import Job
 from ..sessions import Plan, new_secret, same
-from .base import Ctx, Page, Redirect, Reply, UiError, View, commit_of
+from .base import Ctx, Page, Redirect, Reply, UiError, View, commit_of, done
 from .file import node_at, working
 
 __all__ = ["RedactForm", "RedactPlanView", "VIEWS", "SCOPES"]
@@ -125,11 +125,16 @@ class RedactPlanView(View):
         assert isinstance(store, MemoryStore)
         ctx.session.plans.pop(plan.id, None)  # one use, whatever happens next
         result = _shred(store, plan.target, actor=ctx.store.actor, expect=dry)
-        return Page("done.html", {"nav": "redact", "what": "Redacted", "commit": result.commit_id,
-                                  "paths": list(result.removed_from_head), "actor": ctx.store.actor,
-                                  "detail": f"{result.data_keys} data key(s) destroyed; "
-                                            f"{len(result.versions)} version(s) are gone for good.",
-                                  "remaining": result.remaining_copies})  # fmt: skip
+        detail = f"{result.data_keys} data key(s) destroyed; {len(result.versions)} version(s) are gone for good."
+        return done(
+            ctx,
+            "redact",
+            "Redacted",
+            result.commit_id,
+            list(result.removed_from_head),
+            detail=detail,
+            remaining=result.remaining_copies,
+        )
 
 
 VIEWS: tuple[type[View], ...] = (RedactForm, RedactPlanView)

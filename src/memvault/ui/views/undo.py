@@ -10,7 +10,7 @@ from ...store import MemoryStore
 from ...undo import UndoResult, restore, revert
 from ..jobs import Job
 from ..sessions import Plan, new_secret
-from .base import Ctx, Page, Reply, UiError, View, commit_of
+from .base import Ctx, Page, Reply, UiError, View, commit_of, done
 from .file import working
 
 __all__ = ["RevertView", "RestoreView", "VIEWS"]
@@ -59,9 +59,8 @@ def _confirm(ctx: Ctx, command: str) -> Reply:
     assert isinstance(store, MemoryStore)
     ctx.session.plans.pop(plan.id, None)
     result = _run(store, plan.target, actor=ctx.store.actor, expect=job.result)
-    return Page("done.html", {"nav": "history", "what": command.capitalize() + ("d" if command == "restore" else "ed"),
-                              "commit": result.commit_id, "paths": list(result.paths), "actor": ctx.store.actor,
-                              "detail": result.note})  # fmt: skip
+    what = "Restored" if command == "restore" else "Reverted"
+    return done(ctx, "history", what, result.commit_id, list(result.paths), detail=result.note)
 
 
 class RevertView(View):

@@ -5,25 +5,28 @@ CSRF and cross-site refusals that change nothing, and the confirmations of every
 from __future__ import annotations
 
 import re
+
 import pytest
 
 pytest.importorskip("starlette", reason="the review UI needs memvault[server]")
 pytest.importorskip("jinja2", reason="the review UI needs memvault[server]")
+pytest.register_assert_rewrite("uisupport")
 
 import uisupport  # noqa: E402
-from memvault import history  # noqa: E402
 from uisupport import (  # noqa: E402
     BIDI,
     DREAM,
     IMG,
     LONG,
     NOTES,
-    ODD_NAME,
     SCRIPT,
     Review,
-    review,  # noqa: F401 - the fixture
     wait_done,
 )
+
+from memvault import history  # noqa: E402
+
+pytest_plugins = ["uisupport"]  # the fixtures: review
 
 CSP = (
     "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; frame-ancestors 'none'; "

@@ -7,8 +7,8 @@ its token and saves: the file tree, the history, a commit's diff, the dream revi
 redaction confirmation. Needs ``memvault[server]``, Playwright (``pip install playwright``) and
 Chromium at /usr/bin/chromium (Debian: ``apt-get install chromium``); nothing is downloaded.
 
-    python docs/make_screenshots.py            # writes docs/img/ui-*.png
-    python docs/make_screenshots.py --dark     # the same in dark mode, ui-*-dark.png
+    python benchmarks/ui_screenshots.py            # writes docs/img/ui-*.png
+    python benchmarks/ui_screenshots.py --dark     # the same in dark mode, ui-*-dark.png
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from memvault.server.run import bind
 from memvault.settings import KdfParams, StoreSettings
 from memvault.ui.app import ReviewApp
 
-OUT = Path(__file__).parent / "img"
+OUT = Path(__file__).parent.parent / "docs" / "img"
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
         "--disable-background-networking", "--disable-component-update", "--disable-sync"]  # fmt: skip

@@ -21,6 +21,7 @@ from uisupport import (  # noqa: E402
     NOTES,
     SCRIPT,
     Review,
+    pages,
     wait_done,
 )
 
@@ -34,21 +35,6 @@ CSP = (
 )
 #: Text of the store that a page without a session must never show.
 STORE_WORDS = ("green tea", "notes.md", "MEMORY.md", "reviewer", "hostile")
-
-
-def _pages(r: Review) -> list[str]:
-    head = r.store.head[0].decode()
-    first_edit = history.resolve(r.store, "#3").decode()
-    return [
-        "/tree", "/tree?path=/memories/hostile", f"/tree?rev={first_edit}",
-        f"/file?path={NOTES}", f"/file?path={NOTES}&rev=%233", f"/file/versions?path={NOTES}",
-        f"/file/blame?path={NOTES}", f"/file?path={SCRIPT}", f"/file?path={IMG}", f"/file?path={BIDI}",
-        f"/file?path={LONG}", "/history", "/history?actor=reviewer", "/history?command=create",
-        f"/history?path={NOTES}", "/history?op=modified&since=2000-01-01", f"/commit/{head}",
-        f"/commit/{first_edit}?mode=unified", "/checks", "/dreams", f"/dreams/{DREAM}",
-        f"/dreams/{DREAM}?mode=unified", f"/dreams/{DREAM}/merge", f"/dreams/{DREAM}/discard",
-        f"/redact?path={NOTES}", f"/revert/{head}", f"/restore?path={NOTES}&rev=%233",
-    ]  # fmt: skip
 
 
 def _text(html: str) -> str:
@@ -102,7 +88,7 @@ def test_a_foreign_host_header_sees_nothing(review: Review) -> None:
 
 def test_every_answer_has_the_security_headers(review: Review) -> None:
     client = review.client()
-    paths = [*_pages(review), "/static/ui.css", "/static/ui.js", "/nowhere", "/static/secret.txt"]
+    paths = [*pages(review), "/static/ui.css", "/static/ui.js", "/nowhere", "/static/secret.txt"]
     answers = [client.get(p) for p in paths]
     answers.append(review.client(login=False).get("/tree"))
     answers.append(client.post("/checks", {"action": "audit"}))  # refused: no CSRF token
@@ -118,7 +104,7 @@ def test_every_answer_has_the_security_headers(review: Review) -> None:
 
 def test_every_page_answers(review: Review) -> None:
     client = review.client()
-    for path in _pages(review):
+    for path in pages(review):
         reply = wait_done(lambda path=path: client.get(path))
         assert reply.status == 200, (path, reply.status, _text(reply.text)[-300:])
         assert "<h1>" in reply.text or '<nav class="crumbs"' in reply.text, path
@@ -126,7 +112,7 @@ def test_every_page_answers(review: Review) -> None:
 
 def test_no_inline_script_style_or_event_handler_on_any_page(review: Review) -> None:
     client = review.client()
-    for path in _pages(review):
+    for path in pages(review):
         html = wait_done(lambda path=path: client.get(path)).text
         tags = re.findall(r"<[a-zA-Z][^>]*>", html)
         for tag in tags:

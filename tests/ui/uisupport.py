@@ -32,6 +32,7 @@ import uvicorn
 
 import memvault
 from conftest import make_store
+from memvault.history import resolve
 from memvault.protocol import run_command
 from memvault.server.run import bind
 from memvault.settings import StoreSettings
@@ -173,6 +174,8 @@ class Review:
     app: Any
     port: int
     token: str
+    #: Set by a test that used the token (it works once).
+    token_used: bool = False
 
     @property
     def url(self) -> str:
@@ -186,6 +189,22 @@ class Review:
             session = self.app.sessions.new()
             client.cookie = f"{self.app.cookie_name}={session.id}"
         return client
+
+
+def pages(r: Review) -> list[str]:
+    """Every kind of page of the seeded store (a write's page: its confirmation)."""
+    head = r.store.head[0].decode()
+    first_edit = resolve(r.store, "#3").decode()
+    return [
+        "/tree", "/tree?path=/memories/hostile", f"/tree?rev={first_edit}",
+        f"/file?path={NOTES}", f"/file?path={NOTES}&rev=%233", f"/file/versions?path={NOTES}",
+        f"/file/blame?path={NOTES}", f"/file?path={SCRIPT}", f"/file?path={IMG}", f"/file?path={BIDI}",
+        f"/file?path={LONG}", "/history", "/history?actor=reviewer", "/history?command=create",
+        f"/history?path={NOTES}", "/history?op=modified&since=2000-01-01", f"/commit/{head}",
+        f"/commit/{first_edit}?mode=unified", "/checks", "/dreams", f"/dreams/{DREAM}",
+        f"/dreams/{DREAM}?mode=unified", f"/dreams/{DREAM}/merge", f"/dreams/{DREAM}/discard",
+        f"/redact?path={NOTES}", f"/revert/{head}", f"/restore?path={NOTES}&rev=%233",
+    ]  # fmt: skip
 
 
 def wait_done(fetch: Any, *, seconds: float = 60) -> Reply:

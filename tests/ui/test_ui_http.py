@@ -324,3 +324,30 @@ def test_history_pages_with_a_cursor(review: Review, monkeypatch: pytest.MonkeyP
     monkeypatch.setattr(page, "SCAN_META", 3)
     html = client.get("/history?actor=reviewer").text
     assert "No match in the next 3 commits" in html and "Continue" in html
+
+
+def test_a_slow_page_is_prepared_beside_its_request(review: Review, monkeypatch: pytest.MonkeyPatch) -> None:
+    import time
+
+    from memvault.ui.views import base, file
+
+    real = file.FileView.get
+
+    def slow(self: file.FileView, ctx: base.Ctx) -> base.Reply:
+        time.sleep(0.5)
+        return real(self, ctx)
+
+    monkeypatch.setattr(file.FileView, "get", slow)
+    monkeypatch.setattr(base, "PAGE_WAIT", 0.05)
+    client = review.client()
+    first = client.get(f"/file?path={NOTES}")
+    assert first.status == 202 and '<meta http-equiv="refresh" content="1">' in first.text
+    assert "green tea" not in first.text
+    page = wait_done(lambda: client.get(f"/file?path={NOTES}"))
+    assert page.status == 200 and "green tea" in page.text
+    # An error raised while the page was prepared is the answer of the request that finds it.
+    missing = wait_done(lambda: client.get("/file?path=/memories/nowhere.md"))
+    assert missing.status == 404 and "No file at this path" in missing.text
+    # Another session does not get the page prepared for this one.
+    other = review.client()
+    assert other.get(f"/file?path={NOTES}").status == 202

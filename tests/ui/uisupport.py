@@ -231,8 +231,13 @@ def chromium_ready() -> None:
 
 
 @pytest.fixture
-def review(tmp_path: Path) -> Iterator[Review]:
+def review(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Review]:
+    """(A page waits for itself up to 30 s here, not 0.15 s: on a busy test machine a page then
+    never answers "being prepared"; ``test_a_slow_page_is_prepared_beside_its_request`` tests that.)"""
     from memvault.ui.app import ReviewApp
+    from memvault.ui.views import base
+
+    monkeypatch.setattr(base, "PAGE_WAIT", 30.0)
 
     store = make_store(tmp_path / "store", StoreSettings(durability="none"))
     seed(store)

@@ -21,13 +21,14 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
+from ..errors import MemvaultError
 from ..store import StoreState
 from .backend import Access, Backend, LocalBackend, ServedBackend
 from .jobs import Jobs
 from .sessions import LoginToken, Session, Sessions
 from .textview import show
 from .views import checks, commit, dreams, erase, file, history, login, tree, undo
-from .views.base import SECURITY_HEADERS, Ctx, Links, Page, Redirect, Reply, View
+from .views.base import SECURITY_HEADERS, Ctx, Links, Page, Redirect, Reply, UiError, View
 
 if TYPE_CHECKING:
     from ..server.root import ServerRoot
@@ -75,6 +76,8 @@ class ReviewApp:
         self.cookie_name = COOKIE
         self.sessions = Sessions()
         self.jobs = Jobs()
+        #: Store pages being prepared (:data:`views.base.PAGE_WAIT`), apart from the long jobs.
+        self.pages = Jobs(workers=8, expected=(MemvaultError, UiError))
         #: ``host:port`` values a request may name (None: any; ``memvault ui`` sets them).
         self.allowed_hosts: set[str] | None = None
         self._states: OrderedDict[tuple[str, bytes, bytes], StoreState] = OrderedDict()

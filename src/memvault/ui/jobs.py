@@ -42,6 +42,8 @@ class Job:
     error: str = ""
     #: ``(done, total)`` when the work reports it.
     progress: tuple[int, int] | None = None
+    #: What the work raised (for a caller that raises it again), if anything.
+    raised: Exception | None = None
     done_event: threading.Event = field(default_factory=threading.Event, repr=False)
 
     @property
@@ -56,24 +58,27 @@ class Job:
 
 class Jobs:
     """The jobs of one UI process; thread-safe. Each job runs in a daemon thread (a job only
-    reads, so stopping the process mid-job loses nothing)."""
+    reads, so stopping the process mid-job loses nothing), at most ``workers`` at once."""
 
-    def __init__(self, workers: int = WORKERS) -> None:
+    def __init__(self, workers: int = WORKERS, *, expected: tuple[type[Exception], ...] = (MemvaultError,)) -> None:
         self._lock = threading.Lock()
         self._jobs: OrderedDict[Hashable, Job] = OrderedDict()
         self._slots = threading.BoundedSemaphore(workers)
+        #: Errors a job may raise that are answers, not faults (not logged).
+        self._expected = expected
 
     def get(self, key: Hashable) -> Job | None:
         """The job with this key, if remembered."""
         with self._lock:
             return self._jobs.get(key)
 
-    def run(self, key: Hashable, label: str, work: Callable[[Job], Any], *, wait: float = 0.0) -> Job:
-        """The job with this key: the remembered one (unless it failed), else a new one running
-        ``work(job)``. Waits up to ``wait`` seconds for it to finish."""
+    def run(self, key: Hashable, label: str, work: Callable[[Job], Any], *, wait: float = 0.0,
+            again: bool = True) -> Job:  # fmt: skip
+        """The job with this key: the remembered one (unless it failed and ``again``), else a new
+        one running ``work(job)``. Waits up to ``wait`` seconds for it to finish."""
         with self._lock:
             job = self._jobs.get(key)
-            if job is not None and not (job.done and job.error):
+            if job is not None and not (again and job.done and job.error):
                 self._jobs.move_to_end(key)
                 fresh = False
             else:
@@ -92,11 +97,14 @@ class Jobs:
         with self._slots:
             try:
                 job.result = work(job)
-            except MemvaultError as err:
-                job.error = str(err)
-            except Exception as err:  # never the message: it may hold content or host paths
-                _log.error("review UI job %s failed: %s", job.label, type(err).__name__)
-                job.error = "The job failed with an internal error."
+            except Exception as err:
+                job.raised = err
+                if isinstance(err, MemvaultError):
+                    job.error = str(err)
+                else:  # never the message: it may hold content or host paths
+                    if not isinstance(err, self._expected):
+                        _log.error("review UI job %s failed: %s", job.label, type(err).__name__)
+                    job.error = "The job failed with an internal error."
             finally:
                 job.finished = time.time()
                 job.done_event.set()

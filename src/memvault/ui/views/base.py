@@ -12,6 +12,8 @@ or a Starlette response. Everything else is here:
 - on every POST: a form body (bounded, URL-encoded), an ``Origin`` (if sent) naming this host,
   no cross-site ``Sec-Fetch-Site``, and the session's CSRF token (else 403, nothing done);
 - rights: a view that writes needs a session that may write (403 otherwise);
+- time: a store's page is prepared beside its request; one not ready within :data:`PAGE_WAIT`
+  seconds is answered by a page that says so and reloads itself until it is (the work goes on);
 - errors as pages: a memvault error's message (safe to show), anything else a generic 500 whose
   type only is logged;
 - on every answer: the Content-Security-Policy, ``Cache-Control: no-store``, ``nosniff``,
@@ -24,7 +26,7 @@ import logging
 import re
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, ClassVar
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
@@ -36,6 +38,7 @@ from ... import errors
 from ...errors import MemvaultError
 from ...history import resolve
 from ..backend import LOCAL_STORE, Access, Identity
+from ..jobs import Job
 from ..sessions import Session, same
 
 if TYPE_CHECKING:
@@ -61,6 +64,8 @@ SECURITY_HEADERS = {
 MAX_FORM_BYTES = 64 * 1024
 #: Longest query or form value accepted.
 MAX_VALUE = 4096
+#: Seconds a request waits for its page before answering that it is being prepared.
+PAGE_WAIT = 0.15
 _FULL_ID = re.compile(r"[0-9a-f]{40}")
 _STATUS: tuple[tuple[type[MemvaultError], int], ...] = (
     (errors.NotFoundError, 404),
@@ -144,8 +149,9 @@ class Links:
     def history(self, **filters: str | int | None) -> str:
         return self._url("/history", **filters)
 
-    def commit(self, commit_id: str, mode: str | None = None, path: str | None = None) -> str:
-        return self._url(f"/commit/{commit_id}", mode=None if mode == "split" else mode, path=path)
+    def commit(self, commit_id: str, mode: str | None = None, path: str | None = None, start: int | None = None) -> str:
+        return self._url(f"/commit/{commit_id}", mode=None if mode == "split" else mode, path=path,
+                         **{"from": start})  # fmt: skip
 
     def checks(self) -> str:
         return self.base + "/checks"
@@ -295,13 +301,31 @@ class View:
         ctx = Ctx(request, app, session, identity, request.query_params, form, dict(request.path_params))
         if not self.store_page:
             return app.respond(ctx, handler(ctx))
-        assert identity is not None
+        assert identity is not None and session is not None
         store_id = ctx.params.get("store_id", LOCAL_STORE)
-        with app.backend.open(identity, store_id) as access:
-            ctx.access, ctx.links = access, app.links(store_id)
-            if self.writes and not access.may_write:
-                raise UiError(403, "Only an admin API key may do this.")
-            return app.respond(ctx, handler(ctx))
+
+        def answer(_job: Job | None = None) -> tuple[Ctx, Reply]:
+            assert identity is not None
+            with app.backend.open(identity, store_id) as access:
+                mine = replace(ctx, access=access, links=app.links(store_id))
+                if self.writes and not access.may_write:
+                    raise UiError(403, "Only an admin API key may do this.")
+                return mine, handler(mine)
+
+        if request.method != "GET":
+            return app.respond(*answer())
+        # A page is prepared beside the request: if it is not ready within PAGE_WAIT seconds (a
+        # state, a diff or a listing not decrypted yet), the answer says so and reloads itself
+        # until it is; the prepared page is given once, to the request that finds it done.
+        key = ("page", session.id, str(request.url))
+        job = app.pages.run(key, "preparing the page", answer, wait=PAGE_WAIT, again=False)
+        if not job.done:
+            ctx.access, ctx.links = None, app.links(store_id)
+            return app.respond(ctx, Page("working.html", {"job": job}, status=202, refresh=1))
+        app.pages.forget(key)
+        if job.raised is not None:
+            raise job.raised
+        return app.respond(*job.result)
 
     async def _form(self, request: Request) -> dict[str, str]:
         kind = request.headers.get("content-type", "").split(";")[0].strip().lower()

@@ -12,7 +12,10 @@ from ...verify import verify
 from ..jobs import Job
 from .base import Ctx, Page, Redirect, Reply, UiError, View
 
-__all__ = ["ChecksView", "VIEWS"]
+__all__ = ["ChecksView", "VIEWS", "SHOWN"]
+
+#: Findings or problems listed per check (a store without an index has one orphan per file).
+SHOWN = 500
 
 
 def _start(ctx: Ctx, kind: str, head: bytes, *, wait: float) -> Job:
@@ -45,7 +48,7 @@ class ChecksView(View):
         audit_job = _start(ctx, "audit", head, wait=0.15)
         verify_job = ctx.app.jobs.get(("verify", access.store_id))
         running = not audit_job.done or (verify_job is not None and not verify_job.done)
-        values = {"nav": "checks", "audit": audit_job, "verify": verify_job, "head": head.decode()}
+        values = {"nav": "checks", "audit": audit_job, "verify": verify_job, "head": head.decode(), "shown": SHOWN}
         return Page("checks.html", values, refresh=1 if running else None)
 
     def post(self, ctx: Ctx) -> Reply:

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 from ...history import changes, commit_diff
 from ..textview import diff_view
-from .base import Ctx, Page, Reply, View, commit_of
+from .base import Ctx, Page, Reply, UiError, View, commit_of
 
-__all__ = ["CommitView", "VIEWS", "MAX_FILES"]
+__all__ = ["CommitView", "VIEWS", "MAX_FILES", "CHANGES_PAGE"]
 
 #: Files diffed on one page; a commit that changed more lists them with a link to each diff.
 MAX_FILES = 100
+#: Changes listed per page.
+CHANGES_PAGE = 500
 
 
 class CommitView(View):
@@ -30,8 +32,15 @@ class CommitView(View):
         diffs = None
         if only is not None or len(files) <= MAX_FILES:
             diffs = [diff_view(d) for d in commit_diff(store, commit_id, only)]
+        try:
+            start = max(0, int(ctx.arg("from", "0")))
+        except ValueError:
+            raise UiError(400, "`from` must be a number.") from None
+        shown = changed[start : start + CHANGES_PAGE]
+        more = start + CHANGES_PAGE if start + CHANGES_PAGE < len(changed) else None
         return Page("commit.html", {
-            "nav": "history", "commit": commit_id.decode(), "meta": meta, "changes": changed,
+            "nav": "history", "commit": commit_id.decode(), "meta": meta, "changes": shown, "more": more,
+            "total": len(changed), "start": start,
             "parent": parent.decode() if parent is not None else None, "diffs": diffs, "mode": mode, "only": only,
             "files": files, "at_head": commit_id == store.head[0],
         })  # fmt: skip

@@ -15,9 +15,10 @@ from typing import Any
 
 from ...errors import RedactedError
 from ...format.records import Node
-from ...history import attribute_lines, walk
+from ...history import BlameLine, attribute_lines, walk
 from ...memories.index import LineageIndex, VersionRecord
 from ...paths import ROOT, parse_path
+from ...store import MemoryStore
 from ...store.state import shard_of
 from ..jobs import Job
 from ..textview import clip, lines_of, show
@@ -94,7 +95,7 @@ def working(job: Job) -> Page:
     return Page("working.html", {"job": job}, status=202, refresh=1)
 
 
-def _content(store: Any, commit_id: bytes, token: bytes) -> Node | None:
+def _content(store: MemoryStore, commit_id: bytes, token: bytes) -> Node | None:
     """The node with path token ``token`` in commit ``commit_id`` (read from its one shard)."""
     tree = store.commit(commit_id)[1]
     shard = shard_of(token)
@@ -217,45 +218,66 @@ class BlameView(View):
         index = lineage(ctx)
         if isinstance(index, Page):
             return index
-        at_seq = store.commit_meta(commit_id).seq
-        life: list[VersionRecord] = []
-        for record in reversed(index.by_file.get(node.file_id, [])):
-            if record.seq > at_seq:
-                continue
-            if record.operation == "deleted":
-                break
-            life.append(record)
-            if record.operation == "created":
-                break
-        life.reverse()
-        skipped = max(0, len(life) - BLAME_VERSIONS)
-        versions = []
-        redacted = 0
-        for record in life[skipped:]:
-            cid = index.commits[record.seq].commit_id
-            version = _content(store, cid, record.token)
-            if version is None or version.redacted or store.keyring.is_destroyed(record.dek_id):
-                redacted += 1
-                continue
-            try:
-                data = store.read_node(version)
-            except RedactedError:
-                redacted += 1
-                continue
-            versions.append((cid.decode(), store.commit_meta(cid), data))
         try:
             current = store.read_node(node)
         except RedactedError:
             values["redacted"] = tombstone(store, node.dek_id)
             return Page("blame.html", values)
-        if not versions or versions[-1][2] != current:
-            versions.append((commit_id.decode(), store.commit_meta(commit_id), current))
+        access, identity, app = ctx.store, ctx.identity, ctx.app
+        at = commit_id
+
+        def work(job: Job) -> tuple[list[BlameLine], int, int]:
+            assert identity is not None
+            with app.backend.open(identity, access.store_id) as opened:
+                return _blame(opened.store, index, node, at, current)
+
+        key = ("blame", access.store_id, node.dek_id, commit_id, store.head[0])
+        job = app.jobs.run(key, "blaming the file", work, wait=0.15)
+        if not job.done or job.error:
+            return working(job)
+        lines, skipped, redacted = job.result
         rows = []
-        for line in attribute_lines(versions):
+        for line in lines:
             shown, cut = clip(line.text)
             rows.append((line, show(shown), cut))
-        values.update(lines=rows, skipped=skipped, redacted_versions=redacted, limit=BLAME_VERSIONS)
+        values.update(lines=rows, skipped=skipped, redacted_versions=redacted)
         return Page("blame.html", values)
+
+
+def _blame(store: MemoryStore, index: LineageIndex, node: Node, at: bytes, current: bytes) -> tuple[
+        list[BlameLine], int, int]:  # fmt: skip
+    """Blame ``node`` (the file at commit ``at``, whose content is ``current``) over the newest
+    :data:`BLAME_VERSIONS` versions of its lineage since it was last created: its lines, how many
+    older versions were left out, how many redacted versions could not be read."""
+    at_seq = store.commit_meta(at).seq
+    life: list[VersionRecord] = []
+    for record in reversed(index.by_file.get(node.file_id, [])):
+        if record.seq > at_seq:
+            continue
+        if record.operation == "deleted":
+            break
+        life.append(record)
+        if record.operation == "created":
+            break
+    life.reverse()
+    skipped = max(0, len(life) - BLAME_VERSIONS)
+    versions = []
+    redacted = 0
+    for record in life[skipped:]:
+        cid = index.commits[record.seq].commit_id
+        version = _content(store, cid, record.token)
+        if version is None or version.redacted or store.keyring.is_destroyed(record.dek_id):
+            redacted += 1
+            continue
+        try:
+            data = store.read_node(version)
+        except RedactedError:
+            redacted += 1
+            continue
+        versions.append((cid.decode(), store.commit_meta(cid), data))
+    if not versions or versions[-1][2] != current:
+        versions.append((at.decode(), store.commit_meta(at), current))
+    return attribute_lines(versions), skipped, redacted
 
 
 VIEWS: tuple[type[View], ...] = (FileView, VersionsView, BlameView)

@@ -18,7 +18,7 @@ __all__ = ["HistoryView", "VIEWS", "PAGE", "SCAN_META", "SCAN_CHANGES"]
 PAGE = 50
 #: Commits looked at per request with filters on a commit's metadata only (actor, session,
 #: command, time), and with filters on what it changed (path, operation: its shards are read).
-SCAN_META = 5000
+SCAN_META = 2000
 SCAN_CHANGES = 250
 _FULL_ID = re.compile(r"[0-9a-f]{40}")
 _FILTERS = ("actor", "session", "command", "path", "op", "since", "until")

@@ -252,8 +252,10 @@ def review(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Review]:
         store.close()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
+    """Chromium, for one test module: Playwright's synchronous API keeps its event loop running in
+    this thread while it is open, which later tests' ``asyncio.run`` could not share."""
     chromium_ready()
     from playwright.sync_api import sync_playwright
 

@@ -30,6 +30,8 @@ ENV = "MEMVAULT_TEST_REQUIRE"
 NEEDS = {
     "softhsm": "SoftHSM2, a PKCS#11 module (apt-get install softhsm2; brew install softhsm)",
     "opensc": "OpenSC's pkcs11-tool (apt-get install opensc; brew install opensc)",
+    "chromium": "Chromium and the Python package playwright, for the review UI's browser tests "
+    "(apt-get install chromium chromium-driver; pip install 'memvault[test]')",
 }
 
 

@@ -35,6 +35,10 @@ __all__ = [
     "looks_like_revision",
     "iter_log",
     "log",
+    "LogPage",
+    "log_page",
+    "commit_diff",
+    "attribute_lines",
     "changes",
     "tree_at",
     "read_at",
@@ -203,11 +207,24 @@ def shard_diff(
     store: AnyBranch, tree_id: bytes, parent_tree: bytes | None
 ) -> tuple[list[Node], list[Node], list[Node]]:
     """Nodes created, deleted and modified between ``parent_tree`` and ``tree_id``."""
-    new_blobs = store.index_blobs(tree_id)
-    old_blobs = store.index_blobs(parent_tree) if parent_tree is not None else {}
     created: list[Node] = []
     deleted: list[Node] = []
     modified: list[Node] = []
+    for before, node in _node_pairs(store, tree_id, parent_tree):
+        if node is None:
+            deleted.extend((before,) if before is not None else ())
+        elif before is None:
+            created.append(node)
+        else:
+            modified.append(node)
+    return created, deleted, modified
+
+
+def _node_pairs(store: AnyBranch, tree_id: bytes, parent_tree: bytes | None) -> list[tuple[Node | None, Node | None]]:
+    """``(node in parent_tree, node in tree_id)`` of each token that differs (None: absent)."""
+    new_blobs = store.index_blobs(tree_id)
+    old_blobs = store.index_blobs(parent_tree) if parent_tree is not None else {}
+    out: list[tuple[Node | None, Node | None]] = []
     for shard in sorted(set(new_blobs) | set(old_blobs)):
         if new_blobs.get(shard) == old_blobs.get(shard):
             continue
@@ -215,12 +232,10 @@ def shard_diff(
         old = store.shard_nodes(shard, old_blobs[shard]) if shard in old_blobs else {}
         for token, node in new.items():
             before = old.get(token)
-            if before is None:
-                created.append(node)
-            elif (before.version, before.dek_id) != (node.version, node.dek_id):
-                modified.append(node)
-        deleted.extend(node for token, node in old.items() if token not in new)
-    return created, deleted, modified
+            if before is None or (before.version, before.dek_id) != (node.version, node.dek_id):
+                out.append((before, node))
+        out.extend((node, None) for token, node in old.items() if token not in new)
+    return out
 
 
 def _changes(store: AnyBranch, meta: CommitMeta, tree_id: bytes, parent: bytes | None) -> tuple[Change, ...]:
@@ -269,6 +284,7 @@ def iter_log(
     follow: bool = True,
     actor: str | None = None,
     session: str | None = None,
+    command: str | None = None,
     operations: Iterable[str] | None = None,
     since: float | None = None,
     until: float | None = None,
@@ -280,10 +296,24 @@ def iter_log(
     exclude=A`` is the range ``A..B``, empty when B is A or one of its ancestors.
 
     ``path`` keeps commits that changed that file or anything below that directory; with
-    ``follow`` the path is followed back across renames. ``operations`` keeps commits with a
-    change of one of those kinds (created, modified, deleted, renamed). ``since``/``until`` are
+    ``follow`` the path is followed back across renames. ``actor``, ``session`` and ``command``
+    keep commits whose metadata says exactly that. ``operations`` keeps commits with a change
+    of one of those kinds (created, modified, deleted, renamed). ``since``/``until`` are
     seconds since the epoch (inclusive).
     """
+    for _commit_id, info, _tracked in _scan(store, start, path, follow, actor, session, command, operations,
+                                            since, until, exclude):  # fmt: skip
+        if info is not None:
+            yield info
+
+
+def _scan(
+    store: AnyBranch, start: str | bytes, path: str | None, follow: bool, actor: str | None, session: str | None,
+    command: str | None, operations: Iterable[str] | None, since: float | None, until: float | None,
+    exclude: str | bytes | None,
+) -> Iterator[tuple[bytes, CommitInfo | None, str | None]]:  # fmt: skip
+    """Every commit :func:`iter_log` walks: its id, its :class:`CommitInfo` if it matches (else
+    None), and the path followed so far (for a walk continued from the next commit)."""
     ops = set(operations) if operations is not None else None
     if ops is not None and not ops <= set(OPERATIONS):
         raise InvalidInputError(f"Error: Unknown operation; use one of {', '.join(OPERATIONS)}.")
@@ -296,13 +326,14 @@ def iter_log(
     for commit_id, meta, tree_id, parent in walk(store, start_id):
         if stop is not None and meta.seq <= stop:
             break
-        if until is not None and meta.time > until:
-            continue
-        if since is not None and meta.time < since:
-            continue  # not "break": a clock set back makes times along the chain non-monotonic
-        if actor is not None and meta.actor != actor:
-            continue
-        if session is not None and meta.session != session:
+        if (
+            (until is not None and meta.time > until)
+            or (since is not None and meta.time < since)  # no "break": a clock set back makes times non-monotonic
+            or (actor is not None and meta.actor != actor)
+            or (session is not None and meta.session != session)
+            or (command is not None and meta.command != command)
+        ):
+            yield commit_id, None, tracked
             continue
         need_changes = tracked is not None or ops is not None
         commit_changes = _changes(store, meta, tree_id, parent) if need_changes else ()
@@ -311,6 +342,7 @@ def iter_log(
                 c for c in commit_changes if _under(c.path, tracked) or (c.old_path and _under(c.old_path, tracked))
             ]
             if not touched:
+                yield commit_id, None, tracked
                 continue
             if follow:
                 for c in touched:
@@ -318,12 +350,12 @@ def iter_log(
                         tracked = c.old_path
                         break
         if ops is not None and not any(c.op in ops for c in commit_changes):
+            yield commit_id, None, tracked
             continue
         if not need_changes:
             commit_changes = _changes(store, meta, tree_id, parent)
-        yield CommitInfo(
-            **{f: getattr(meta, f) for f in _META_FIELDS}, commit_id=commit_id.decode(), changes=commit_changes
-        )
+        fields_ = {f: getattr(meta, f) for f in _META_FIELDS}
+        yield commit_id, CommitInfo(**fields_, commit_id=commit_id.decode(), changes=commit_changes), tracked
 
 
 def log(store: AnyBranch, *, limit: int | None = None, offset: int = 0, **filters: Any) -> list[CommitInfo]:
@@ -336,6 +368,47 @@ def log(store: AnyBranch, *, limit: int | None = None, offset: int = 0, **filter
             break
         out.append(info)
     return out
+
+
+@dataclass(frozen=True)
+class LogPage:
+    """One page of :func:`log_page`: the matching ``commits``; where the next page starts
+    (``next_start``: the hex id of the next commit to look at, None when the history is
+    exhausted) and the path followed there (``next_path``); how many commits were looked at."""
+
+    commits: list[CommitInfo]
+    next_start: str | None
+    next_path: str | None
+    scanned: int
+
+
+def log_page(
+    store: AnyBranch, *, start: str | bytes = "HEAD", limit: int = 50, scan: int | None = None,
+    path: str | None = None, **filters: Any,
+) -> LogPage:  # fmt: skip
+    """At most ``limit`` commits of :func:`iter_log` (same filters) from ``start``, looking at no
+    more than ``scan`` commits (None: no bound), so a page over a long history costs the same
+    wherever it starts: a page is continued with ``start=next_start, path=next_path``, never by
+    walking again from the head to an offset. A rare filter can fill a page only partly (or not
+    at all) before ``scan`` commits: ``next_start`` then says where to look on.
+    """
+    out: list[CommitInfo] = []
+    scanned = 0
+    tracked = parse_path(path).text if path is not None else None
+    follow = filters.pop("follow", True)
+    keys = ("actor", "session", "command", "operations", "since", "until", "exclude")
+    unknown = set(filters) - set(keys)
+    if unknown:
+        raise TypeError(f"log_page() got unexpected filters: {', '.join(sorted(unknown))}")
+    args = [filters.get(k) for k in keys]
+    for commit_id, info, followed in _scan(store, start, tracked, follow, *args):
+        if len(out) >= limit or (scan is not None and scanned >= scan):
+            return LogPage(out, commit_id.decode(), tracked, scanned)
+        scanned += 1
+        tracked = followed
+        if info is not None:
+            out.append(info)
+    return LogPage(out, None, tracked, scanned)
 
 
 # -- trees and files at a revision ----------------------------------------------------------------
@@ -391,6 +464,28 @@ def diff(
     b = _state(store, new)
     a_files = {p: n for p, n in a_nodes.items() if not n.is_dir and not n.redacted and _under(p, root)}
     b_files = {p: n for p, n in b.nodes.items() if not n.is_dir and not n.redacted and _under(p, root)}
+    return _pair(store, a_files, b_files)
+
+
+def commit_diff(store: AnyBranch, rev: str | bytes = "HEAD", path: str | None = None) -> list[FileDiff]:
+    """Files commit ``rev`` changed (below ``path``), against its parent: what :func:`diff`
+    gives for the parent and ``rev``, read from the index shards the commit changed only (its
+    cost is the change's, not the store's). Redacted versions are left out, as in :func:`diff`."""
+    commit_id = rev if isinstance(rev, bytes) else resolve(store, rev)
+    root = parse_path(path).text if path is not None else ROOT
+    _meta, tree_id, parent = store.commit(commit_id)
+    a_files: dict[str, Node] = {}
+    b_files: dict[str, Node] = {}
+    for before, after in _node_pairs(store, tree_id, store.commit(parent)[1] if parent is not None else None):
+        for node, side in ((before, a_files), (after, b_files)):
+            if node is not None and not node.is_dir and not node.redacted and _under(node.path, root):
+                side[node.path] = node
+    return _pair(store, a_files, b_files)
+
+
+def _pair(store: AnyBranch, a_files: dict[str, Node], b_files: dict[str, Node]) -> list[FileDiff]:
+    """The files that differ between two sets of file nodes (``path -> node``), a file moved
+    paired with its old path when its lineage matches; sorted by path."""
     by_lineage = {n.file_id: p for p, n in a_files.items() if p not in b_files}
     out: list[FileDiff] = []
     paired: set[str] = set()
@@ -463,21 +558,29 @@ def blame(store: AnyBranch, path: str, rev: str | bytes = "HEAD") -> list[BlameL
         elif hit.op == "created":
             break
     versions.reverse()  # oldest first
+    out = attribute_lines([(info.commit_id, info, data) for info, data in versions])
+    if versions and versions[-1][1] != content:
+        raise IntegrityError("The store's history does not lead to the file's content.")
+    return out
+
+
+def attribute_lines(versions: Iterable[tuple[str, CommitMeta, bytes]]) -> list[BlameLine]:
+    """Blame's core: given versions of one file oldest first, each as ``(commit id in hex, that
+    commit's metadata, the content it wrote)``, the lines of the newest, each with the commit
+    that last changed it (lines the oldest version given already had are its own)."""
     lines: list[str] = []
-    owners: list[CommitInfo] = []
-    for info, data in versions:
+    owners: list[tuple[str, CommitMeta]] = []
+    for commit_id, meta, data in versions:
         new_lines = data.decode("utf-8", errors="replace").split("\n")
         if new_lines and new_lines[-1] == "":
             new_lines.pop()
         matcher = difflib.SequenceMatcher(a=lines, b=new_lines, autojunk=False)
-        new_owners: list[CommitInfo] = [info] * len(new_lines)
+        new_owners = [(commit_id, meta)] * len(new_lines)
         for block in matcher.get_matching_blocks():
             for k in range(block.size):
                 new_owners[block.b + k] = owners[block.a + k]
         lines, owners = new_lines, new_owners
-    if versions and versions[-1][1] != content:
-        raise IntegrityError("The store's history does not lead to the file's content.")
     return [
-        BlameLine(i + 1, text, o.commit_id, o.seq, o.time, o.actor)
-        for i, (text, o) in enumerate(zip(lines, owners, strict=True))
+        BlameLine(i + 1, text, commit_id, meta.seq, meta.time, meta.actor)
+        for i, (text, (commit_id, meta)) in enumerate(zip(lines, owners, strict=True))
     ]

@@ -33,6 +33,10 @@ the same command (a rename back), else of the old version itself unless that lin
 live elsewhere (then it starts a new lineage). Nothing that would change nothing is committed:
 the result then has ``commit_id=None`` and a ``note`` saying why.
 
+:func:`revert` and :func:`restore` also preview (``dry_run=True``: the changes they would make
+now, nothing written); a run given that preview as ``expect`` writes nothing unless its changes
+are still exactly those, so what an operator confirmed is what happens.
+
 The library never prints; results are frozen dataclasses.
 """
 
@@ -90,6 +94,9 @@ class UndoResult:
     changes: tuple[Change, ...]
     note: str = ""
     findings: dict[str, int] = field(default_factory=dict)
+    #: A preview (``dry_run=True``): ``changes`` and ``findings`` are what the command would
+    #: make and mask now; nothing was written.
+    dry_run: bool = False
 
     @property
     def changed(self) -> bool:
@@ -111,7 +118,7 @@ class UndoResult:
             "changes": [c.to_json() for c in self.changes],
             "findings": dict(sorted(self.findings.items())),
             "note": self.note,
-        }
+        } | ({"dry_run": True} if self.dry_run else {})
 
 
 class _HeadMoved(Exception):
@@ -344,22 +351,32 @@ def _run_undo(
     refused: str,
     actor: str,
     session: str,
+    dry_run: bool = False,
+    expect: UndoResult | None = None,
 ) -> UndoResult:
     """Plan on a view of the head, then apply the same plan in one transaction on that head.
 
     The plan fixes the paths the commit metadata names; if another writer committed in
     between, the transaction aborts (nothing written) and the plan is made again. ``refused``
     begins the message of a refusal by the scrubber. Scrubbing is done on the view, before the
-    writer lock is taken; a refusal there writes nothing.
+    writer lock is taken; a refusal there writes nothing. A dry run stops after planning; with
+    ``expect`` (a dry run's result), changes other than its own write nothing (ConflictError).
     """
     target_seq = store.commit_meta(target).seq
     guard = _Guard(store, refused)
+    if expect is not None and (expect.command, expect.target) != (command, target.decode()):
+        raise InvalidInputError(f"Error: The preview given is not of this {command}.")
     for _attempt in range(_ATTEMPTS):
         head = store.head[0]
         view = Transaction(store, store.state_at(head))  # writes to a view stay in its overlay
-        planned = _apply(view, plan(view), guard, {})
+        seen: dict[str, int] = {}
+        planned = _apply(view, plan(view), guard, seen)
+        _check_expected(planned, expect)
         if not planned:
             return UndoResult(command, target.decode(), target_seq, None, None, (), note)
+        if dry_run:
+            return UndoResult(command, target.decode(), target_seq, None, None, planned,
+                              _masked_note(seen) if seen else "", dict(seen), dry_run=True)  # fmt: skip
         paths = _roots([c.path for c in planned] + [c.old_path for c in planned if c.old_path is not None])
         findings: dict[str, int] = {}  # filled by apply, read by transact once apply returns
 
@@ -367,7 +384,7 @@ def _run_undo(
             if txn.base_commit != head:
                 raise _HeadMoved
             findings.clear()  # a command run again (object storage: a lost race) counts afresh
-            return _apply(txn, plan(txn), guard, findings)
+            return _check_expected(_apply(txn, plan(txn), guard, findings), expect)
 
         try:
             done = store.transact(apply, command=command, paths=paths, actor=actor, session=session, findings=findings)
@@ -378,6 +395,16 @@ def _run_undo(
             command, target.decode(), target_seq, done.commit_id.decode(), done.seq, done.value, masked, dict(findings)
         )
     raise ConflictError("Error: The memory store kept changing during the command; retry it.")
+
+
+def _check_expected(changes: tuple[Change, ...], expect: UndoResult | None) -> tuple[Change, ...]:
+    """``changes``, if they are those of the preview ``expect`` (or there is none)."""
+    if expect is not None and changes != expect.changes:
+        raise ConflictError(
+            f"Error: The store changed since the {expect.command} was previewed ({len(expect.changes)} change(s), "
+            f"now {len(changes)}); nothing was written. Preview it again."
+        )
+    return changes
 
 
 def _resolve(store: MemoryStore, rev: str | bytes) -> bytes:
@@ -394,8 +421,15 @@ def _redacted(what: str, err: RedactedError) -> RedactedError:
 # -- undo ---------------------------------------------------------------------------------------------
 
 
-def revert(store: MemoryStore, rev: str | bytes, *, actor: str = "operator", session: str = "") -> UndoResult:
+def revert(
+    store: MemoryStore, rev: str | bytes, *, actor: str = "operator", session: str = "", dry_run: bool = False,
+    expect: UndoResult | None = None,
+) -> UndoResult:  # fmt: skip
     """One new commit that undoes commit ``rev`` (see the module docstring).
+
+    With ``dry_run``, nothing is written: the result lists the changes the revert would make
+    now (``dry_run`` set). Given such a preview as ``expect``, the revert writes nothing unless
+    its changes are still exactly those (ConflictError), so a confirmation stays true.
 
     Raises :class:`ConflictError` naming the paths the commit touched that changed after it,
     :class:`InvalidInputError` for the store's initial commit (it changed nothing), and
@@ -440,13 +474,16 @@ def revert(store: MemoryStore, rev: str | bytes, *, actor: str = "operator", ses
         "is already as it was before it."
     )
     refused = f"Cannot revert commit {_short(commit_id)} (#{meta.seq})"
-    return _run_undo(store, "revert", commit_id, plan, note=note, refused=refused, actor=actor, session=session)
+    return _run_undo(store, "revert", commit_id, plan, note=note, refused=refused, actor=actor, session=session,
+                     dry_run=dry_run, expect=expect)  # fmt: skip
 
 
 def restore(
-    store: MemoryStore, path: str, rev: str | bytes, *, actor: str = "operator", session: str = ""
-) -> UndoResult:
-    """Put the file or directory subtree at ``path`` back to its state at ``rev``, as one commit.
+    store: MemoryStore, path: str, rev: str | bytes, *, actor: str = "operator", session: str = "",
+    dry_run: bool = False, expect: UndoResult | None = None,
+) -> UndoResult:  # fmt: skip
+    """Put the file or directory subtree at ``path`` back to its state at ``rev``, as one commit
+    (``dry_run`` and ``expect``: as for :func:`revert`).
 
     Works for a path deleted since; below a directory, paths that did not exist at ``rev`` are
     deleted. A path absent at ``rev`` raises :class:`PathNotFoundError`; what the store's scrubber
@@ -476,7 +513,8 @@ def restore(
     try:
         # A refusal by the scrubber does not repeat the path: it may be what the policy refuses.
         refused = f"Cannot restore from {_short(commit_id)} (#{seq})"
-        return _run_undo(store, "restore", commit_id, plan, note=note, refused=refused, actor=actor, session=session)
+        return _run_undo(store, "restore", commit_id, plan, note=note, refused=refused, actor=actor,
+                         session=session, dry_run=dry_run, expect=expect)  # fmt: skip
     except RedactedError as err:  # redacted since the state was read
         raise _redacted(what, err) from None
 

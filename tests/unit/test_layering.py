@@ -61,7 +61,8 @@ TIERS = {
     "verify": 7,
     "transfer": 7.5,  # migrate: store, history, scrub.guard, remotetool's client options
     "memories": 7.25,  # the memory-stores model: store, history, scrub.guard
-    "server": 8.5,  # memvault serve: memories, protocol, erase, store
+    "ui": 8.25,  # the review UI (memvault ui, serve's /ui/): history, audit, verify, dream, shred, undo, memories
+    "server": 8.5,  # memvault serve: memories, protocol, erase, store; mounts ui
     "tool": 7,
     "remotetool": 7,
     "demo": 8,
@@ -109,6 +110,8 @@ ORDER = {
     "memories": ["ids", "model", "paths", "cursor", "index", "versions", "ops"],
     "server": ["catalog", "errors", "root", "ops", "views", "app", "run"],
     "server/views": ["base", "health", "memories", "stores", "versions", "tool"],
+    "ui": ["textview", "sessions", "jobs", "backend", "views", "app"],
+    "ui/views": ["base", "login", "tree", "file", "history", "commit", "checks", "dreams", "erase", "undo"],
 }
 
 #: Private names of third-party objects memvault uses knowingly (dulwich's object store), and the

@@ -71,7 +71,7 @@ def test_missing_fails_where_required(lacking: Path, require: str) -> None:
 def test_a_name_no_test_knows_is_a_usage_error(lacking: Path) -> None:
     status, out = _pytest(lacking, "-p", "needs", "-q", "test_lacking.py", require="softhsm2")
     assert status == 4, out
-    assert "MEMVAULT_TEST_REQUIRE names softhsm2, which no test needs (known: opensc, softhsm)" in out
+    assert "MEMVAULT_TEST_REQUIRE names softhsm2, which no test needs (known: chromium, opensc, softhsm)" in out
 
 
 def test_the_hsm_tests_skip_without_softhsm_and_fail_where_required() -> None:

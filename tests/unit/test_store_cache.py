@@ -149,3 +149,43 @@ def test_cached_commit_metadata_cannot_be_changed_by_a_caller(tmp_path: Path) ->
     store.commit_meta(store.head[0]).findings.clear()
     assert history.log(store, limit=1)[0].findings == {"aws_access_key_id": 1}
     assert store.commit_meta(store.head[0]).findings == {"aws_access_key_id": 1}
+
+
+def test_shard_lookup_reads_only_the_subtrees_a_commit_changed(tmp_path: Path) -> None:
+    """Walking history asks each commit's tree for its index shards; subtrees an earlier walk
+    read are remembered (by id, role and position), so a commit that changed one file costs a
+    few tree reads, not the whole tree's, and every answer is what a walk without memory gives."""
+    from memvault import history
+    from memvault.format import layout
+
+    s = make_store(tmp_path / "s", StoreSettings(durability="none"))
+
+    def fill(txn: memvault.store.Transaction) -> None:
+        for i in range(600):
+            txn.write_file(parse_path(f"/memories/d{i % 7}/f{i}.md"), f"note {i}\n".encode())
+
+    s.transact(fill, command="setup", paths=(), actor="t", session="")
+    for k in range(30):
+        s.put_file(f"/memories/d{k % 7}/f{k * 13}.md", f"note {k} changed\n")
+    reads: list[bytes] = []
+    real = s.git.tree_entries
+
+    def counting(tree_id: bytes) -> Any:
+        reads.append(tree_id)
+        return real(tree_id)
+
+    s.git.tree_entries = counting  # type: ignore[method-assign]
+    s.index_blobs(s.commit(history.resolve(s, "HEAD~30"))[1])  # the oldest tree walked: read whole once
+    whole = len(reads)
+    assert whole > 200  # 16 fan-out trees and their ~256 shard trees
+    reads.clear()
+    infos = history.log(s, limit=30)
+    assert len(infos) == 30 and all(info.changes for info in infos)
+    assert len(reads) <= 30 * 8, len(reads)
+
+    def plain(tree_id: bytes, role: str, _prefix: bytes) -> layout.Entries:
+        return real(tree_id)
+
+    for info in infos:
+        tree_id = s.commit(info.commit_id.encode())[1]
+        assert s.index_blobs(tree_id) == layout.walk(tree_id, plain, content=False)[0]

@@ -17,6 +17,7 @@ __all__ = [
     "ROLES",
     "ROLE_NAMES",
     "Entries",
+    "Memo",
     "root_roles",
     "shape_problem",
     "tree_layout",
@@ -28,6 +29,8 @@ __all__ = [
 
 #: A tree's entries: ``name -> (mode, hex id)``.
 Entries = dict[bytes, tuple[int, bytes]]
+#: What :func:`walk` remembers of subtrees: ``(tree id, role, prefix) -> shard -> index blob id``.
+Memo = dict[tuple[bytes, str, bytes], dict[bytes, bytes]]
 
 _HEX1 = re.compile(rb"\A[0-9a-f]\Z")
 _HEX62 = re.compile(rb"\A[0-9a-f]{62}\Z")
@@ -103,7 +106,11 @@ def shard_path(shard: bytes, layout: int) -> tuple[bytes, ...]:
 
 
 def walk(
-    root_id: bytes, read: Callable[[bytes, str, bytes], Entries | None], *, content: bool = True
+    root_id: bytes,
+    read: Callable[[bytes, str, bytes], Entries | None],
+    *,
+    content: bool = True,
+    memo: Memo | None = None,
 ) -> tuple[dict[bytes, bytes], dict[bytes, bytes]]:
     """The index shards and content blobs of a tree in either layout.
 
@@ -115,27 +122,40 @@ def walk(
             same subtree at another position names other shards and tokens). It is the caller's to
             check each tree's shape.
         content: also collect content blobs (False skips layout 1's ``c`` subtree).
+        memo: with ``content=False``, the shards found below each subtree, by ``(tree id, role,
+            prefix)``, read and filled here: a subtree found in it is not read again (git ids
+            name contents, so consecutive commits' trees share all but the changed subtrees).
+            The caller bounds its size.
 
     Returns:
         ``(shard -> index blob id, path token -> content blob id)`` of the trees read.
     """
     shards: dict[bytes, bytes] = {}
     blobs: dict[bytes, bytes] = {}
+    if content:
+        memo = None
 
-    def descend(tree_id: bytes, role: str, prefix: bytes) -> None:
+    def descend(tree_id: bytes, role: str, prefix: bytes) -> dict[bytes, bytes]:
+        key = (tree_id, role, prefix)
+        if memo is not None and key in memo:
+            return memo[key]
+        found: dict[bytes, bytes] = {}
         entries = read(tree_id, role, prefix)
         if entries is None:
-            return
+            return found
         child = ROLES[role][2]
         for name, (_mode, obj_id) in sorted(entries.items()):
             if child is not None:
-                descend(obj_id, child, prefix + name)
+                found.update(descend(obj_id, child, prefix + name))
             elif role == "i1":
-                shards[prefix + name] = obj_id
+                found[prefix + name] = obj_id
             elif name == b"i":
-                shards[prefix] = obj_id
+                found[prefix] = obj_id
             elif content:
                 blobs[bytes.fromhex((prefix + name).decode())] = obj_id
+        if memo is not None:
+            memo[key] = found
+        return found
 
     root = read(root_id, "root", b"")
     roles = root_roles(root) if root is not None else None
@@ -144,7 +164,7 @@ def walk(
     for name, role in sorted(roles.items()):
         if role == "c" and not content:
             continue
-        descend(root[name][1], role, b"" if role in ("i", "c") else name)
+        shards.update(descend(root[name][1], role, b"" if role in ("i", "c") else name))
     return shards, blobs
 
 

@@ -15,9 +15,10 @@ from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import BaseRoute, Route
+from starlette.routing import BaseRoute, Mount, Route
 
 from ..memories.cursor import CursorSealer
+from ..ui.app import ReviewApp
 from .catalog import ApiKeyRecord, Registry
 from .errors import ApiError, error_response
 from .ops import AccessLog, Metrics, RateLimiter
@@ -77,6 +78,7 @@ class ServerApp:
             view: ApiView = view_class(self)
             # Every method reaches the view, which answers 405 itself in the API's envelope.
             routes.append(Route(view.route, view.handle, methods=sorted({*methods, *_ANY_METHOD})))
+        routes.append(Mount("/ui", app=ReviewApp.served(root).asgi))  # the review UI (memvault.ui)
         self.asgi = Starlette(routes=routes, exception_handlers={404: self._not_found, 405: self._not_found},
                               lifespan=self._lifespan)  # fmt: skip
 

@@ -31,6 +31,9 @@ PLAINTEXT_CACHE_BYTES = 8 * 1024 * 1024
 _SHARD_CACHE_ENTRIES = 1024
 #: Authenticated commits kept by id (a log or blame opens each commit once).
 _COMMIT_CACHE_ENTRIES = 4096
+#: Subtrees whose shards :meth:`StateReader.shard_blobs` remembers (a history walk then reads only
+#: the subtrees each commit changed, not all of its tree's).
+_SUBTREE_CACHE_ENTRIES = 65536
 #: Shard name of each first token byte (two lowercase hex digits).
 _SHARD_NAMES = tuple(b"%02x" % i for i in range(256))
 
@@ -151,6 +154,7 @@ class StateReader:
         #: How sibling names are told apart (``paths.sibling_key``); every state built gets it.
         self.fold: Callable[[str], str] = fold_key
         self._layout = LayoutChecker(git.tree_entries)
+        self._subtrees: layout.Memo = {}
         self._commits: OrderedDict[bytes, OpenedCommit] = OrderedDict()
         self._shards: OrderedDict[bytes, dict[bytes, Node]] = OrderedDict()
         self._contents: OrderedDict[bytes, bytes] = OrderedDict()
@@ -212,7 +216,9 @@ class StateReader:
                 raise IntegrityError()
             return entries
 
-        return layout.walk(tree_id, read, content=False)[0]
+        if len(self._subtrees) > _SUBTREE_CACHE_ENTRIES:
+            self._subtrees.clear()
+        return layout.walk(tree_id, read, content=False, memo=self._subtrees)[0]
 
     def shard_nodes(self, shard: bytes, blob_id: bytes) -> dict[bytes, Node]:
         """The decrypted nodes of one index shard blob (``token -> node``), cached.

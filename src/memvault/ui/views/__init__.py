@@ -1,0 +1,1 @@
+"""The review UI's pages: one module per kind of page over ``base`` (login, CSRF, errors, headers)."""

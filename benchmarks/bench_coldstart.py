@@ -9,7 +9,7 @@ interleaved in a shuffled order every round) of:
   the same files, ``tool.call({"command": "view", "path": "/memories"})``;
 - ``memvault-tool``: ``memvault.MemoryStore.open`` + ``memvault.MemoryTool(store).call(...)``
   (the SDK adapter, so it imports ``anthropic``);
-- ``memvault-lib``: ``MemoryStore.open`` + ``memvault.protocol.run_command`` (the same command
+- ``memvault-lib``: ``MemoryStore.open`` + ``memvault.protocol.commands.run_command`` (the same command
   without the SDK adapter: the store path);
 - ``memvault-cli``: the ``memvault`` entry point, ``memvault --store S ls`` (every path, kind and
   size).
@@ -71,9 +71,9 @@ def child(mode: str, target: str, report: str) -> int:
         import memvault
 
         if mode == "memvault-tool":
-            from memvault.tool import MemoryTool
+            from memvault.agent.tool import MemoryTool
         else:
-            from memvault.protocol import run_command
+            from memvault.protocol.commands import run_command
         t1 = time.perf_counter()
         store = memvault.MemoryStore.open(target, key_file=os.path.join(target, "..", KEY_FILE))
         t2 = time.perf_counter()
@@ -185,7 +185,7 @@ def importtime_check(base: Path) -> dict[str, list[str]]:
     checks = {
         "store path (MemoryStore.open + protocol.run_command)": [
             sys.executable, "-X", "importtime", "-c",
-            "import memvault, sys; from memvault.protocol import run_command; "
+            "import memvault, sys; from memvault.protocol.commands import run_command; "
             f"s = memvault.MemoryStore.open({str(base / 'store')!r}, key_file={str(base / KEY_FILE)!r}); "
             "run_command(s, {'command': 'view', 'path': '/memories'}, actor='a', session='s'); s.close()",
         ],

@@ -93,7 +93,7 @@ def measure(store_root: Path) -> dict[str, Any]:
 
 def check_readable(store_root: Path, want: str) -> str:
     import memvault
-    from memvault.protocol import run_command
+    from memvault.protocol.commands import run_command
 
     store = memvault.MemoryStore.open(store_root, passphrase=PASSPHRASE)
     try:

@@ -14,7 +14,7 @@ transaction), take turns in one process, shuffled every round:
 - ``command``: ``command:python examples/key_helper.py``, run through a counting wrapper.
 
 Per round and way: time ``MemoryStore.open``, then a ``create`` (the first mutation), a ``view``, a
-second ``create`` and a directory ``view`` through ``memvault.protocol.run_command``; count the
+second ``create`` and a directory ``view`` through ``memvault.protocol.commands.run_command``; count the
 provider calls (KMS requests at the proxy, helper runs, PKCS#11 sessions and unwraps, Argon2id and
 key-file KEK derivations) during the open and during the commands. Prints medians, ratios to the
 passphrase slot (median of per-round ratios), the calls per open and a PASS/FAIL line: no command
@@ -105,7 +105,7 @@ FRESH_CHILD = """\
 import json, sys, time
 t0 = time.perf_counter()
 import memvault
-from memvault.protocol import run_command
+from memvault.protocol.commands import run_command
 t1 = time.perf_counter()
 store = memvault.MemoryStore.open(sys.argv[1], **json.loads(sys.argv[2]))
 t2 = time.perf_counter()
@@ -336,7 +336,7 @@ def create_store(way: Way, args: argparse.Namespace, workload: bench_tool.Worklo
 def one_round(way: Way, r: int, workload: bench_tool.Workload, meters: Meters, timed: bool) -> None:
     """Open ``way``'s store, run the commands after open, close it; record times and calls."""
     import memvault
-    from memvault.protocol import run_command
+    from memvault.protocol.commands import run_command
 
     os.environ.update(way.env)
     note = workload.note_path(r * 7 % workload.n)

@@ -292,7 +292,7 @@ def bench_catch_up(m: Metered, cache: Path, args: argparse.Namespace, workload: 
     another host (straight to moto, so not in the spans) committed once; and a create whose log
     record another host takes first (it commits while the first upload is in flight)."""
     import memvault
-    from memvault.protocol import run_command
+    from memvault.protocol.commands import run_command
 
     url = f"s3://{m.store.remote.objects.bucket}/{m.store.remote.objects.prefix}"
     other = memvault.MemoryStore.open(url, passphrase=bench_tool.PASSPHRASE, cache_dir=cache)
@@ -423,7 +423,7 @@ def worker(spec: dict[str, Any]) -> int:
     deadline (or ``ops`` commands); print one JSON line with what it did."""
     import memvault
     from memvault.errors import MemvaultError, StorageError
-    from memvault.protocol import run_command
+    from memvault.protocol.commands import run_command
 
     store = memvault.MemoryStore.open(spec["url"], passphrase=bench_tool.PASSPHRASE, cache_dir=spec["cache"])
     w = spec["worker"]
@@ -510,7 +510,7 @@ def bench_writers(args: argparse.Namespace, base: Path, moto_url: str) -> list[d
 def _writers_level(n: int, args: argparse.Namespace, root: Path, env: Any, mp: Any, moto_url: str,
                    proxy: Any) -> dict[str, Any]:  # fmt: skip
     import memvault
-    from memvault.protocol import run_command
+    from memvault.protocol.commands import run_command
 
     root.mkdir()
     url = env.url("writers")

@@ -356,7 +356,7 @@ _EDIT_ROOM = 128
 def edit_shares(notes: list[dict], sizes: tuple[int, ...], edits: int) -> dict:
     """The scrubber's share of durable str_replace and insert commands on files of ``sizes`` bytes."""
     import memvault
-    from memvault import protocol
+    from memvault.protocol import commands as protocol
 
     benign = "\n".join(n["text"] for n in notes if not n["spans"])
     spent = [0.0]

@@ -781,7 +781,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     _progress("importing anthropic and memvault ...")
     import anthropic.tools  # noqa: F401  (import once, outside any timing)
 
-    import memvault.tool  # noqa: F401
+    import memvault.agent.tool  # noqa: F401
 
     base = Path(tempfile.mkdtemp(prefix="memvault-bench-", dir=args.tmpdir))
     try:

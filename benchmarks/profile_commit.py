@@ -43,11 +43,11 @@ NOTE = ("- agent memory note about the customer meeting and the follow-up decisi
 #: (phase label, module attribute path, attribute) wrapped with an exclusive timer.
 #: Order does not matter; nesting is handled at run time.
 PHASES: list[tuple[str, str, str]] = [
-    ("input validation", "memvault.protocol", "_validate_input"),
-    ("path validation", "memvault.protocol", "_path"),
+    ("input validation", "memvault.protocol.commands", "_validate_input"),
+    ("path validation", "memvault.protocol.commands", "_path"),
     ("scrubber", "memvault.scrub.guard", "scrub_text"),
     ("scrubber", "memvault.scrub.guard", "check_path"),
-    ("utf-8 encode + size check", "memvault.protocol", "_encode"),
+    ("utf-8 encode + size check", "memvault.protocol.commands", "_encode"),
     ("writer lock", "memvault.fsutil", "StoreLock.hold"),
     ("sync head (ref read, keyring refresh)", "memvault.store.memorystore", "MemoryStore._sync"),
     ("read current content", "memvault.store.state", "StateReader.read_node"),
@@ -74,7 +74,7 @@ PHASES: list[tuple[str, str, str]] = [
     ("cache update", "memvault.store.state", "StateReader.cache_content"),
     ("commit glue (nodes, shards, ids)", "memvault.store.commit", "CommitWriter.write"),
     ("transact (rest: txn body, glue)", "memvault.store.memorystore", "MemoryStore.transact"),
-    ("tool.call (rest: dispatch, formatting)", "memvault.tool", "MemoryTool.call"),
+    ("tool.call (rest: dispatch, formatting)", "memvault.agent.tool", "MemoryTool.call"),
 ]
 #: Phases whose exclusive time is the "rest" of something bigger, listed last.
 REST_PHASES = ("transact (rest: txn body, glue)", "tool.call (rest: dispatch, formatting)")
@@ -144,18 +144,18 @@ def _resolve(module_name: str, attr: str) -> tuple[Any, str]:
 
 
 def install(profiler: Profiler) -> None:
+    import memvault.agent.tool  # noqa: F401
     import memvault.format.records  # noqa: F401
     import memvault.fsutil  # noqa: F401
     import memvault.git.packdir  # noqa: F401
     import memvault.git.refs  # noqa: F401
     import memvault.git.repo  # noqa: F401
     import memvault.keys.keyring  # noqa: F401
-    import memvault.protocol  # noqa: F401
+    import memvault.protocol.commands  # noqa: F401
     import memvault.scrub.guard  # noqa: F401
     import memvault.store.commit  # noqa: F401
     import memvault.store.memorystore  # noqa: F401
     import memvault.store.state  # noqa: F401
-    import memvault.tool  # noqa: F401
 
     for label, module_name, attr in PHASES:
         try:

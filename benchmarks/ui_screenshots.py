@@ -23,7 +23,7 @@ import uvicorn
 from playwright.sync_api import sync_playwright
 
 import memvault
-from memvault.protocol import run_command
+from memvault.protocol.commands import run_command
 from memvault.server.run import bind
 from memvault.settings import KdfParams, StoreSettings
 from memvault.ui.app import ReviewApp

@@ -35,8 +35,8 @@ from typing import Any
 import anthropic
 
 import memvault
-from memvault.context import CONTEXT_MANAGEMENT_BETA
 from memvault.errors import MemvaultError, StoreNotFoundError
+from memvault.protocol.context import CONTEXT_MANAGEMENT_BETA
 
 DEFAULT_STORE = "./memvault-store"
 # anthropic 2.14 marks this model deprecated (end of life 2026-11-30) and warns; pick another one with

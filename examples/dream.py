@@ -8,7 +8,7 @@ Usage::
 
 What it does, in order:
 
-1. audits the memory (``memvault.audit.audit``) and prints the findings;
+1. audits the memory (``memvault.admin.audit.audit``) and prints the findings;
 2. runs Claude on a new dream branch (``memvault.dream.runner.run_dream``): ``main`` is not touched;
 3. prints the decrypted diff of the dream from its fork point, its flagged changes (deletions,
    rewrites) and the audit before and after (``memvault.dream.review.dream_diff``);
@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import memvault
-from memvault.audit import audit
+from memvault.admin.audit import audit
 from memvault.dream.review import DreamConflictError, discard_dream, dream_diff, merge_dream
 from memvault.dream.runner import DreamQuotas, run_dream
 from memvault.errors import MemvaultError

@@ -30,7 +30,7 @@ from typing import Any
 import anthropic
 
 import memvault
-from memvault.context import CONTEXT_MANAGEMENT_BETA
+from memvault.protocol.context import CONTEXT_MANAGEMENT_BETA
 
 DEFAULT_MODEL = "claude-sonnet-4-6"
 DEFAULT_MAX_TOKENS = 4096

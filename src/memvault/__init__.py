@@ -18,12 +18,12 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .context import context_management
+    from .agent.remote import AsyncRemoteMemoryTool, RemoteMemoryTool
+    from .agent.tool import AsyncMemoryTool, MemoryTool
     from .errors import MemvaultError
-    from .remotetool import AsyncRemoteMemoryTool, RemoteMemoryTool
+    from .protocol.context import context_management
     from .settings import KdfParams, StoreSettings
     from .store import MemoryStore
-    from .tool import AsyncMemoryTool, MemoryTool
 
 __all__ = [
     "MemoryStore",
@@ -41,14 +41,14 @@ __version__ = "0.1.0"
 #: Where each public name lives.
 _HOMES = {
     "MemoryStore": "store",
-    "MemoryTool": "tool",
-    "AsyncMemoryTool": "tool",
-    "RemoteMemoryTool": "remotetool",
-    "AsyncRemoteMemoryTool": "remotetool",
+    "MemoryTool": "agent.tool",
+    "AsyncMemoryTool": "agent.tool",
+    "RemoteMemoryTool": "agent.remote",
+    "AsyncRemoteMemoryTool": "agent.remote",
     "StoreSettings": "settings",
     "KdfParams": "settings",
     "MemvaultError": "errors",
-    "context_management": "context",
+    "context_management": "protocol.context",
 }
 
 

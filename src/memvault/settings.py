@@ -224,7 +224,7 @@ class StoreSettings(BaseModel):
     #: Sensitive-data scrubber applied to every write (see :mod:`memvault.scrub`).
     scrub: ScrubSettings = Field(default_factory=lambda: ScrubSettings())
     #: Days a superseded or deleted version stays readable; older ones are crypto-shredded by
-    #: ``memvault expire --history`` and ``memvault gc`` (:mod:`memvault.retention`). None: keep
+    #: ``memvault expire --history`` and ``memvault gc`` (:mod:`memvault.erasure.retention`). None: keep
     #: every version; 0: nothing readable beyond the head.
     retain_history_days: int | None = Field(default=None, ge=0, le=1_000_000)
     #: Which path grammar the store's paths follow (:mod:`memvault.paths`): ``memvault`` (portable

@@ -214,7 +214,7 @@ def _open(store_path: str) -> Any:
 
 def _run_one(store_path: str, command: dict[str, Any]) -> int:
     from memvault.errors import MemvaultError
-    from memvault.protocol import run_command
+    from memvault.protocol.commands import run_command
 
     store = _open(store_path)
     try:
@@ -274,7 +274,7 @@ def main(argv: list[str]) -> int:
         arm(point)
         return _run_one(store_path, json.loads(command))
     if mode == "zygote":
-        import memvault.protocol  # noqa: F401
+        import memvault.protocol.commands  # noqa: F401
 
         for line in sys.stdin:
             pids = []
@@ -336,7 +336,7 @@ def main(argv: list[str]) -> int:
         return EXIT_NOT_REACHED
     if mode == "worker":
         _, _, store_path, worker, n_ops, path, ready, go = argv
-        from memvault.protocol import run_command
+        from memvault.protocol.commands import run_command
 
         store = _open(store_path)
         Path(ready).touch()

@@ -26,7 +26,7 @@ from conftest import PASSPHRASE, make_store, seed_files
 from memvault.errors import LockedError, StoreNotFoundError
 from memvault.fsutil import StoreLock
 from memvault.paths import MemoryPath
-from memvault.protocol import run_command
+from memvault.protocol.commands import run_command
 
 CHILD = Path(__file__).with_name("_child.py")
 ENV = {**os.environ, PASSPHRASE_ENV: PASSPHRASE}

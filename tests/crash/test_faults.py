@@ -35,12 +35,14 @@ from anthropic.lib.tools._beta_functions import ToolError
 
 import memvault
 from conftest import FAST_KDF, PASSPHRASE, make_store, seed_files
-from memvault import history, keymgmt, shred
+from memvault import history
+from memvault.admin import keys as keymgmt
+from memvault.erasure import redact as shred
 from memvault.errors import MemvaultError, StorageError, WrongKeyError
 from memvault.git import packdir
 from memvault.git import refs as gitrefs
 from memvault.paths import MemoryPath
-from memvault.protocol import run_command
+from memvault.protocol.commands import run_command
 from memvault.verify import verify
 
 ERRNOS = (errno.ENOSPC, errno.EACCES, errno.EIO)

@@ -27,7 +27,7 @@ from anthropic.lib.tools._beta_functions import ToolError
 import memvault
 from conftest import PASSPHRASE, make_store
 from memvault.errors import LockedError
-from memvault.protocol import run_command
+from memvault.protocol.commands import run_command
 
 BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_stress.py"
 WAITED = re.compile(r"^The memory store is locked by another writer \(waited (\d+\.\d) s\); retry shortly\.$")

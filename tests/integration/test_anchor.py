@@ -16,7 +16,7 @@ import pytest
 import memvault
 from conftest import FAST_KDF, PASSPHRASE, make_store
 from memvault.errors import IntegrityError, RollbackDetectedError, StorageError
-from memvault.protocol import run_command
+from memvault.protocol.commands import run_command
 from memvault.verify import verify
 
 SECRET = "Patient Jane Roe, MRN 4417-22, allergic to penicillin"
@@ -41,7 +41,7 @@ def _put_back(copy: Path, store_path: Path) -> None:
 @pytest.fixture
 def redacted(tmp_path: Path, store_path: Path) -> Path:
     """A store whose secret was redacted, and (returned) a copy of it from before the redaction."""
-    from memvault.shred import shred_file
+    from memvault.erasure.redact import shred_file
 
     store = make_store(store_path)
     _cmd(store, command="create", path=PATH, file_text=SECRET + "\n")

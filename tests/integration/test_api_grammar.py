@@ -88,7 +88,7 @@ def test_export_of_portable_names_works(api_store: memvault.MemoryStore, tmp_pat
 
 
 def test_the_grammar_cannot_be_changed_after_the_store_is_made(api_store: memvault.MemoryStore) -> None:
-    from memvault.settings_change import change_settings
+    from memvault.admin.config import change_settings
 
     with pytest.raises(InvalidInputError, match="path_grammar"):
         change_settings(api_store, {"path_grammar": "memvault"})

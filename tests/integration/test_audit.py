@@ -12,13 +12,13 @@ import pytest
 
 import memvault
 from conftest import PASSPHRASE, make_store
-from memvault.audit import AuditReport, audit, index_links
+from memvault.admin.audit import AuditReport, audit, index_links
 from memvault.cli import main
+from memvault.edits.templates import apply_template
 from memvault.errors import InvalidInputError, InvalidPathError
 from memvault.paths import parse_path
 from memvault.settings import CustomRule, ScrubSettings, StoreSettings
 from memvault.store import Transaction
-from memvault.templates import apply_template
 
 DAY = 86400.0
 INDEX = "/memories/MEMORY.md"

@@ -31,7 +31,7 @@ from memvault.errors import (
 from memvault.format.records import Node
 from memvault.git.refs import Branch
 from memvault.paths import parse_path
-from memvault.protocol import run_command
+from memvault.protocol.commands import run_command
 from memvault.settings import StoreSettings
 from memvault.store import BranchStore
 from memvault.store import memorystore as store_mod

@@ -25,7 +25,7 @@ from memvault.errors import IntegrityError, RollbackDetectedError
 from memvault.format import records
 from memvault.format.records import CommitMeta
 from memvault.git.repo import GitStore
-from memvault.protocol import run_command
+from memvault.protocol.commands import run_command
 from memvault.verify import Problem, VerifyReport, verify
 
 NAME = "dream/0123456789abcdef"

@@ -84,7 +84,7 @@ def test_demo_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = json.loads(capsys.readouterr().out)
     assert [s["input"]["command"] for s in out["steps"]] == ["view", "view", "create", "str_replace", "insert", "view"]
     assert not any(s["is_error"] for s in out["steps"])
-    from memvault.demo import GUIDELINES, REFUND_POLICIES
+    from memvault.agent.demo import GUIDELINES, REFUND_POLICIES
 
     assert out["steps"][0]["output"].splitlines()[1:] == [
         "4.0K\t/memories",

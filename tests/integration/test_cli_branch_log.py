@@ -20,7 +20,7 @@ import memvault
 from conftest import PASSPHRASE, make_store
 from memvault import history
 from memvault.cli import main
-from memvault.protocol import run_command
+from memvault.protocol.commands import run_command
 
 ID = "0123456789abcdef"
 NAME = f"dream/{ID}"

@@ -25,9 +25,10 @@ import pytest
 
 import memvault
 import memvault.store
-from memvault import history, shred
+from memvault import history
 from memvault.cli import main
 from memvault.cli._output import color_enabled, format_date, pager_command, relative_date
+from memvault.erasure import redact as shred
 from memvault.errors import InvalidInputError, InvalidPathError
 from memvault.paths import parse_path
 

@@ -22,7 +22,7 @@ import memvault
 from memvault import history
 from memvault.cli import main
 from memvault.errors import MemvaultError
-from memvault.protocol import run_command
+from memvault.protocol.commands import run_command
 from memvault.store.config import read_config
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00\x00\x00\rIHDR" + bytes(range(40))
@@ -528,7 +528,7 @@ def test_config_get(cli: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = _run(capsys, "config", "get")
     assert (code, err) == (0, "")
     lines = out.splitlines()
-    assert lines[:13] == [
+    assert lines[:14] == [
         "durability = full",
         "max_depth = 16",
         "max_file_bytes = 102400",
@@ -538,12 +538,13 @@ def test_config_get(cli: Path, capsys: pytest.CaptureFixture[str]) -> None:
         "max_stored_bytes = 17179869184",
         "max_total_bytes = 1073741824",
         "overwrite_on_create = false",
+        "path_grammar = memvault",
         "retain_history_days = null",
         "scrub.allowlist = []",
         "scrub.custom_rules = []",
         "scrub.enabled = true",
     ]
-    assert "scrub.policy.email = redact" in lines and len(lines) == 13 + 29 + 1  # 29 kinds, view_max_chars
+    assert "scrub.policy.email = redact" in lines and len(lines) == 14 + 29 + 1  # 29 kinds, view_max_chars
     assert lines[-1] == "view_max_chars = 16000"
     assert _run(capsys, "config", "get", "durability") == (0, "full\n", "")
     assert _run(capsys, "config", "get", "scrub.policy.ip", "--json") == (
@@ -650,8 +651,8 @@ def test_config_set_refuses_path_limits_existing_paths_break_and_a_forged_file(
 def test_config_set_puts_the_old_file_back_when_the_commit_fails(
     cli: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from memvault.admin.config import change_settings
     from memvault.errors import StorageError
-    from memvault.settings_change import change_settings
 
     before = (cli / "memvault.json").read_bytes()
     s = _open(cli)
@@ -704,8 +705,8 @@ def test_a_scrub_setting_changed_in_the_library_applies_to_the_open_store(tmp_pa
     """The store object that changed its scrub policy scrubs by the new one at once (its scrubber
     is built again), without being opened again."""
     from conftest import make_store
-    from memvault.protocol import run_command
-    from memvault.settings_change import change_settings
+    from memvault.admin.config import change_settings
+    from memvault.protocol.commands import run_command
 
     store = make_store(tmp_path / "s")
     run_command(store, {"command": "create", "path": "/memories/a.md", "file_text": "mail bob@globex-corp.io\n"},

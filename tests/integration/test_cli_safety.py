@@ -191,7 +191,7 @@ def test_redact_dry_run_lists_and_destroys_nothing(
 
 
 def test_a_real_run_refuses_a_choice_other_than_the_confirmed_one(cli: Path, key_file: Path) -> None:
-    from memvault.shred import shred_matching
+    from memvault.erasure.redact import shred_matching
 
     with _open(cli, key_file) as s:
         plan = shred_matching(s, "alpha secret", dry_run=True)

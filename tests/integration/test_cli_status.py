@@ -14,7 +14,7 @@ import pytest
 
 import memvault
 from conftest import FAST_KDF
-from memvault import keymgmt
+from memvault.admin import keys as keymgmt
 from memvault.cli import main
 from memvault.cli._common import fmt_time
 
@@ -43,7 +43,7 @@ def _pack_bytes(directory: Path) -> tuple[int, int]:
 
 
 def _size(n: int) -> str:
-    from memvault.protocol import format_size
+    from memvault.protocol.commands import format_size
 
     return f"{format_size(n)} ({n} bytes)"
 

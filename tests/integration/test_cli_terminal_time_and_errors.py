@@ -11,9 +11,10 @@ import pytest
 
 import memvault
 from conftest import PASSPHRASE, make_store
-from memvault import history, shred
+from memvault import history
 from memvault.cli import main
 from memvault.cli._common import terminal_safe
+from memvault.erasure import redact as shred
 from memvault.store import memorystore as store_module
 
 

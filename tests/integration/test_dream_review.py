@@ -11,7 +11,7 @@ import pytest
 
 import memvault
 from conftest import FAST_KDF, PASSPHRASE, all_store_bytes, make_store
-from memvault import history, undo
+from memvault import history
 from memvault.cli import main
 from memvault.dream.review import (
     DreamConflictError,
@@ -20,6 +20,7 @@ from memvault.dream.review import (
     list_dreams,
     merge_dream,
 )
+from memvault.edits import undo
 from memvault.errors import (
     ConflictError,
     IntegrityError,
@@ -28,7 +29,7 @@ from memvault.errors import (
     PathNotFoundError,
     RedactedError,
 )
-from memvault.protocol import run_command
+from memvault.protocol.commands import run_command
 from memvault.settings import StoreSettings
 from memvault.store import BranchStore
 
@@ -388,7 +389,7 @@ def test_a_renamed_file_keeps_its_lineage_through_the_merge(store: memvault.Memo
 
 
 def test_a_branch_write_after_a_rotation_elsewhere_is_refused(store: memvault.MemoryStore, tmp_path: Path) -> None:
-    from memvault import keymgmt
+    from memvault.admin import keys as keymgmt
     from memvault.errors import KeyRotatedError
 
     branch = _dream(store)
@@ -428,7 +429,7 @@ def test_a_directory_on_main_where_the_dream_made_a_file_is_a_conflict(store: me
 
 
 def test_a_redaction_on_main_does_not_block_an_unrelated_dream(store: memvault.MemoryStore) -> None:
-    from memvault.shred import shred_file
+    from memvault.erasure.redact import shred_file
 
     branch = _dream(store)
     _run(branch, command="str_replace", path="/memories/facts.md", old_str="one\n", new_str="ONE\n")

@@ -20,7 +20,7 @@ import pytest
 import memvault
 from conftest import make_store
 from fake_messages_http import FakeMessagesServer
-from memvault.audit import AuditReport, Finding
+from memvault.admin.audit import AuditReport, Finding
 from memvault.dream import prompt as dream_prompt
 from memvault.dream.prompt import (
     CONSOLIDATION_PROMPT,

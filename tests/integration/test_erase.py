@@ -15,7 +15,7 @@ import pytest
 import memvault
 from conftest import FAST_KDF, PASSPHRASE, all_store_bytes, keyring_records
 from memvault.crypto import b64decode
-from memvault.erase import shred_store
+from memvault.erasure.destroy import shred_store
 from memvault.errors import StoreNotFoundError
 
 

@@ -10,8 +10,10 @@ import pytest
 
 import memvault
 from conftest import PASSPHRASE, make_store
-from memvault import expiry, history, undo
+from memvault import history
 from memvault.cli import main
+from memvault.edits import undo
+from memvault.erasure import expiry
 from memvault.errors import IntegrityError, InvalidInputError
 from memvault.paths import parse_path
 from memvault.settings import StoreSettings

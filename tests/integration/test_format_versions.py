@@ -312,9 +312,9 @@ def test_upgrade_chains_earlier_redactions_and_names_the_access_file(
     chains them (DESTROY records with its commit), so removing the tombstone and putting the old key
     record back no longer makes the version readable; and it names the existing access-time file,
     so expire keeps working."""
-    from memvault import expiry
+    from memvault.erasure import expiry
+    from memvault.erasure.redact import shred_version
     from memvault.errors import RedactedError
-    from memvault.shred import shred_version
 
     root = tmp_path / "s"
     _create(root, monkeypatch, 2)

@@ -11,7 +11,8 @@ import pytest
 
 import memvault
 from conftest import make_store
-from memvault import history, undo
+from memvault import history
+from memvault.edits import undo
 from memvault.errors import ConflictError, InvalidInputError
 from memvault.settings import StoreSettings
 
@@ -35,7 +36,7 @@ def busy(tmp_path: Path) -> memvault.MemoryStore:
     tool.call({"command": "create", "path": "/memories/tmp.md", "file_text": "scratch\n"})
     tool.call({"command": "delete", "path": "/memories/tmp.md"})
     tool.call({"command": "str_replace", "path": C, "old_str": "bee", "new_str": "bee\nhive"})
-    from memvault.shred import shred_version
+    from memvault.erasure.redact import shred_version
 
     shred_version(s, A, "HEAD~10", reason="test")
     return s

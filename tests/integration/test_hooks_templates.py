@@ -26,10 +26,10 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 import memvault
 from conftest import PASSPHRASE, make_store
 from memvault.cli import main
-from memvault.context import CONTEXT_MANAGEMENT_BETA, INDEX_MAX_BYTES, INDEX_MAX_LINES, index_head
+from memvault.edits.templates import TEMPLATES, apply_template, template_names
 from memvault.errors import InvalidInputError, PathExistsError
 from memvault.history import log, read_at
-from memvault.templates import TEMPLATES, apply_template, template_names
+from memvault.protocol.context import CONTEXT_MANAGEMENT_BETA, INDEX_MAX_BYTES, INDEX_MAX_LINES, index_head
 
 INDEX = "/memories/MEMORY.md"
 MODEL = "claude-sonnet-4-6"

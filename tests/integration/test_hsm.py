@@ -126,8 +126,8 @@ def test_each_failure_is_a_clear_provider_error(hsm_env: str, monkeypatch, tmp_p
 
 
 def test_a_store_on_the_token(hsm_env: str, tmp_path: Path, monkeypatch, capsys) -> None:
+    from memvault.admin.keys import add_slot, list_slots
     from memvault.cli import main
-    from memvault.keymgmt import add_slot, list_slots
 
     store = memvault.MemoryStore.create(tmp_path / "s", key=hsm_env)
     store.put_file("/memories/a.md", "sealed by the token\n")

@@ -11,9 +11,9 @@ import pytest
 
 import memvault
 from conftest import FAST_KDF, PASSPHRASE, make_store
+from memvault.admin.keys import add_slot, change_passphrase, list_slots, remove_slot
 from memvault.cli import main
 from memvault.errors import InvalidInputError, KeyUnavailableError, PathNotFoundError, WrongKeyError
-from memvault.keymgmt import add_slot, change_passphrase, list_slots, remove_slot
 
 NEW = "a brand new passphrase"
 
@@ -281,7 +281,7 @@ def test_a_hard_linked_snapshot_survives_passwd_and_a_redaction(
     """Removing a slot and rewriting the keyring zero only files nobody else links to, and the
     keyring is unshared before an append: a ``cp -al`` snapshot taken before keeps its key slot and
     its keyring as they were, and opens with the old passphrase."""
-    from memvault.shred import shred_file
+    from memvault.erasure.redact import shred_file
 
     snapshot = tmp_path / "snapshot"
     _snapshot_by_hard_links(store_path, snapshot)
@@ -340,7 +340,7 @@ def test_a_short_new_passphrase_is_refused_unless_the_operator_insists(
 
 def test_rotate_uses_the_default_kdf_not_the_old_slots(store_path: Path) -> None:
     """A store whose slot was made with cheap Argon2id parameters gets today's defaults at rotate."""
-    from memvault import keymgmt
+    from memvault.admin import keys as keymgmt
     from memvault.settings import DEFAULT_KDF
 
     store = make_store(store_path)  # FAST_KDF
@@ -358,7 +358,7 @@ def test_key_slots_have_labels_and_creation_times(
     import json
     import time
 
-    from memvault import keymgmt
+    from memvault.admin import keys as keymgmt
 
     before = int(time.time())
     store = make_store(tmp_path / "s")

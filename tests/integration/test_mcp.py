@@ -33,12 +33,12 @@ from mcp.client.streamable_http import streamable_http_client
 
 import memvault
 from conftest import FAST_KDF, PASSPHRASE, make_store
+from memvault.admin.config import change_settings
+from memvault.agent.mcp import TOOL_NAMES, build_server, host_guard, is_loopback
 from memvault.cli import main
 from memvault.errors import InternalError
 from memvault.history import log, read_at, tree_at
-from memvault.mcpserver import TOOL_NAMES, build_server, host_guard, is_loopback
 from memvault.settings import ScrubSettings, StoreSettings
-from memvault.settings_change import change_settings
 
 MEMORY_COMMANDS = ("view", "create", "str_replace", "insert", "delete", "rename")
 HOSTILE = ["/memories/../etc/passwd", "/etc/passwd", "memories/a.md", "/memories/a/../../x", "/memories//a", "/memories/a\x00b"]  # fmt: skip
@@ -349,7 +349,7 @@ def test_unexpected_errors_are_generic(tmp_path: Path, monkeypatch: pytest.Monke
     def boom(*_args: Any, **_kwargs: Any) -> str:
         raise RuntimeError("secret content at /home/someone/.ssh")
 
-    monkeypatch.setattr("memvault.mcpserver.run_command", boom)
+    monkeypatch.setattr("memvault.agent.mcp.run_command", boom)
 
     async def go() -> tuple[str, bool]:
         async with Client(build_server(store)) as client:
@@ -390,8 +390,10 @@ def test_token_file_must_be_private(env: Path, capsys: pytest.CaptureFixture[str
 def test_missing_sdk_says_what_to_install(env: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
     for name in [n for n in sys.modules if n == "mcp" or n.startswith("mcp.")]:
         monkeypatch.setitem(sys.modules, name, None)  # as if the SDK were not installed
-    monkeypatch.delitem(sys.modules, "memvault.mcpserver", raising=False)
-    monkeypatch.delattr(memvault, "mcpserver", raising=False)
+    monkeypatch.delitem(sys.modules, "memvault.agent.mcp", raising=False)
+    import memvault.agent
+
+    monkeypatch.delattr(memvault.agent, "mcp", raising=False)
     assert main(["mcp"]) == 2
     assert "install memvault[mcp]" in capsys.readouterr().err
 

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 import memvault
 from conftest import PASSPHRASE, make_store
-from memvault import shred
+from memvault.erasure import redact as shred
 from memvault.errors import NotFoundError, PathConflictError, PreconditionFailedError
 from memvault.memories import Memories
 from memvault.memories.ids import memory_id, parse_memory_id, parse_version_id, version_id

@@ -51,7 +51,7 @@ def provider(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
 
 
 def test_a_store_opens_with_its_provider_and_a_recovery_passphrase(tmp_path: Path, provider: str) -> None:
-    from memvault.keymgmt import add_slot, list_slots
+    from memvault.admin.keys import add_slot, list_slots
 
     store = memvault.MemoryStore.create(tmp_path / "s", key=provider)
     store.put_file("/memories/a.md", "kept\n")
@@ -74,7 +74,7 @@ def test_a_store_opens_with_its_provider_and_a_recovery_passphrase(tmp_path: Pat
 
 
 def test_a_wrapped_key_does_not_move_to_another_store_or_slot(tmp_path: Path, provider: str) -> None:
-    from memvault.keymgmt import add_slot
+    from memvault.admin.keys import add_slot
 
     a = memvault.MemoryStore.create(tmp_path / "a", key=provider)
     b = memvault.MemoryStore.create(tmp_path / "b", key=provider)
@@ -125,7 +125,7 @@ def test_bad_provider_uris_are_clear(tmp_path: Path) -> None:
 
 
 def test_rotation_keeps_the_provider(tmp_path: Path, provider: str) -> None:
-    from memvault.keymgmt import list_slots, rotate
+    from memvault.admin.keys import list_slots, rotate
 
     store = memvault.MemoryStore.create(tmp_path / "s", key=provider)
     store.put_file("/memories/a.md", "a\n")
@@ -161,7 +161,7 @@ def test_a_store_on_aws_kms(s3_env, tmp_path: Path) -> None:
     checks the encryption context)."""
     import boto3
 
-    from memvault.keymgmt import add_slot, list_slots, rotate
+    from memvault.admin.keys import add_slot, list_slots, rotate
 
     kms = boto3.client("kms")
     key_id = kms.create_key(Description="memvault test")["KeyMetadata"]["KeyId"]

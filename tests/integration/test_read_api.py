@@ -11,6 +11,9 @@ from pathlib import Path
 import pytest
 
 import memvault
+from memvault.agent.tool import CLEARED, AsyncMemoryTool, MemoryTool
+from memvault.edits.undo import revert
+from memvault.erasure.redact import shred_version
 from memvault.errors import (
     InvalidInputError,
     InvalidPathError,
@@ -19,10 +22,7 @@ from memvault.errors import (
     RedactedError,
 )
 from memvault.history import log, resolve
-from memvault.shred import shred_version
 from memvault.store.reads import MemoryEntry
-from memvault.tool import CLEARED, AsyncMemoryTool, MemoryTool
-from memvault.undo import revert
 
 PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(256))
 

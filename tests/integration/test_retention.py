@@ -12,9 +12,9 @@ import pytest
 
 import memvault
 from conftest import FAST_KDF, PASSPHRASE, keyring_records
+from memvault.erasure.retention import apply_retention, expired_versions
 from memvault.errors import InvalidInputError, RedactedError
 from memvault.history import log, read_at
-from memvault.retention import apply_retention, expired_versions
 from memvault.settings import StoreSettings
 from memvault.verify import verify
 
@@ -39,7 +39,7 @@ def test_old_versions_go_new_ones_and_the_head_stay(tmp_path: Path) -> None:
     store.put_file("/memories/gone/old.md", "deleted long ago\n")
     with store.reading() as txn:
         dir_dek = txn.get("/memories/gone").dek_id  # type: ignore[union-attr]
-    from memvault.protocol import run_command
+    from memvault.protocol.commands import run_command
 
     run_command(store, {"command": "delete", "path": "/memories/gone"}, actor="t", session="s")
     first, second = [e.commit_id.encode() for e in reversed(log(store)) if e.command == "put"][:2]

@@ -11,7 +11,8 @@ import pytest
 
 import memvault
 from conftest import FAST_KDF, PASSPHRASE, make_store
-from memvault import history, keymgmt
+from memvault import history
+from memvault.admin import keys as keymgmt
 from memvault.cli import main
 from memvault.errors import IntegrityError, InvalidInputError, WrongKeyError
 from memvault.verify import verify

@@ -48,7 +48,7 @@ def _open(where: Path | str, key: Path, **kwargs: Any) -> MemoryStore:
 
 
 def _set(where: Path | str, key: Path, updates: dict[str, Any], **kwargs: Any) -> None:
-    from memvault.settings_change import change_settings
+    from memvault.admin.config import change_settings
 
     with _open(where, key, **kwargs) as store:
         change_settings(store, updates)
@@ -83,7 +83,7 @@ def test_an_older_settings_file_put_back_is_refused_until_repaired(tmp_path: Pat
         _open(root, key)
     with _open(root, key, check_head=False) as store:
         assert _codes(store)["settings-mismatch"] == "error"
-        from memvault.settings_change import change_settings, repair_settings
+        from memvault.admin.config import change_settings, repair_settings
 
         with pytest.raises(IntegrityError, match=REFUSED):  # a change would make the old file current
             change_settings(store, {"max_files": 50})
@@ -148,7 +148,7 @@ def test_every_commit_carries_the_settings_in_force(tmp_path: Path, key: Path) -
 def test_an_open_waits_for_a_settings_change_in_progress(tmp_path: Path, key: Path) -> None:
     """memvault.json and the config commit are two writes under the writer lock: an open that reads
     between them waits for the lock and reads again, rather than reporting a mismatch."""
-    from memvault.settings_change import change_settings
+    from memvault.admin.config import change_settings
 
     root = tmp_path / "s"
     MemoryStore.create(root, key_file=key).close()
@@ -233,7 +233,7 @@ def test_a_store_whose_history_records_no_settings_opens_and_config_set_records_
     (root / "memvault.json").write_bytes(first)
     _open(root, key).close()  # nothing records which settings are in force: any authentic file opens
     with _open(root, key, check_head=False) as store:
-        from memvault.settings_change import repair_settings
+        from memvault.admin.config import repair_settings
 
         with pytest.raises(InvalidInputError, match="records no settings yet.*memvault upgrade"):
             repair_settings(store)
@@ -294,7 +294,7 @@ def test_an_older_settings_file_put_back_in_the_bucket_is_refused_on_every_host(
             _open(url, key, cache_dir=host)
     with _open(url, key, cache_dir=host_b, check_head=False) as store:
         assert _codes(store)["settings-mismatch"] == "error"
-        from memvault.settings_change import repair_settings
+        from memvault.admin.config import repair_settings
 
         result = repair_settings(store)
     assert [(c.key, c.old, c.new) for c in result.changes] == [("scrub.enabled", False, True)]
@@ -322,7 +322,7 @@ def test_a_host_opens_with_the_settings_another_host_changed(
 
 
 def test_an_open_waits_for_another_hosts_settings_change_in_progress(s3_env: Any, tmp_path: Path, key: Path) -> None:
-    from memvault.settings_change import change_settings
+    from memvault.admin.config import change_settings
 
     url = s3_env.url("store")
     host_a, host_b = tmp_path / "host-a", tmp_path / "host-b"

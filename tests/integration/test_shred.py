@@ -25,11 +25,11 @@ from conftest import all_store_bytes as _all_bytes
 from memvault import history
 from memvault.cli import main
 from memvault.cli._common import fmt_time
+from memvault.erasure.redact import REMAINING_COPIES, file_versions
+from memvault.erasure.redact import shred_file as redact_file
+from memvault.erasure.redact import shred_matching as redact_matching
+from memvault.erasure.redact import shred_version as redact_version
 from memvault.errors import ConflictError, InvalidInputError, PathNotFoundError, RedactedError
-from memvault.shred import REMAINING_COPIES, file_versions
-from memvault.shred import shred_file as redact_file
-from memvault.shred import shred_matching as redact_matching
-from memvault.shred import shred_version as redact_version
 from memvault.verify import verify
 
 SECRET = "CANARY-sk-7f3a9c"
@@ -378,7 +378,7 @@ _CHILD = textwrap.dedent(
     sys.path.insert(0, {tests!r})
     import memvault
     import memvault.keys.keyring
-    from memvault.shred import shred_version as redact_version
+    from memvault.erasure.redact import shred_version as redact_version
 
     store_path, when, rev = sys.argv[1], sys.argv[2], sys.argv[3]
     real = memvault.keys.keyring.os.replace

@@ -16,8 +16,8 @@ import pytest
 
 import memvault
 from conftest import FAST_KDF, PASSPHRASE, make_store
-from memvault import undo, writes
 from memvault.cli import main
+from memvault.edits import undo, writes
 from memvault.errors import (
     ConflictError,
     EditError,

@@ -17,13 +17,13 @@ import pytest
 
 import memvault
 from conftest import FAST_KDF, make_store
-from memvault import undo
+from memvault.admin.config import change_settings
 from memvault.cli import main
+from memvault.edits import undo
 from memvault.errors import InvalidPathError, SensitiveDataError
 from memvault.history import log, read_at, resolve, tree_at
-from memvault.protocol import run_command
+from memvault.protocol.commands import run_command
 from memvault.settings import ScrubSettings, StoreSettings
-from memvault.settings_change import change_settings
 
 #: An AWS access key id of the real shape (not AWS's documented example, which the scrubber knows
 #: as a test value), built here so this file holds no credential-shaped literal.

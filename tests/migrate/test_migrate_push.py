@@ -12,7 +12,7 @@ import pytest
 from conftest import make_store
 from fake_memory_stores import FakeMemoryStores, sha
 from memvault import history
-from memvault.operator_writes import remove
+from memvault.edits.files import remove
 from memvault.settings import StoreSettings
 from memvault.transfer.migrate import load_state, pull, push
 from memvault.transfer.migrate.push import STORE_TAG, store_tag

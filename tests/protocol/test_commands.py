@@ -530,8 +530,8 @@ def test_numbered_view_fits_the_budget_exactly_as_row_by_row() -> None:
     import random
     from types import SimpleNamespace
 
-    from memvault import protocol
     from memvault.paths import parse_path
+    from memvault.protocol import commands as protocol
 
     assert protocol.MAX_LINES < 10**protocol._LINE_NUMBER_WIDTH
     path = parse_path("/memories/a.md", StoreSettings())

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 import memvault
-from memvault.protocol import run_command
+from memvault.protocol.commands import run_command
 
 
 def main() -> int:

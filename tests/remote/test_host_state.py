@@ -18,7 +18,7 @@ import pytest
 import memvault
 from conftest import FAST_KDF, PASSPHRASE
 from memvault.errors import IntegrityError, MemvaultError, RollbackDetectedError, StorageError, StoreExistsError
-from memvault.protocol import run_command
+from memvault.protocol.commands import run_command
 from memvault.store import memorystore
 
 SECRET_TEXT = "Patient Jane Roe, MRN 4417-22, allergic to penicillin"
@@ -77,7 +77,7 @@ def test_another_store_id_in_the_bucket_is_refused_and_an_older_copy_stays_detec
     read times included; an older copy of the prefix put back afterwards brought a redacted
     version back. Now the other id is refused (both ids named, the accepting command named,
     nothing touched), and the older copy is still a rollback."""
-    from memvault.shred import shred_file
+    from memvault.erasure.redact import shred_file
 
     url = s3_env.url("t")
     host = _create(url, tmp_path / "a")
@@ -180,7 +180,7 @@ def test_read_times_survive_a_bucket_that_names_another_store(s3_env, tmp_path: 
     """The attack on expire: the replica's read times went with the replica, so after the bucket's
     memvault.json was put back, expire took a file read today for unused. Now nothing is removed,
     and expire keeps the file."""
-    from memvault.expiry import expire
+    from memvault.erasure.expiry import expire
 
     url = s3_env.url("t")
     days = 86400.0
@@ -260,7 +260,7 @@ def test_create_keeps_what_this_host_used_at_an_emptied_url(s3_env, tmp_path: Pa
 
 
 def test_shred_store_forgets_the_host_state_of_its_url(tmp_path: Path) -> None:
-    from memvault.erase import shred_store
+    from memvault.erasure.destroy import shred_store
 
     url = f"file://{tmp_path / 'bucket'}"
     host = _create(url, tmp_path / "a")

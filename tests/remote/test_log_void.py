@@ -21,7 +21,7 @@ from memvault import errors
 from memvault.cli import main
 from memvault.errors import IntegrityError, InvalidInputError, RollbackDetectedError
 from memvault.history import log
-from memvault.protocol import run_command
+from memvault.protocol.commands import run_command
 from memvault.remote import layout
 from memvault.remote.layout import log_key
 from memvault.verify import verify

@@ -27,7 +27,7 @@ from memvault.errors import (
     StoreNotFoundError,
 )
 from memvault.history import log, read_at
-from memvault.protocol import run_command
+from memvault.protocol.commands import run_command
 from memvault.verify import verify
 from s3support import as_host
 
@@ -358,7 +358,7 @@ def test_a_forged_log_record_is_refused_and_nothing_of_it_applied(s3_env, tmp_pa
 
 
 def test_redaction_deletes_the_data_key_object_and_other_hosts_drop_the_key(s3_env, tmp_path: Path) -> None:
-    from memvault.shred import shred_file
+    from memvault.erasure.redact import shred_file
 
     url = s3_env.url("r")
     a = _create(url, tmp_path / "a")
@@ -392,8 +392,8 @@ def test_redaction_deletes_the_data_key_object_and_other_hosts_drop_the_key(s3_e
 
 
 def test_key_slots_live_in_the_bucket(s3_env, tmp_path: Path) -> None:
+    from memvault.admin.keys import add_slot, remove_slot
     from memvault.errors import WrongKeyError
-    from memvault.keymgmt import add_slot, remove_slot
 
     url = s3_env.url("k")
     a = _create(url, tmp_path / "a")
@@ -409,8 +409,8 @@ def test_key_slots_live_in_the_bucket(s3_env, tmp_path: Path) -> None:
 
 
 def test_rotation_reaches_other_hosts(s3_env, tmp_path: Path) -> None:
+    from memvault.admin.keys import rotate
     from memvault.errors import KeyRotatedError
-    from memvault.keymgmt import rotate
 
     url = s3_env.url("rot")
     a = _create(url, tmp_path / "a")
@@ -533,10 +533,10 @@ def test_copy_out_of_a_bounded_cache_is_complete(s3_env, tmp_path: Path, monkeyp
 def test_history_undo_expire_and_export_work_on_s3(s3_env, tmp_path: Path) -> None:
     import time
 
-    from memvault.expiry import expire
+    from memvault.edits.undo import revert
+    from memvault.erasure.expiry import expire
     from memvault.history import blame, diff
     from memvault.transfer import export_tree
-    from memvault.undo import revert
 
     url = s3_env.url("ops")
     a = _create(url, tmp_path / "a")
@@ -579,8 +579,8 @@ def test_data_keys_a_redaction_could_not_delete_go_at_the_next_pull_or_gc(
     s3_faulty, tmp_path: Path, monkeypatch
 ) -> None:
     from memvault.cli import main
+    from memvault.erasure.redact import shred_file
     from memvault.remote.replica import cache_dir_for
-    from memvault.shred import shred_file
 
     url = s3_faulty.url("rd")
     a = _create(url, cache_dir_for(url, tmp_path / "caches"))  # where the CLI below finds it
@@ -785,7 +785,7 @@ def test_a_bad_provider_slot_does_not_hide_a_good_one(tmp_path: Path, monkeypatc
     import json
     import sys
 
-    from memvault.keymgmt import add_slot
+    from memvault.admin.keys import add_slot
 
     helper = Path(__file__).parents[2] / "examples" / "key_helper.py"
     key_file = tmp_path / "helper.key"

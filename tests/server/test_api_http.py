@@ -223,7 +223,7 @@ def test_an_answer_never_echoes_a_rejected_secret(served: Served, store_id: str)
     served.root.registry()  # the store exists
     # Make the policy reject instead of mask: an operator's config of the store.
     with served.root.memories(store_id) as memories:
-        from memvault.settings_change import change_settings
+        from memvault.admin.config import change_settings
 
         change_settings(memories.store, {"scrub.policy.anthropic_api_key": "reject"}, actor="operator")
     served.root._evict(store_id)  # noqa: SLF001 - reopen with the new policy

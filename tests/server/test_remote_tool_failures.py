@@ -31,8 +31,8 @@ from anthropic.lib.tools import ToolError
 
 from conftest import FAST_KDF, PASSPHRASE
 from memvault import AsyncRemoteMemoryTool, RemoteMemoryTool
+from memvault.agent.remote import API_KEY_ENV, DEFAULT_MAX_RETRY_WAIT, SERVER_URL_ENV
 from memvault.errors import ServiceError
-from memvault.remotetool import API_KEY_ENV, DEFAULT_MAX_RETRY_WAIT, SERVER_URL_ENV
 
 if TYPE_CHECKING:  # the server's tests need memvault[server]; the served fixture skips without it
     from serversupport import Served
@@ -508,7 +508,7 @@ def test_a_worker_loads_no_store_code() -> None:
         "print(sorted(m for m in sys.modules if m.startswith('memvault')))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "['memvault', 'memvault.errors', 'memvault.remotetool']"
+    assert out.stdout.strip() == "['memvault', 'memvault.agent', 'memvault.agent.remote', 'memvault.errors']"
 
 
 @KINDS

@@ -34,7 +34,7 @@ import memvault
 import needs
 from conftest import make_store
 from memvault.history import resolve
-from memvault.protocol import run_command
+from memvault.protocol.commands import run_command
 from memvault.server.run import bind
 from memvault.settings import StoreSettings
 

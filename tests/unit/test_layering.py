@@ -18,15 +18,15 @@ SRC = Path(memvault.__file__).parent
 OWNERS = {
     "cryptography": {"crypto"},
     "dulwich": {"git/repo"},
-    "anthropic": {"tool", "remotetool", "demo", "dream/runner", "transfer/migrate/client"},
-    "httpx2": {"remotetool"},  # the SDK's transport: which connection failures sent nothing
+    "anthropic": {"agent/tool", "agent/remote", "agent/demo", "dream/runner", "transfer/migrate/client"},
+    "httpx2": {"agent/remote"},  # the SDK's transport: which connection failures sent nothing
     "merge3": {"dream/merge"},
     "hyperscan": {"scrub/prefilter"},
     "ahocorasick": {"scrub/validators"},
     "pydantic": {"settings"},
     "boto3": {"storage/s3", "keys/kms"},
     "pkcs11": {"keys/hsm"},
-    "mcp": {"mcpserver"},
+    "mcp": {"agent/mcp"},
     "botocore": {"storage/s3", "keys/kms"},
 }
 
@@ -34,6 +34,7 @@ OWNERS = {
 TIERS = {
     "errors": 0,
     "settings": 1,
+    "timefmt": 1,  # ISO 8601 times in JSON (the CLI and the MCP server)
     "paths": 2,
     "fsutil": 2,
     "crypto": 2,
@@ -46,33 +47,17 @@ TIERS = {
     "remote": 4.5,
     "store": 5,
     "history": 6,
-    "protocol": 6,
-    "undo": 7,
-    "writes": 7,
-    "grep": 7,
-    "settings_change": 7,
-    "operator_writes": 7.75,  # put/edit/rm/mv: writes, protocol, transfer.importer's image suffixes
-    "status": 7,
-    "shred": 7,
-    "retention": 7,
-    "erase": 7,
-    "expiry": 7,
-    "keymgmt": 7,
+    "protocol": 6,  # the memory tool's commands and the context-editing block
+    "erasure": 7,  # redact, retention, expiry, destroy: history, store
+    "edits": 7,  # writes, files, undo, templates: protocol, history, scrub.guard
     "verify": 7,
-    "transfer": 7.5,  # migrate: store, history, scrub.guard, remotetool's client options
+    "admin": 7.25,  # keys, config, status, audit (erasure.expiry, protocol.context)
+    "agent": 7.25,  # tool, remote, mcp (edits.undo, history), demo
     "memories": 7.25,  # the memory-stores model: store, history, scrub.guard
-    "ui": 8.25,  # the review UI (memvault ui, serve's /ui/): history, audit, verify, dream, shred, undo, memories
-    "server": 8.5,  # memvault serve: memories, protocol, erase, store; mounts ui
-    "tool": 7,
-    "remotetool": 7,
-    "demo": 8,
-    "mcpserver": 8,
-    "mcphttp": 3,  # the MCP server's HTTP guards: bind, bearer token, Host/Origin (no mcp import)
-    "templates": 7.5,
-    "audit": 7.5,
+    "transfer": 7.5,  # migrate: store, history, scrub.guard, agent.remote's client options
     "dream": 8,
-    "context": 2,
-    "timefmt": 1,  # ISO 8601 times in JSON (the CLI and the MCP server)
+    "ui": 8.25,  # the review UI (memvault ui, serve's /ui/): history, admin, verify, dream, erasure, edits, memories
+    "server": 8.5,  # memvault serve: memories, protocol, erasure, store; mounts ui
     "cli": 9,
     "__init__": 10,
 }
@@ -107,6 +92,12 @@ ORDER = {
     "storage": ["base", "local", "s3", "url"],
     "remote": ["layout", "packmap", "logstate", "lostkeys", "replica"],
     "dream": ["merge", "prompt", "review", "runner"],
+    "history": ["log", "files", "grep"],
+    "protocol": ["context", "commands"],
+    "erasure": ["expiry", "redact", "retention", "destroy"],
+    "edits": ["writes", "files", "undo", "templates"],
+    "admin": ["keys", "config", "status", "audit"],
+    "agent": ["mcphttp", "tool", "remote", "mcp", "demo"],
     "memories": ["ids", "model", "paths", "cursor", "index", "versions", "ops"],
     "server": ["catalog", "errors", "root", "ops", "views", "app", "run"],
     "server/views": ["base", "health", "memories", "stores", "versions", "tool"],
@@ -308,7 +299,7 @@ def test_each_subpackage_says_what_it_owns() -> None:
 
 def test_store_and_cli_do_not_import_anthropic() -> None:
     code = (
-        "import sys, memvault, memvault.cli, memvault.protocol, memvault.history; memvault.cli.build_parser(); "
+        "import sys, memvault, memvault.cli, memvault.protocol.commands, memvault.history; memvault.cli.build_parser(); "
         "print(any(m == 'anthropic' or m.startswith('anthropic.') for m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

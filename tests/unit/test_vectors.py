@@ -749,8 +749,9 @@ def test_destroy_and_epoch_records_chain_as_format_md_says(tmp_path: Path) -> No
     import struct
 
     from conftest import FAST_KDF, PASSPHRASE, keyring_records
-    from memvault import MemoryStore, keymgmt
-    from memvault.shred import shred_file
+    from memvault import MemoryStore
+    from memvault.admin import keys as keymgmt
+    from memvault.erasure.redact import shred_file
 
     store = MemoryStore.create(tmp_path / "s", passphrase=PASSPHRASE, kdf=FAST_KDF)
     store.put_file("/memories/a.md", "a\n")

@@ -2,7 +2,7 @@
 
 Checks the index a session starts with (missing, longer than the loaded window, dangling links,
 entries past the window) and every file (orphans no index entry reaches, stale, near the size
-limit, duplicates and near-duplicates, scrubber findings in its history): :mod:`memvault.audit`.
+limit, duplicates and near-duplicates, scrubber findings in its history): :mod:`memvault.admin.audit`.
 Read-only: no commit, no recorded read.
 
 Output: one finding per line, ``kind  path  detail``, then a summary line; notes on what could not
@@ -17,12 +17,12 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Any
 
-from ..context import INDEX_PATH
 from ..errors import ExitStatus
+from ..protocol.context import INDEX_PATH
 from ._common import open_store, print_json, terminal_safe
 
 if TYPE_CHECKING:
-    from ..audit import AuditReport
+    from ..admin.audit import AuditReport
 
 __all__ = ["register", "format_report"]
 
@@ -42,8 +42,8 @@ def format_report(report: AuditReport) -> str:
 
 
 def _cmd_audit(args: argparse.Namespace) -> int:
-    from ..audit import audit
-    from ..expiry import parse_duration
+    from ..admin.audit import audit
+    from ..erasure.expiry import parse_duration
 
     stale_after = parse_duration(args.stale_after)
     with open_store(args) as store:

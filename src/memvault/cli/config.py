@@ -1,5 +1,5 @@
 """``memvault config get [KEY]`` and ``memvault config set KEY VALUE``: the store's settings
-after creation (:mod:`memvault.settings_change`).
+after creation (:mod:`memvault.admin.config`).
 
 ``set`` is one authenticated ``config`` commit, never an edit of a file: the new settings are
 validated as a whole, ``memvault.json`` is rewritten with its MAC, and the commit names each key
@@ -29,7 +29,7 @@ def format_value(value: Any) -> str:
 
 
 def _cmd_get(args: argparse.Namespace) -> int:
-    from ..settings_change import get_setting, settings_items
+    from ..admin.config import get_setting, settings_items
 
     with open_store(args) as store:
         settings = store.settings
@@ -50,7 +50,7 @@ def _cmd_get(args: argparse.Namespace) -> int:
 
 
 def _cmd_set(args: argparse.Namespace) -> int:
-    from ..settings_change import change_settings, parse_value
+    from ..admin.config import change_settings, parse_value
 
     raw = sys.stdin.read() if args.value == "-" else args.value
     value = parse_value(raw.strip() if args.value == "-" else raw)
@@ -68,7 +68,7 @@ def _cmd_set(args: argparse.Namespace) -> int:
 
 
 def _cmd_repair(args: argparse.Namespace) -> int:
-    from ..settings_change import repair_settings
+    from ..admin.config import repair_settings
     from ..store import MemoryStore
 
     extra: dict[str, Any] = {} if (timeout := lock_timeout(args)) is None else {"lock_timeout": timeout}

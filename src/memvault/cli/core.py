@@ -34,7 +34,7 @@ def _cmd_init(args: argparse.Namespace) -> int:
     from ..store import MemoryStore
 
     if args.template is not None:
-        from ..templates import check_template
+        from ..edits.templates import check_template
 
         check_template(args.template)  # before anything is created
     settings = StoreSettings(
@@ -58,7 +58,7 @@ def _cmd_init(args: argparse.Namespace) -> int:
         print(f"Created an empty memory store in {store.root}")
     try:
         if args.template is not None:
-            from ..templates import apply_template
+            from ..edits.templates import apply_template
 
             done = apply_template(store, args.template)
             print(f"Wrote the {args.template} template as commit #{done.seq}: {', '.join(done.value)}")
@@ -121,7 +121,7 @@ def _demo_dir(raw: str | None) -> Path:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    from ..demo import run_demo
+    from ..agent.demo import run_demo
     from ..history import log
     from ..store import MemoryStore
 

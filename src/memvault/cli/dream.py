@@ -19,7 +19,7 @@ from ..errors import ExitStatus, InvalidInputError
 from ._common import fmt_time, open_store, print_json, terminal_safe
 
 if TYPE_CHECKING:
-    from ..audit import AuditReport
+    from ..admin.audit import AuditReport
     from ..dream.review import DreamDiff
 
 __all__ = ["register", "format_dream_diff"]

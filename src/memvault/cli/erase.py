@@ -14,7 +14,7 @@ __all__ = ["register"]
 
 
 def _cmd_shred_store(args: argparse.Namespace) -> int:
-    from ..erase import shred_store
+    from ..erasure.destroy import shred_store
 
     store = open_store(args)
     if not args.yes:

@@ -14,13 +14,13 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ExitStatus
-from ..protocol import format_size
+from ..protocol.commands import format_size
 from ._common import fmt_time, print_json, terminal_safe
 from ._common import open_store as _open
 
 if TYPE_CHECKING:
-    from ..expiry import ExpireResult
-    from ..retention import ExpiredVersion
+    from ..erasure.expiry import ExpireResult
+    from ..erasure.retention import ExpiredVersion
 
 __all__ = ["register", "format_result"]
 
@@ -54,9 +54,9 @@ def _cmd_history(args: argparse.Namespace) -> int:
     import functools
     import time
 
+    from ..erasure.expiry import parse_duration
+    from ..erasure.retention import apply_retention
     from ..errors import InvalidInputError
-    from ..expiry import parse_duration
-    from ..retention import apply_retention
     from .redact import confirm
 
     if args.unused_for or args.assume_unread:
@@ -99,8 +99,8 @@ def _cmd_history(args: argparse.Namespace) -> int:
 
 
 def _cmd_expire(args: argparse.Namespace) -> int:
+    from ..erasure.expiry import expire, parse_duration
     from ..errors import InvalidInputError
-    from ..expiry import expire, parse_duration
 
     if args.history:
         return _cmd_history(args)

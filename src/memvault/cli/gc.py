@@ -24,7 +24,7 @@ def _cmd_gc(args: argparse.Namespace) -> int:
                 store.remote.destroyed(store.keyring.destroyed_ids)
         shredded = None
         if store.settings.retain_history_days is not None:  # the store's retention period
-            from ..retention import apply_retention
+            from ..erasure.retention import apply_retention
 
             shredded = apply_retention(store, actor="gc")
         loose, packs = store.git.loose_count(), store.git.pack_count()

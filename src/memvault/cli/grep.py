@@ -1,4 +1,4 @@
-"""``memvault grep PATTERN [PATH]``: search the decrypted text files (:func:`memvault.grep.grep`).
+"""``memvault grep PATTERN [PATH]``: search the decrypted text files (:func:`memvault.history.grep.grep`).
 
 Output as ``git grep`` prints it: ``path:text``, ``path:line:text`` with ``-n``, in git's colours
 with ``--color`` (on a terminal by default); exit status 1 when no line matches (as grep), 0 when
@@ -19,7 +19,7 @@ __all__ = ["register"]
 
 
 def _cmd_grep(args: argparse.Namespace) -> int:
-    from ..grep import compile_pattern, grep
+    from ..history.grep import compile_pattern, grep
 
     regex = compile_pattern(args.pattern, ignore_case=args.ignore_case)
     on = color_enabled(args.color) and not args.json

@@ -3,7 +3,7 @@ the head of the store's memory index.
 
 Claude Code runs the command at every session start (and resume, ``/clear``, compaction) and adds
 what it prints to the session: here the first 200 lines of ``/memories/MEMORY.md``, at most 25,000
-bytes (what Claude Code loads of its own ``MEMORY.md``; :func:`memvault.context.index_head`), as
+bytes (what Claude Code loads of its own ``MEMORY.md``; :func:`memvault.protocol.context.index_head`), as
 ``{"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": ...}}`` (``--plain``:
 the text alone). Nothing else ever goes to standard output. No index: empty context, exit 0. A
 failure (no key, no store, a damaged store) is one line on standard error and exit status 1, which
@@ -16,8 +16,8 @@ import argparse
 import sys
 from typing import Any
 
-from ..context import INDEX_MAX_BYTES, INDEX_MAX_LINES, INDEX_PATH, index_head, session_start_output
 from ..errors import ExitStatus, MemvaultError
+from ..protocol.context import INDEX_MAX_BYTES, INDEX_MAX_LINES, INDEX_PATH, index_head, session_start_output
 from ._common import open_store, terminal_safe
 
 __all__ = ["register", "read_index_head"]

@@ -35,7 +35,7 @@ WEAK_HELP = "accept a new passphrase shorter than 12 characters (weak against of
 
 
 def _cmd_passwd(args: argparse.Namespace) -> int:
-    from ..keymgmt import change_passphrase, list_slots
+    from ..admin.keys import change_passphrase, list_slots
 
     with open_store(args) as store:
         if not any(s.in_use and s.kind == "passphrase" for s in list_slots(store)):
@@ -49,7 +49,7 @@ def _cmd_passwd(args: argparse.Namespace) -> int:
 
 
 def _cmd_list(args: argparse.Namespace) -> int:
-    from ..keymgmt import list_slots
+    from ..admin.keys import list_slots
 
     with open_store(args) as store:
         slots = list_slots(store)
@@ -66,7 +66,7 @@ def _cmd_list(args: argparse.Namespace) -> int:
 
 
 def _cmd_add(args: argparse.Namespace) -> int:
-    from ..keymgmt import add_slot
+    from ..admin.keys import add_slot
 
     if args.key and args.key_file:
         raise InvalidInputError("Give --key or --key-file, not both.")
@@ -92,7 +92,7 @@ def _cmd_add(args: argparse.Namespace) -> int:
 
 
 def _cmd_remove(args: argparse.Namespace) -> int:
-    from ..keymgmt import remove_slot
+    from ..admin.keys import remove_slot
 
     with open_store(args) as store:
         remove_slot(store, args.slot_id)
@@ -104,7 +104,7 @@ def _cmd_remove(args: argparse.Namespace) -> int:
 
 
 def _cmd_rotate(args: argparse.Namespace) -> int:
-    from ..keymgmt import rotate
+    from ..admin.keys import rotate
     from ..store import MemoryStore
     from ._common import credentials, lock_timeout, store_path
 

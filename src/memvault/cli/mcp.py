@@ -1,6 +1,6 @@
 """``memvault mcp``: serve the store to MCP clients (Claude Code, Claude Desktop, ...) over
 stdio (default) or streamable HTTP (``--http``, bearer token, loopback unless
-``--allow-remote``). The server is :mod:`memvault.mcpserver` (needs ``memvault[mcp]``); the
+``--allow-remote``). The server is :mod:`memvault.agent.mcp` (needs ``memvault[mcp]``); the
 store and key are found as for every command, and the store stays open while it serves.
 """
 
@@ -20,7 +20,7 @@ from ..errors import ExitStatus, InvalidInputError, KeyUnavailableError
 
 __all__ = ["register"]
 
-_DEFAULT_ACTOR = "mcp"  # memvault.mcpserver.DEFAULT_ACTOR (not imported: mcp is optional)
+_DEFAULT_ACTOR = "mcp"  # memvault.agent.mcp.DEFAULT_ACTOR (not imported: mcp is optional)
 _DEFAULT_HOST = "127.0.0.1"
 _DEFAULT_PORT = 8765
 
@@ -55,7 +55,7 @@ def _backend(args: argparse.Namespace) -> Iterator[tuple[Any, Any]]:
         return
     if not args.memory_store:
         raise InvalidInputError("Error: --server needs --memory-store ID (memstore_...).")
-    from ..remotetool import API_KEY_ENV, RemoteMemoryTool
+    from ..agent.remote import API_KEY_ENV, RemoteMemoryTool
 
     if not os.environ.get(API_KEY_ENV):
         raise KeyUnavailableError(f"No API key for the memory server: set {API_KEY_ENV}.")
@@ -69,7 +69,7 @@ def _backend(args: argparse.Namespace) -> Iterator[tuple[Any, Any]]:
 
 def _cmd_mcp(args: argparse.Namespace) -> int:
     try:
-        from .. import mcpserver
+        from ..agent import mcp as mcpserver
     except ModuleNotFoundError as err:
         if err.name is not None and err.name.split(".")[0] in ("mcp", "mcp_types", "starlette", "uvicorn"):
             raise InvalidInputError(

@@ -19,7 +19,7 @@ from ..errors import ExitStatus, InvalidInputError
 from ._common import fmt_time, open_store, print_json
 
 if TYPE_CHECKING:
-    from ..shred import FileVersion, ShredResult
+    from ..erasure.redact import FileVersion, ShredResult
 
 __all__ = ["register", "confirm"]
 
@@ -99,7 +99,7 @@ def _erase(args: argparse.Namespace, erase: Callable[..., ShredResult]) -> int:
 
 
 def _cmd_versions(args: argparse.Namespace) -> int:
-    from ..shred import file_versions
+    from ..erasure.redact import file_versions
 
     with open_store(args) as store:
         versions = file_versions(store, args.path)
@@ -115,7 +115,7 @@ def _cmd_versions(args: argparse.Namespace) -> int:
 
 
 def _cmd_version(args: argparse.Namespace) -> int:
-    from ..shred import shred_version
+    from ..erasure.redact import shred_version
 
     with open_store(args) as store:
         erase = functools.partial(shred_version, store, args.path, args.rev, actor=args.actor, reason=args.reason)
@@ -123,14 +123,14 @@ def _cmd_version(args: argparse.Namespace) -> int:
 
 
 def _cmd_file(args: argparse.Namespace) -> int:
-    from ..shred import shred_file
+    from ..erasure.redact import shred_file
 
     with open_store(args) as store:
         return _erase(args, functools.partial(shred_file, store, args.path, actor=args.actor, reason=args.reason))
 
 
 def _cmd_matching(args: argparse.Namespace) -> int:
-    from ..shred import shred_matching
+    from ..erasure.redact import shred_matching
 
     if sys.stdin.isatty():
         text = getpass.getpass("text to erase (not echoed): ")

@@ -1,4 +1,4 @@
-"""``memvault status``: the store at a glance (:func:`memvault.status.store_status`).
+"""``memvault status``: the store at a glance (:func:`memvault.admin.status.store_status`).
 
 No content and no secret is shown: where the store is, its format and durability, how many files
 and bytes the head holds, the bytes of history on disk, the key slots by kind, the last commit,
@@ -15,13 +15,13 @@ from ..errors import ExitStatus
 from ._common import fmt_time, open_store, print_json, store_path, terminal_safe
 
 if TYPE_CHECKING:
-    from ..status import StoreStatus
+    from ..admin.status import StoreStatus
 
 __all__ = ["register", "format_status"]
 
 
 def _size(n: int) -> str:
-    from ..protocol import format_size
+    from ..protocol.commands import format_size
 
     return f"{format_size(n)} ({n} bytes)" if n >= 1024 else f"{n} bytes"
 
@@ -77,7 +77,7 @@ def format_status(status: StoreStatus) -> list[str]:
 
 
 def _cmd_status(args: argparse.Namespace) -> int:
-    from ..status import store_status
+    from ..admin.status import store_status
 
     where = store_path(args)
     with open_store(args) as store:

@@ -4,7 +4,7 @@ Each makes one new commit attributed to ``--actor`` (default ``operator``); hist
 rewritten. The output names the new commit and every path it changed; when nothing had to
 change, it says why and makes no commit (exit status 0). A revert whose paths changed later is
 a conflict (exit status 5). What is put back passes the store's scrubber as a write does
-(:mod:`memvault.undo`): what the policy masks is masked and counted on a last line; what it
+(:mod:`memvault.edits.undo`): what the policy masks is masked and counted on a last line; what it
 rejects refuses the command with the kinds named (exit status 4), nothing written.
 """
 
@@ -18,7 +18,7 @@ from ._common import open_store as _open
 from ._common import print_json
 
 if TYPE_CHECKING:
-    from ..undo import UndoResult
+    from ..edits.undo import UndoResult
 
 __all__ = ["register", "format_result"]
 
@@ -59,15 +59,15 @@ def _emit(result: UndoResult, args: argparse.Namespace, subject: str = "") -> in
 
 
 def _cmd_revert(args: argparse.Namespace) -> int:
-    from ..undo import revert
+    from ..edits.undo import revert
 
     with _open(args) as store:
         return _emit(revert(store, args.rev, actor=args.actor, session=args.session), args)
 
 
 def _cmd_restore(args: argparse.Namespace) -> int:
+    from ..edits.undo import restore
     from ..paths import parse_path
-    from ..undo import restore
 
     with _open(args) as store:
         path = parse_path(args.path, store.settings).text
@@ -75,7 +75,7 @@ def _cmd_restore(args: argparse.Namespace) -> int:
 
 
 def _cmd_rollback(args: argparse.Namespace) -> int:
-    from ..undo import rollback
+    from ..edits.undo import rollback
 
     with _open(args) as store:
         return _emit(rollback(store, args.rev, actor=args.actor, session=args.session), args)

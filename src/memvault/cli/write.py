@@ -1,4 +1,4 @@
-"""Operator writes: ``put``, ``edit``, ``rm`` and ``mv`` (:mod:`memvault.operator_writes`).
+"""Operator writes: ``put``, ``edit``, ``rm`` and ``mv`` (:mod:`memvault.edits.files`).
 
 Each is one commit attributed to ``--actor`` (default ``operator``), scrubbed and refused as the
 memory tool's writes are. ``edit`` opens ``$VISUAL``, else ``$EDITOR``, else ``vi`` on a private
@@ -26,7 +26,7 @@ from ..fsutil import wipe_file
 from ._common import open_input, open_store, print_json, read_input, terminal_safe
 
 if TYPE_CHECKING:
-    from ..operator_writes import OperatorWrite
+    from ..edits.files import OperatorWrite
 
 __all__ = ["register", "private_edit_file", "shred_dir"]
 
@@ -75,7 +75,7 @@ def _read_input(source: BinaryIO | None, name: str, limit: int, shown: str) -> b
 
 
 def _cmd_put(args: argparse.Namespace) -> int:
-    from ..operator_writes import put
+    from ..edits.files import put
     from ..paths import parse_path
 
     # The local file first: a name mistyped is told before a passphrase is asked for.
@@ -178,7 +178,7 @@ def _run_editor(editor: str, path: Path) -> int:
 
 def _cmd_edit(args: argparse.Namespace) -> int:
     from .. import crypto
-    from ..operator_writes import read_for_edit, save_edit
+    from ..edits.files import read_for_edit, save_edit
 
     editor = _editor()
     with open_store(args) as store:
@@ -206,7 +206,7 @@ def _cmd_edit(args: argparse.Namespace) -> int:
 
 
 def _cmd_rm(args: argparse.Namespace) -> int:
-    from ..operator_writes import remove
+    from ..edits.files import remove
 
     with open_store(args) as store:
         result = remove(store, args.path, recursive=args.recursive, actor=args.actor, session=args.session)
@@ -214,7 +214,7 @@ def _cmd_rm(args: argparse.Namespace) -> int:
 
 
 def _cmd_mv(args: argparse.Namespace) -> int:
-    from ..operator_writes import move
+    from ..edits.files import move
 
     with open_store(args) as store:
         result = move(store, args.old, args.new, actor=args.actor, session=args.session)

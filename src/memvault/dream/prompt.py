@@ -16,11 +16,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
-from ..context import INDEX_MAX_BYTES, INDEX_MAX_LINES, INDEX_PATH
 from ..errors import InvalidInputError, StorageError
+from ..protocol.context import INDEX_MAX_BYTES, INDEX_MAX_LINES, INDEX_PATH
 
 if TYPE_CHECKING:
-    from ..audit import AuditReport
+    from ..admin.audit import AuditReport
 
 __all__ = [
     "DEFAULT_MODEL",

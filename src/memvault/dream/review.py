@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..audit import AuditReport, audit
+from ..admin.audit import AuditReport, audit
 from ..errors import ConflictError, IntegrityError, InvalidInputError, PathExistsError, RedactedError
 from ..format.records import Node
 from ..history import FileDiff, diff

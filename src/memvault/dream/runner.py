@@ -22,12 +22,12 @@ from typing import TYPE_CHECKING, Any, Final
 
 import anthropic
 
-from ..audit import audit
+from ..admin.audit import audit
+from ..agent.tool import MemoryTool
 from ..errors import InternalError, InvalidInputError, LimitExceededError, ServiceError
 from ..paths import ROOT, parse_path
 from ..scrub.guard import scrubber_for
 from ..store import Transaction
-from ..tool import MemoryTool
 from .prompt import build_request, dream_model, read_transcripts
 
 if TYPE_CHECKING:
@@ -280,7 +280,7 @@ def run_dream(
     the client's credentials, the request); then the branch ``dream/<id>`` is forked from
     ``main``'s head (its fork commit records the model and the quotas; the request holds the
     audit of the memory at the fork point), and the model works on the branch through
-    :class:`~memvault.tool.MemoryTool` (each change one commit by ``actor``, session ``<id>``),
+    :class:`~memvault.agent.tool.MemoryTool` (each change one commit by ``actor``, session ``<id>``),
     one turn per request, until it finishes, until the turn after a quota refused a change, or
     until ``max_turns`` turns (a last turn's tool calls are then not run). A turn cut short by
     ``max_tokens`` ends the pass like a finished one. ``main`` is never written. If the pass fails

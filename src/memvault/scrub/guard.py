@@ -1,6 +1,6 @@
 """A store's scrub policy applied to a write: texts masked or refused, paths checked.
 
-Every write path calls these (:mod:`memvault.protocol` for the memory tool, :mod:`memvault.transfer`
+Every write path calls these (:mod:`memvault.protocol.commands` for the memory tool, :mod:`memvault.transfer`
 for imports), so a store accepts the same whichever way a write arrives. They fail closed: if the
 scrubber raises, the write is refused with :class:`~memvault.errors.InternalError`. A store whose
 scrubber is disabled stores texts as given, and its scrubber is never built (the rules are compiled

@@ -377,7 +377,7 @@ class ServerRoot:
         return None if self._cache_dir is None else os.path.join(self._cache_dir, store_id)
 
     def _destroy(self, store_id: str) -> None:
-        from ..erase import shred_store
+        from ..erasure.destroy import shred_store
 
         try:
             store = MemoryStore.open(store_location(self.location, store_id), unlock=self.store_unlock(store_id),

@@ -119,7 +119,7 @@ class AccessTimes:
 
     def create(self, *, durable: bool) -> None:
         """Write an empty file (at store creation: from then on a missing file means it was
-        removed, which :func:`~memvault.expiry.expire` refuses to take for "never read")."""
+        removed, which :func:`~memvault.erasure.expiry.expire` refuses to take for "never read")."""
         self._write(encode(self._key, self._store_id, {}), durable=durable)
 
     def _write(self, data: bytes, *, durable: bool) -> None:

@@ -110,6 +110,7 @@ class Head:
         """The settings MAC the head records (docs/format.md §1.1; b"": none, a commit of a release
         from before the record), the head brought up to date as by :meth:`sync` for a reader."""
         return self._reader.open_commit(self.sync(writer=False).commit_id).meta.settings_digest
+
     def _anchored(self, hw: HighWater, ref: bytes, *, retry: bool) -> bool:
         """Check the keyring's mark ``hw`` against the anchor, and move the anchor to it when the
         branch (``ref``) points at it (docs/format.md §14.2). False when the check failed and

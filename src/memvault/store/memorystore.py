@@ -485,7 +485,7 @@ class MemoryStore(FileReads, Hosting):
         session: str = "",
         remove_from_head: bool = False,
     ) -> tuple[int, tuple[str, ...], bytes | None]:
-        """Destroy data keys (crypto-shredding, :mod:`memvault.shred`, docs/format.md §3.2) in one ``redact``
+        """Destroy data keys (crypto-shredding, :mod:`memvault.erasure.redact`, docs/format.md §3.2) in one ``redact``
         commit that also deletes the head's files using them (``remove_from_head``; else ConflictError);
         in object storage their objects go after it. Returns ``(keys present, paths removed, commit or None)``."""
 

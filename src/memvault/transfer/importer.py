@@ -28,6 +28,7 @@ from ..errors import (
 )
 from ..fsutil import O_DIR, O_READ, opened
 from ..paths import ROOT, MemoryPath, display, parse_path
+from ..protocol.commands import IMAGE_SUFFIXES
 from ..scrub import guard
 from ..store import MemoryStore, Transaction
 
@@ -49,7 +50,6 @@ Scrubber = Callable[[str, str], str]
 Progress = Callable[[int, int], None]
 
 #: Files kept as binary (images the memory tool can show); everything else must be UTF-8 text.
-IMAGE_SUFFIXES = frozenset({".png", ".jpg", ".jpeg"})
 #: The first bytes every PNG and JPEG file starts with: a file named as an image must be one, so
 #: text cannot pass the scrubber by a name.
 _IMAGE_SIGNATURES = (b"\x89PNG\r\n\x1a\n", b"\xff\xd8\xff")

@@ -377,6 +377,7 @@ class _Verifier:
             "settings back.",
             where=where,
         )
+
     def check_anchor(self, seq: int, commit_id: bytes, parent_id: bytes) -> None:
         """The keyring's newest commit against this host's anchor (docs/format.md §14.2): an older
         copy of the whole store put back, or another copy of it, is a ``rollback``."""

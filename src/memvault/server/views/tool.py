@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...errors import MemvaultError
-from ...protocol import clear_all_memory, run_command
+from ...protocol.commands import clear_all_memory, run_command
 from ..errors import bad_request
 from .base import ApiView, Call
 from .memories import live_store

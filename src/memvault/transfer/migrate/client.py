@@ -1,7 +1,7 @@
 """:class:`MemoryStoresClient`: the calls of a migration through the ``anthropic`` SDK's
 ``client.beta.memory_stores``, against any API of that shape (a base URL of your choosing).
 
-The SDK client is built as :mod:`memvault.remotetool` builds its own (``client_options``): the
+The SDK client is built as :mod:`memvault.agent.remote` builds its own (``client_options``): the
 URL and key given, so no other ``ANTHROPIC_*`` credential is read, and none of the custom headers
 of ``ANTHROPIC_CUSTOM_HEADERS`` are sent. The SDK's retries are off; this module retries, so the
 count and the waits are its own and reach the summary (:class:`~.model.CallStats`):
@@ -28,8 +28,8 @@ from typing import Any, TypeVar
 
 import anthropic
 
+from ...agent.remote import client_options, error_envelope, retry_after, without_secret
 from ...errors import ServiceError
-from ...remotetool import client_options, error_envelope, retry_after, without_secret
 from .model import (
     ACTOR_ID_FIELDS,
     ApiRefusedError,

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...audit import audit
+from ...admin.audit import audit
 from ...verify import verify
 from ..jobs import Job
 from .base import Ctx, Page, Redirect, Reply, UiError, View

@@ -1,4 +1,4 @@
-"""Redaction (crypto-shredding, :mod:`memvault.shred`): choose what to erase, see the dry run's
+"""Redaction (crypto-shredding, :mod:`memvault.erasure.redact`): choose what to erase, see the dry run's
 list of what would be destroyed, type the word shown, then the keys are destroyed.
 
 The dry run runs as a job and is kept in the session as a plan; the confirmed run hands it to
@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from ...shred import ShredResult, shred_file, shred_matching, shred_version
+from ...erasure.redact import ShredResult, shred_file, shred_matching, shred_version
 from ...store import MemoryStore
 from ..jobs import Job
 from ..sessions import Plan, new_secret, same

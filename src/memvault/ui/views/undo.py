@@ -6,8 +6,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from ...edits.undo import UndoResult, restore, revert
 from ...store import MemoryStore
-from ...undo import UndoResult, restore, revert
 from ..jobs import Job
 from ..sessions import Plan, new_secret
 from .base import Ctx, Page, Reply, UiError, View, commit_of, done

@@ -1,5 +1,5 @@
 """The MCP server's HTTP transport guards: which address it may bind, the bearer token and its
-file, and the Host/Origin allow-list of a loopback bind. :mod:`memvault.mcpserver` puts these in
+file, and the Host/Origin allow-list of a loopback bind. :mod:`memvault.agent.mcp` puts these in
 front of the MCP SDK's app; nothing here imports the SDK.
 
 - **Bind** (:func:`check_bind`): a loopback address (``localhost``, IPv4 127/8, IPv6 ``::1`` in
@@ -29,8 +29,8 @@ import stat
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .errors import InvalidInputError
-from .fsutil import O_NEW_FILE, O_READ, durable_flush, make_private_dir, opened, write_all
+from ..errors import InvalidInputError
+from ..fsutil import O_NEW_FILE, O_READ, durable_flush, make_private_dir, opened, write_all
 
 if TYPE_CHECKING:
     from starlette.types import ASGIApp, Receive, Scope, Send

@@ -14,11 +14,11 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from .errors import StorageError
-from .fsutil import StoreLock
-from .keys.slots import load_slots
-from .remote.layout import PACKS
-from .store import MemoryStore
+from ..errors import StorageError
+from ..fsutil import StoreLock
+from ..keys.slots import load_slots
+from ..remote.layout import PACKS
+from ..store import MemoryStore
 
 __all__ = ["StoreStatus", "LastCommit", "LockStatus", "RemoteStatus", "store_status"]
 

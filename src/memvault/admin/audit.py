@@ -6,7 +6,7 @@
 - ``index-missing``: no index file (or a directory at its path); the link checks are skipped and
   every file is an orphan.
 - ``index-over-window``: the index is longer than what a session loads of it (200 lines, at most
-  25,000 bytes: :func:`memvault.context.index_head`), and one ``outside-window`` per index entry (a
+  25,000 bytes: :func:`memvault.protocol.context.index_head`), and one ``outside-window`` per index entry (a
   line with a memory link) that lies, wholly or partly, past that head.
 - ``dangling-link``: an index link to nothing (one finding per target, with its lines). Links are
   Markdown links ``[text](target)`` (relative targets resolve against the index's directory;
@@ -16,7 +16,7 @@
 - ``orphan``: a file no index entry reaches (a link to a directory reaches every file below it);
   the index itself never is one.
 - ``stale``: a file neither read nor written for ``stale_after`` seconds (the rule of
-  :func:`memvault.expiry.stale_files`); when the access-time file is missing, damaged or not the
+  :func:`memvault.erasure.expiry.stale_files`); when the access-time file is missing, damaged or not the
   one recorded last, reads are unknown and only the last write counts (a ``reads-unknown`` note).
 - ``near-size-limit``: a file over 90 % of the store's ``max_file_bytes``.
 - ``duplicate``: files with the same non-empty content, one finding per group (the first path;
@@ -40,17 +40,17 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import unquote
 
-from .context import INDEX_MAX_BYTES, INDEX_MAX_LINES, INDEX_PATH, index_head
-from .errors import IntegrityError, InvalidInputError, InvalidPathError, RedactedError
-from .expiry import stale_files
-from .history import walk
-from .paths import MemoryPath, display, parse_path
-from .store import Transaction
+from ..erasure.expiry import stale_files
+from ..errors import IntegrityError, InvalidInputError, InvalidPathError, RedactedError
+from ..history import walk
+from ..paths import MemoryPath, display, parse_path
+from ..protocol.context import INDEX_MAX_BYTES, INDEX_MAX_LINES, INDEX_PATH, index_head
+from ..store import Transaction
 
 if TYPE_CHECKING:
-    from .format.records import Node
-    from .settings import StoreSettings
-    from .store import AnyBranch
+    from ..format.records import Node
+    from ..settings import StoreSettings
+    from ..store import AnyBranch
 
 __all__ = ["KINDS", "Finding", "AuditReport", "IndexLink", "audit", "index_links"]
 

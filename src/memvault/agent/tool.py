@@ -29,9 +29,9 @@ from anthropic.types.beta import (
 )
 from anyio.to_thread import run_sync
 
-from .errors import InternalError, MemvaultError
-from .protocol import CLEARED, clear_all_memory, run_command
-from .store import AnyBranch
+from ..errors import InternalError, MemvaultError
+from ..protocol.commands import CLEARED, clear_all_memory, run_command
+from ..store import AnyBranch
 
 __all__ = ["MemoryTool", "AsyncMemoryTool", "CLEARED"]
 

@@ -72,7 +72,7 @@ def context_management(
     (:data:`CONTEXT_MANAGEMENT_BETA`)::
 
         client.beta.messages.create(..., tools=[tool], context_management=memvault.context_management(),
-                                    betas=[memvault.context.CONTEXT_MANAGEMENT_BETA])
+                                    betas=[memvault.protocol.context.CONTEXT_MANAGEMENT_BETA])
 
     The defaults are the API's own, as Anthropic's context editing documentation states them, written
     out so the request says what it asks for.

@@ -16,11 +16,11 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
-from .errors import ConflictError, InvalidInputError
-from .paths import parse_path
+from ..errors import ConflictError, InvalidInputError
+from ..paths import parse_path
 
 if TYPE_CHECKING:
-    from .store import MemoryStore, Transaction
+    from ..store import MemoryStore, Transaction
 
 __all__ = ["StaleFile", "ExpireResult", "parse_duration", "stale_files", "expire"]
 

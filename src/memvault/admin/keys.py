@@ -16,10 +16,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from . import crypto
-from .errors import InvalidInputError, PathNotFoundError, WrongKeyError
-from .fsutil import wipe_file
-from .keys.slots import (
+from .. import crypto
+from ..errors import InvalidInputError, PathNotFoundError, WrongKeyError
+from ..fsutil import wipe_file
+from ..keys.slots import (
     KeySlot,
     Unlock,
     check_new_passphrase,
@@ -28,9 +28,9 @@ from .keys.slots import (
     unlock_master_keys,
     write_slot,
 )
-from .settings import KdfParams
-from .store import MemoryStore
-from .store.config import chains_key_changes
+from ..settings import KdfParams
+from ..store import MemoryStore
+from ..store.config import chains_key_changes
 
 __all__ = ["SlotInfo", "RotationResult", "list_slots", "add_slot", "remove_slot", "change_passphrase", "rotate"]
 

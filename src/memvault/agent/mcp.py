@@ -4,14 +4,14 @@ that imports ``mcp``.
 Tools (names and arguments; every path is a ``/memories/...`` path of the memory tool's grammar):
 
 - the six memory commands, with the exact result and error strings of
-  :class:`memvault.tool.MemoryTool` (both call :func:`memvault.protocol.run_command`):
+  :class:`memvault.agent.tool.MemoryTool` (both call :func:`memvault.protocol.commands.run_command`):
   ``memory_view(path, view_range?)``, ``memory_create(path, file_text)``,
   ``memory_str_replace(path, old_str, new_str?)``, ``memory_insert(path, insert_line, insert_text)``,
   ``memory_delete(path)``, ``memory_rename(old_path, new_path)``;
 - history, read-only (JSON text, at most about the store's ``view_max_chars`` characters, with
   a note saying how to read on when cut): ``memory_log(path?, limit?, skip?)``,
   ``memory_show(rev?)``, ``memory_diff(old?, new?, path?)``, ``memory_blame(path, rev?, start_line?)``;
-- ``memory_revert(rev)``: one new commit undoing commit ``rev`` (:func:`memvault.undo.revert`);
+- ``memory_revert(rev)``: one new commit undoing commit ``rev`` (:func:`memvault.edits.undo.revert`);
   what it puts back passes the scrubber under the store's policy of now, as the tool's writes do:
   masked (the result's ``findings`` and ``note`` say so) or the whole revert refused.
 
@@ -30,7 +30,7 @@ protocol (stateless HTTP, which the SDK's client negotiates when it can) have no
 attribution, not identity: only a well-formed id (visible ASCII, at most 128 characters) is recorded.
 
 Transports: stdio (:func:`serve_stdio`) and streamable HTTP (:func:`serve_http`, path ``/mcp``),
-behind the guards of :mod:`memvault.mcphttp`: ``Authorization: Bearer <token>`` on every request
+behind the guards of :mod:`memvault.agent.mcphttp`: ``Authorization: Bearer <token>`` on every request
 (anything else gets 401), and on a loopback bind, however its address is spelled, a ``Host`` naming
 the bound address or ``localhost`` with the bound port (else 421) and no ``Origin`` but a loopback
 one of that port (else 403). The token file is by default ``$XDG_CONFIG_HOME/memvault/mcp-token``
@@ -62,13 +62,13 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.tools import Tool
 from mcp.types import CallToolResult, ContentBlock, ImageContent, TextContent, ToolAnnotations
 
-from .errors import InternalError, InvalidInputError, MemvaultError
-from .history import blame, diff, format_diff, iter_log, resolve
+from ..edits.undo import revert
+from ..errors import InternalError, InvalidInputError, MemvaultError
+from ..history import blame, diff, format_diff, iter_log, resolve
+from ..protocol.commands import ToolResult, run_command
+from ..store import MemoryStore
+from ..timefmt import json_times
 from .mcphttp import bearer_guard, check_bind, default_token_file, host_guard, is_loopback, load_or_create_token
-from .protocol import ToolResult, run_command
-from .store import MemoryStore
-from .timefmt import json_times
-from .undo import revert
 
 __all__ = [
     "TOOL_NAMES",
@@ -569,7 +569,7 @@ async def serve_http(
     ready: Callable[[str], None] | None = None,
 ) -> None:
     """Serve streamable HTTP at ``http://host:port/mcp`` behind the bearer ``token`` (and, on a
-    loopback ``host``, the Host/Origin check of :func:`memvault.mcphttp.host_guard`) until
+    loopback ``host``, the Host/Origin check of :func:`memvault.agent.mcphttp.host_guard`) until
     interrupted. ``ready`` gets the URL once the socket is bound (``port`` 0: a free port).
 
     Raises:

@@ -47,19 +47,19 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from . import crypto
-from .errors import (
+from .. import crypto
+from ..errors import (
     ConflictError,
     InvalidInputError,
     PathNotFoundError,
     RedactedError,
     SensitiveDataError,
 )
-from .format.records import Node
-from .history import Change, resolve
-from .paths import ROOT, MemoryPath, parse_path
-from .scrub.guard import check_path, scrub_text
-from .store import MemoryStore, Transaction
+from ..format.records import Node
+from ..history import Change, resolve
+from ..paths import ROOT, MemoryPath, parse_path
+from ..scrub.guard import check_path, scrub_text
+from ..store import MemoryStore, Transaction
 
 __all__ = [
     "UndoCommand",

@@ -16,10 +16,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from .context import INDEX_PATH
-from .errors import InvalidInputError, PathExistsError
-from .paths import parse_path
-from .store import Committed, MemoryStore, Transaction
+from ..errors import InvalidInputError, PathExistsError
+from ..paths import parse_path
+from ..protocol.context import INDEX_PATH
+from ..store import Committed, MemoryStore, Transaction
 
 __all__ = ["TEMPLATES", "template_names", "check_template", "apply_template"]
 

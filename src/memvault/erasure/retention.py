@@ -1,7 +1,7 @@
 """History retention: crypto-shred every file and directory version that left the head more than
 ``retain_history_days`` ago (``memvault expire --history``, and ``memvault gc`` when the store
 sets it). Their data keys are destroyed in one ``redact`` commit, as redaction does
-(:mod:`memvault.shred`); the head is never touched. What this guarantees and what it does not
+(:mod:`memvault.erasure.redact`); the head is never touched. What this guarantees and what it does not
 reach: SECURITY.md, "Retention".
 
 A dry run and the real run choose with the same function (:func:`expired`), and a real run given
@@ -14,10 +14,10 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import ConflictError, InvalidInputError
-from .format.records import Node
-from .history import shard_diff, walk
-from .store import MemoryStore
+from ..errors import ConflictError, InvalidInputError
+from ..format.records import Node
+from ..history import shard_diff, walk
+from ..store import MemoryStore
 
 __all__ = ["ExpiredVersion", "RetentionResult", "expired", "expired_versions", "apply_retention"]
 

@@ -6,8 +6,8 @@ tool's ``create`` uses), its path through :func:`memvault.paths.parse_path` and 
 and the commit records the findings. An image (``.png``, ``.jpg``, ``.jpeg`` starting with a PNG
 or JPEG signature, as :mod:`memvault.transfer.importer` accepts them) is kept as a binary file
 without passing the scrubber, which reads text only. A delete goes through
-:func:`memvault.writes.delete` and a move through the memory tool's ``rename``
-(:func:`memvault.protocol.run_command`), so both refuse with the tool's messages.
+:func:`memvault.edits.writes.delete` and a move through the memory tool's ``rename``
+(:func:`memvault.protocol.commands.run_command`), so both refuse with the tool's messages.
 """
 
 from __future__ import annotations
@@ -15,13 +15,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import crypto, writes
-from .errors import ConflictError, InvalidInputError, LimitExceededError, PathExistsError
-from .paths import MemoryPath, parse_path
-from .protocol import run_command
-from .scrub.guard import check_path, scrub_text
-from .store import MemoryStore, Transaction
-from .transfer.importer import IMAGE_SUFFIXES
+from .. import crypto
+from ..errors import ConflictError, InvalidInputError, LimitExceededError, PathExistsError
+from ..paths import MemoryPath, parse_path
+from ..protocol.commands import IMAGE_SUFFIXES, run_command
+from ..scrub.guard import check_path, scrub_text
+from ..store import MemoryStore, Transaction
+from . import writes
 
 __all__ = ["OperatorWrite", "put", "save_edit", "read_for_edit", "remove", "move", "is_image_path", "IMAGE_SIGNATURES"]
 
@@ -178,7 +178,7 @@ def remove(
     store: MemoryStore, path: str, *, recursive: bool = False, actor: str = "operator", session: str = ""
 ) -> OperatorWrite:
     """Delete a file, or with ``recursive`` a directory and everything below it, as one
-    ``delete`` commit (:func:`memvault.writes.delete`: the memory tool's refusals).
+    ``delete`` commit (:func:`memvault.edits.writes.delete`: the memory tool's refusals).
 
     A file must still be the one read first (else :class:`~memvault.errors.ConflictError`), so
     a directory put in its place meanwhile is never deleted without ``recursive``.

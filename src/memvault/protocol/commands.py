@@ -3,7 +3,7 @@
 This module owns the wire contract: input validation, the six commands, and the exact result
 and error strings of Anthropic's documentation (where the SDK reference deviates, the
 documentation wins). It does not import ``anthropic``;
-:mod:`memvault.tool` adapts it to the SDK. Every failure is a
+:mod:`memvault.agent.tool` adapts it to the SDK. Every failure is a
 :class:`~memvault.errors.MemvaultError` whose message is the tool error text.
 
 Every path goes through :func:`memvault.paths.parse_path` before any storage call.
@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import (
+from ..errors import (
     EditError,
     InvalidInputError,
     InvalidPathError,
@@ -28,11 +28,20 @@ from .errors import (
     PathExistsError,
     PathNotFoundError,
 )
-from .paths import ROOT, MemoryPath, display, parse_path
-from .scrub.guard import check_path, scrub_edit, scrub_text
-from .store import AnyBranch, Transaction
+from ..paths import ROOT, MemoryPath, display, parse_path
+from ..scrub.guard import check_path, scrub_edit, scrub_text
+from ..store import AnyBranch, Transaction
 
-__all__ = ["COMMANDS", "ToolResult", "run_command", "clear_all_memory", "CLEARED", "format_size", "MAX_LINES"]
+__all__ = [
+    "COMMANDS",
+    "IMAGE_SUFFIXES",
+    "ToolResult",
+    "run_command",
+    "clear_all_memory",
+    "CLEARED",
+    "format_size",
+    "MAX_LINES",
+]
 
 COMMANDS = ("view", "create", "str_replace", "insert", "delete", "rename")
 #: The documented line limit of a file view.
@@ -41,6 +50,8 @@ _LINE_NUMBER_WIDTH = 6
 #: Directory "size" shown in listings, as a Linux filesystem would print it.
 _DIR_SIZE = "4.0K"
 _IMAGE_TYPES = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg"}
+#: Name suffixes of the images a store keeps as binary files (the tool views them as images).
+IMAGE_SUFFIXES = frozenset(_IMAGE_TYPES)
 _HIDDEN_DIR = "node_modules"
 
 #: What a command returns: text, or content blocks (an image view).

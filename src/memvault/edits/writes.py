@@ -12,8 +12,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from . import crypto
-from .errors import (
+from .. import crypto
+from ..errors import (
     ConflictError,
     EditError,
     InvalidInputError,
@@ -21,9 +21,9 @@ from .errors import (
     PathExistsError,
     PathNotFoundError,
 )
-from .format.records import Node
-from .paths import MemoryPath, parse_path
-from .store import MemoryStore, Transaction
+from ..format.records import Node
+from ..paths import MemoryPath, parse_path
+from ..store import MemoryStore, Transaction
 
 __all__ = ["WriteResult", "write", "edit", "delete", "content_sha256"]
 

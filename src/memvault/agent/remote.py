@@ -52,7 +52,7 @@ from anthropic.types.beta import (
     BetaMemoryTool20250818ViewCommand,
 )
 
-from .errors import CommandError, ServiceError
+from ..errors import CommandError, ServiceError
 
 __all__ = [
     "RemoteMemoryTool",

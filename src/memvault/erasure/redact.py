@@ -26,11 +26,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import ConflictError, InvalidInputError, PathNotFoundError
-from .format.records import Node
-from .history import resolve, shard_diff, walk
-from .paths import parse_path
-from .store import MemoryStore
+from ..errors import ConflictError, InvalidInputError, PathNotFoundError
+from ..format.records import Node
+from ..history import resolve, shard_diff, walk
+from ..paths import parse_path
+from ..store import MemoryStore
 
 __all__ = [
     "REMAINING_COPIES",

@@ -28,13 +28,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import ConflictError, IntegrityError, InvalidInputError, InvalidPathError
-from .fsutil import atomic_write
-from .paths import ROOT, parse_path
-from .remote.layout import CONFIG
-from .settings import SCRUB_KINDS, StoreSettings
-from .store import STORE_FILE, MemoryStore
-from .store.config import (
+from ..errors import ConflictError, IntegrityError, InvalidInputError, InvalidPathError
+from ..fsutil import atomic_write
+from ..paths import ROOT, parse_path
+from ..remote.layout import CONFIG
+from ..settings import SCRUB_KINDS, StoreSettings
+from ..store import STORE_FILE, MemoryStore
+from ..store.config import (
     READABLE_VERSIONS,
     StoreConfig,
     config_key,

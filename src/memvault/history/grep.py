@@ -12,10 +12,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import InvalidInputError, PathNotFoundError, RedactedError
-from .history import resolve
-from .paths import ROOT, parse_path
-from .store import AnyBranch
+from ..errors import InvalidInputError, PathNotFoundError, RedactedError
+from ..paths import ROOT, parse_path
+from ..store import AnyBranch
+from ..store.revisions import resolve
 
 __all__ = ["GrepMatch", "grep", "compile_pattern"]
 

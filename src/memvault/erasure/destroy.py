@@ -11,8 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .fsutil import wipe_file
-from .store import MemoryStore
+from ..fsutil import wipe_file
+from ..store import MemoryStore
 
 __all__ = ["ShredReceipt", "shred_store", "KEY_MATERIAL"]
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .store import MemoryStore
+from ..store import MemoryStore
 
 __all__ = ["DemoStep", "GUIDELINES", "REFUND_POLICIES", "SCRIPT", "run_demo"]
 

@@ -14,7 +14,7 @@ import pytest
 import memvault
 from conftest import PASSPHRASE, make_store
 from memvault.erasure.redact import shred_file
-from memvault.keys import keyring as keyring_mod
+from memvault.keys import keyfile as keyring_mod
 from memvault.paths import parse_path
 from memvault.settings import StoreSettings
 

@@ -67,7 +67,7 @@ TIERS = {
 ORDER = {
     "format": ["records", "layout"],
     "git": ["objects", "pack", "packread", "packdir", "refs", "repo"],
-    "keys": ["framing", "command", "kms", "hsm", "provider", "slots", "marks", "keyring"],
+    "keys": ["framing", "command", "kms", "hsm", "provider", "slots", "marks", "keyfile", "keyring"],
     "store": [
         "config",
         "atimes",

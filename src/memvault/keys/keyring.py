@@ -21,15 +21,15 @@ from pathlib import Path
 
 from .. import crypto
 from ..errors import IntegrityError, MemvaultError, read_failure
-from ..fsutil import FILE_MODE, durable_flush, fsync_dir, opened, pwrite_all, wipe_file, write_all
+from ..fsutil import durable_flush, opened, write_all
 from . import framing as fr
+from . import keyfile
 from .framing import commit_fields, frame_records
+from .keyfile import MAX_KEYRING_BYTES
 from .marks import BranchMarks, HighWater, freshness_problem
 
 __all__ = ["Keyring", "KeyringScan", "HighWater", "ZERO_ID", "freshness_problem"]
 
-#: Largest keyring read (about 80 bytes per file version: tens of millions of versions).
-MAX_KEYRING_BYTES = 4 * 1024 * 1024 * 1024
 _DEK_AAD = b"memvault/v1/dek"
 _HW_MAC = b"memvault/v1/hw"
 _ABORT_MAC = b"memvault/v1/abort"
@@ -50,14 +50,6 @@ _GROUP_MEMBERS = {
 
 
 #: Random names tried for a temporary keyring before giving up.
-_TEMP_ATTEMPTS = 16
-
-
-def _temp_suffix() -> str:
-    """The random part of a temporary keyring's name."""
-    return crypto.random_bytes(8).hex()
-
-
 def _read_error(err: OSError) -> MemvaultError:
     """What a failed open or read of the keyring means (:func:`~memvault.errors.read_failure`)."""
     return read_failure(err, what="The store's keyring", damaged="The store's keyring cannot be read.")
@@ -120,15 +112,8 @@ class Keyring:
 
     @staticmethod
     def create(path: Path, store_id: bytes, *, durable: bool) -> None:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, FILE_MODE)
-        try:
-            write_all(fd, fr.HEADER.pack(fr.MAGIC, fr.VERSION, store_id))  # a short write is not an error
-            if durable:
-                durable_flush(fd)
-        finally:
-            os.close(fd)
-        if durable:
-            fsync_dir(path.parent)
+        """Make a new keyring file (:func:`.keyfile.create`)."""
+        keyfile.create(path, store_id, durable=durable)
 
     @property
     def size(self) -> int:
@@ -505,21 +490,9 @@ class Keyring:
         return start
 
     def _unshare(self) -> None:
-        """Give the keyring a file of its own when another hard link shares it (a ``cp -al``
-        snapshot), so that appends leave the other copy as it was: copy, fsync, rename over."""
-        if os.lstat(self._path).st_nlink <= 1:
-            return
-        with open(self._path, "rb") as f:
-            data = f.read(MAX_KEYRING_BYTES + 1)
-        tmp, fd = self._create_temp()
-        try:
-            write_all(fd, data)
-            durable_flush(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, self._path)
-        fsync_dir(self._path.parent)
-        self._reset()
+        """A file of the keyring's own before an append (:func:`.keyfile.unshare`)."""
+        if keyfile.unshare(self._path):
+            self._reset()
 
     def _undo_append(self, fd: int, start: int, *, durable: bool) -> None:
         """After a failed append: cut the file back to ``start``, then re-read it from scratch."""
@@ -637,75 +610,12 @@ class Keyring:
         return count
 
     def _rewrite(self, transform: Callable[[int, bytes], bytes | None], extra: bytes) -> None:
-        """Write a new keyring (each record through ``transform``; None drops it; ``extra``
-        appended), rename it over the old one, then overwrite every changed or dropped record
-        inside the old, now unlinked, file, so its blocks do not keep them on filesystems that
-        write in place (copy-on-write filesystems and SSD remapping may still). A crash leaves
-        either keyring whole; readers notice the new inode and re-read."""
-        self._remove_leftovers()
+        """Rewrite the keyring through ``transform`` (:func:`.keyfile.rewrite`), then read it again."""
+        keyfile.remove_leftovers(self._path)
         self.refresh()
-        with open(self._path, "rb") as f:
-            data = f.read(self._offset)
-        out = [data[: fr.HEADER.size]]
-        wipe: list[tuple[int, int]] = []
-        pos = fr.HEADER.size
-        while pos < len(data):
-            rtype, length = fr.RECORD.unpack_from(data, pos)
-            end = pos + fr.RECORD.size + length
-            record = data[pos:end]
-            new = transform(rtype, record)
-            if new != record:
-                wipe.append((pos, end))
-            if new is not None:
-                out.append(new)
-            pos = end
-        out.append(extra)
-        tmp, fd = self._create_temp()
-        try:
-            write_all(fd, b"".join(out))
-            durable_flush(fd)
-        finally:
-            os.close(fd)
-        old_fd = os.open(self._path, os.O_WRONLY | os.O_NOFOLLOW)
-        try:
-            os.replace(tmp, self._path)
-            fsync_dir(self._path.parent)
-            if os.fstat(old_fd).st_nlink == 0:  # another hard link (a snapshot) keeps it whole
-                for start, end in wipe:
-                    pwrite_all(old_fd, bytes(end - start), start)
-                durable_flush(old_fd)
-        finally:
-            os.close(old_fd)
+        keyfile.rewrite(self._path, self._offset, transform, extra)
         self._reset()
         self.refresh()
-
-    def _create_temp(self) -> tuple[Path, int]:
-        """A new temporary keyring beside the keyring, opened for writing: created exclusively
-        under a random name, never following a link, so nothing found at that name (a file or a
-        symbolic link someone put there) is written through or renamed into place."""
-        for _attempt in range(_TEMP_ATTEMPTS):
-            tmp = self._path.with_name(f".{self._path.name}.rewrite-{os.getpid()}-{_temp_suffix()}")
-            try:
-                return tmp, os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, FILE_MODE)
-            except FileExistsError:
-                continue
-        raise FileExistsError(17, "File exists", str(self._path.parent))
-
-    def _remove_leftovers(self) -> None:
-        """Zero and unlink temporary keyrings left by a rewrite that crashed before its swap
-        (they hold wrapped keys a later redaction must not leave behind); anything else found
-        under such a name (a symbolic link, a directory entry memvault never made) is unlinked
-        without being followed."""
-        prefix = f".{self._path.name}.rewrite-"
-        for name in os.listdir(self._path.parent):
-            if not name.startswith(prefix):
-                continue
-            path = self._path.parent / name
-            mode = os.lstat(path).st_mode
-            if stat.S_ISREG(mode):
-                wipe_file(path)
-            elif not stat.S_ISDIR(mode):
-                os.unlink(path)
 
     def replaced_on_disk(self) -> bool:
         """True if the keyring file is not the one last read (a redaction or rotation by another

@@ -83,6 +83,7 @@ ORDER = {
         "upkeep",
         "revisions",
         "reads",
+        "opening",
         "memorystore",
     ],
     "scrub": ["prefilter", "validators", "detectors", "rules", "engine", "guard"],

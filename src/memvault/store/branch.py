@@ -14,13 +14,14 @@ import re
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from ..errors import ConflictError, IntegrityError, InvalidInputError, RollbackDetectedError
 from ..format.records import CommitMeta, Node
 from ..git.refs import Branch
+from ..git.repo import GitStore
 from ..keys.keyring import HighWater, freshness_problem
 from ..settings import StoreSettings
 from .atimes import AccessTimes
@@ -31,10 +32,45 @@ from .transaction import Committed, Transaction
 
 if TYPE_CHECKING:
     from ..keys.keyring import Keyring
-    from .memorystore import MemoryStore
+
+
+class MainStore(Protocol):
+    """What a side branch needs of the store whose ``main`` it forks from (``MemoryStore``)."""
+
+    format_version: int
+    access_times: AccessTimes
+
+    @property
+    def settings(self) -> StoreSettings: ...
+
+    @property
+    def keyring(self) -> Keyring: ...
+
+    @property
+    def git(self) -> GitStore: ...
+
+    @property
+    def head(self) -> tuple[bytes, int]: ...
+
+    def writing(self) -> AbstractContextManager[None]: ...
+
+    def opened_commit(self, commit_id: bytes) -> OpenedCommit: ...
+
+    def state_at(self, commit_id: bytes) -> StoreState: ...
+
+    def index_blobs(self, tree_id: bytes) -> dict[bytes, bytes]: ...
+
+    def shard_nodes(self, shard: bytes, blob_id: bytes) -> dict[bytes, Node]: ...
+
+    def read_node(self, node: Node) -> bytes: ...
+
+    def token(self, path: str) -> bytes: ...
+
+    def is_recorded_access_file(self, digest: bytes) -> bool: ...
+
 
 __all__ = [
-    "BranchStore", "BRANCH_PREFIX", "FORK_COMMAND", "TRACKED", "TRACKED_VALUE", "branch_id", "branch_name",
+    "BranchStore", "MainStore", "BRANCH_PREFIX", "FORK_COMMAND", "TRACKED", "TRACKED_VALUE", "branch_id", "branch_name",
     "check_branch_name", "is_branch_name",
 ]  # fmt: skip
 
@@ -106,7 +142,7 @@ class BranchStore:
 
     def __init__(
         self,
-        store: MemoryStore,
+        store: MainStore,
         name: str,
         ref: Branch,
         reader: StateReader,

@@ -24,8 +24,6 @@ from ..format.records import CommitMeta, Node
 from ..fsutil import (
     DEFAULT_LOCK_TIMEOUT,
     StoreLock,
-    make_private_dir,
-    restrict_modes,
     sync_filesystem,
     syncfs_available,
 )
@@ -35,29 +33,22 @@ from ..keys.keyring import Keyring
 from ..keys.slots import (
     Subkeys,
     Unlock,
-    check_new_passphrase,
-    load_slots,
-    new_slot,
-    unlock_master_keys,
-    write_slot,
 )
 from ..paths import parse_path, sibling_key
 from ..remote.replica import Replica
 from ..settings import KdfParams, StoreSettings
-from ..storage.url import is_remote
 from . import config as cfg
-from . import upkeep
+from . import opening, upkeep
 from .access import AccessLog
 from .atimes import FILE_NAME as ATIMES_FILE
 from .atimes import AccessTimes
 from .branch import BRANCH_PREFIX, BranchStore, check_branch_name, is_branch_name
-from .building import new_store_dir
 from .commit import CommitWriter
-from .config import FORMAT_VERSION, STORE_FILE, chains_key_changes, read_config, write_config
+from .config import FORMAT_VERSION, chains_key_changes
 from .head import Head
 from .hosting import Hosting
 from .reads import FileReads
-from .replicated import Placement, replica_for_create, replica_for_open, run_racing
+from .replicated import run_racing
 from .state import PLAINTEXT_CACHE_BYTES, OpenedCommit, StateReader, StoreState
 from .transaction import Committed, Transaction
 
@@ -70,7 +61,6 @@ CLOSE_PACK_SECONDS = 3.0
 #: ... and merges packs holding at most this many bytes together (``memvault gc`` merges any).
 CLOSE_MERGE_BYTES = 64 * 1024 * 1024
 T = TypeVar("T")
-_PRIVATE = object()
 
 
 def _now() -> float:
@@ -101,7 +91,7 @@ class MemoryStore(FileReads, Hosting):
         *,
         _token: object,
     ) -> None:
-        if _token is not _PRIVATE:
+        if _token is not opening.TOKEN:
             raise TypeError("use MemoryStore.create() or MemoryStore.open()")
         self.root = root
         self.store_id = store_id
@@ -156,7 +146,7 @@ class MemoryStore(FileReads, Hosting):
     def _drop_state(self) -> None:  # the branch moved but the cached state could not follow: reload lazily
         self._head.state = None
 
-    # -- construction ---------------------------------------------------------------------------
+    # -- construction (store/opening.py) ---------------------------------------------------------
 
     @classmethod
     def create(
@@ -178,71 +168,15 @@ class MemoryStore(FileReads, Hosting):
         empty ``s3://bucket/prefix`` or ``file:///path`` URL (object storage). A failure or an
         interruption leaves no half-made store directory (:mod:`.building`).
 
-        ``lock_timeout``, ``plaintext_cache_bytes``, ``cache_dir``, ``key``: see :meth:`open`. A
-        passphrase shorter than 12 characters is refused unless ``allow_weak_passphrase``.
+        ``lock_timeout``, ``plaintext_cache_bytes``, ``cache_dir``, ``key``: see :meth:`open`;
+        ``unlock``: instead of ``passphrase``/``key_file``/``key``. A passphrase shorter than 12
+        characters is refused unless ``allow_weak_passphrase``.
         """
-        unlock = unlock if unlock is not None else Unlock.of(passphrase, key_file, key)
-        if unlock.passphrase is not None:
-            check_new_passphrase(unlock.passphrase, allow_weak=allow_weak_passphrase)
-        try:
-            if is_remote(path):
-                placed = replica_for_create(str(path), cache_dir)
-                root = placed.root
-                store = cls._create(root, unlock, settings, kdf, placed)
-                with store._writer(), store._state_lock:
-                    store.remote.push_all((root / STORE_FILE).read_bytes(), root / "keys")  # type: ignore[union-attr]
-                    placed.host.bind(store.store_id, str(path))
-            else:
-                store = cls._create(Path(path), unlock, settings, kdf)
-        except OSError as err:
-            raise StorageError.from_os_error(err, what="The memory store") from None
-        store.lock_timeout = lock_timeout
-        store.plaintext_cache_bytes = plaintext_cache_bytes
-        return store
-
-    @classmethod
-    def _create(
-        cls,
-        root: Path,
-        unlock: Unlock,
-        settings: StoreSettings | None,
-        kdf: KdfParams | None,
-        at: Placement | None = None,
-    ) -> MemoryStore:
-        settings = settings or StoreSettings()
-        durable = settings.durability == "full"
-        store_id = crypto.random_bytes(16)
-        master_keys = {1: crypto.new_key()}
-        fmt2 = chains_key_changes(FORMAT_VERSION)  # slot format 2: a label and a creation time
-        first_slot = new_slot(store_id, unlock, master_keys, kdf, label="initial" if fmt2 else None,
-                              created=int(time.time()) if fmt2 else None)  # fmt: skip
-        # After the slot: a key provider that fails (or an interrupted key derivation) leaves nothing.
-        with new_store_dir(root, durable=durable, own=at is not None) as work:
-            make_private_dir(work / "keys")
-            write_slot(work / "keys", first_slot, durable=durable)
-            Keyring.create(work / "keyring", store_id, durable=durable)
-            git = GitStore.init(work / "repo", durable=durable)
-            try:
-                store = cls(work, store_id, settings, master_keys, git, _token=_PRIVATE)
-                if at is not None:
-                    store.attach_replica(at)  # before the first commit: a replica chains nothing outside commits
-                store._head.state = store._writer_of_commits.write_initial(store.format_version, _now(), settings)
-                store.access_times.create(durable=durable)
-                # dulwich honours the umask (0 is common in containers): nothing may be group/other-readable.
-                restrict_modes(work / "repo")
-                # The marker file goes last: a crash before it leaves no half-made store that opens.
-                write_config(work, store_id, settings, FORMAT_VERSION, store._keys.config, durable=durable)
-            except BaseException:
-                git.close()
-                raise
-            if work != root:
-                git.close()  # built in a sibling: opened again where it now is
-        if work != root:
-            store = cls(
-                root, store_id, settings, master_keys, GitStore(root / "repo", durable=durable), _token=_PRIVATE
-            )
-        store.unlocked_slot = first_slot.slot_id
-        return store
+        return opening.create_store(
+            cls, path, unlock if unlock is not None else Unlock.of(passphrase, key_file, key), settings=settings,
+            kdf=kdf, lock_timeout=lock_timeout, plaintext_cache_bytes=plaintext_cache_bytes,
+            allow_weak_passphrase=allow_weak_passphrase, cache_dir=cache_dir,
+        )  # fmt: skip
 
     @classmethod
     def open(
@@ -259,8 +193,8 @@ class MemoryStore(FileReads, Hosting):
         unlock: Unlock | None = None,
     ) -> MemoryStore:
         """Open an existing store (a directory, or an ``s3://`` / ``file://`` URL of object
-        storage) with exactly one of ``passphrase``, ``key_file`` or ``key`` (a key provider's
-        URI: ``aws-kms:alias/name``, ``command:program args``).
+        storage) with exactly one of ``passphrase``, ``key_file``, ``key`` (a key provider's URI:
+        ``aws-kms:alias/name``, ``command:program args``) or ``unlock``.
 
         Args:
             check_head: False only unlocks the keys and skips loading (and checking) the head, for
@@ -278,26 +212,31 @@ class MemoryStore(FileReads, Hosting):
             SettingsMismatchError: memvault.json is not the file the head records as in force (a
                 settings change in progress is waited for; docs/format.md §1.1).
         """
-        unlock = unlock if unlock is not None else Unlock.of(passphrase, key_file, key)
-        unlocked, remote = None, is_remote(path)
-        for _attempt in cfg.settle(None if remote else Path(path) / "lock", lock_timeout):  # raises when spent
-            placed = replica_for_open(str(path), cache_dir, lock_timeout) if remote else None
-            root = Path(path) if placed is None else placed.root
-            config = read_config(root)
-            unlocked = unlocked or unlock_master_keys(config.store_id, load_slots(root / "keys"), unlock)
-            config.verify(cfg.config_key(unlocked[1], config.store_id))
-            git = GitStore(root / "repo", durable=config.settings.durability == "full")
-            store = cls(root, config.store_id, config.settings, unlocked[1], git, _token=_PRIVATE)
-            store.format_version, store.unlocked_slot = config.version, unlocked[0].slot_id
-            store.lock_timeout, store.plaintext_cache_bytes = lock_timeout, plaintext_cache_bytes
-            if placed is not None:
-                store.attach_replica(placed)
-                store.pull()
-            with store._state_lock:
-                if not check_head or config.bound_to(store._head.settings_in_force()):
-                    return store
-            store.close()
-        raise AssertionError("unreachable")
+        return opening.open_store(
+            cls, path, unlock if unlock is not None else Unlock.of(passphrase, key_file, key),
+            check_head=check_head, lock_timeout=lock_timeout, plaintext_cache_bytes=plaintext_cache_bytes,
+            cache_dir=cache_dir,
+        )  # fmt: skip
+
+    def write_first_commit(self, settings: StoreSettings) -> None:
+        """Write commit #0 of a new store (store construction only, :mod:`.opening`)."""
+        self._head.state = self._writer_of_commits.write_initial(self.format_version, _now(), settings)
+
+    @property
+    def config_key(self) -> bytes:
+        """The key that authenticates ``memvault.json`` (store construction and settings)."""
+        return self._keys.config
+
+    def settings_in_force(self) -> bytes:
+        """The settings digest the head records (b"": none; docs/format.md §1.1)."""
+        with self._state_lock:
+            return self._head.settings_in_force()
+
+    @contextmanager
+    def state_locked(self) -> Iterator[None]:
+        """Hold the state lock (no command of this object changes the cached state meanwhile)."""
+        with self._state_lock:
+            yield
 
     @property
     def plaintext_cache_bytes(self) -> int:

@@ -32,7 +32,7 @@ import memvault
 from memvault.cli import main
 from memvault.errors import ConflictError, RedactedError, StoreExistsError
 from memvault.keys.slots import read_key_file
-from memvault.store import building, memorystore
+from memvault.store import building, memorystore, opening
 
 NOTES = "/memories/notes.md"
 OTHER = "/memories/other.md"
@@ -422,13 +422,13 @@ def _fail_at(monkeypatch: pytest.MonkeyPatch, point: str, exc: BaseException) ->
 
         monkeypatch.setattr(building.os, "rename", rename)
     elif point in ("write_slot", "restrict_modes", "write_config"):
-        monkeypatch.setattr(memorystore, point, boom)
+        monkeypatch.setattr(opening, point, boom)
     else:
         owner, name = {
-            "keyring": (memorystore.Keyring, "create"),
-            "git": (memorystore.GitStore, "init"),
+            "keyring": (opening.Keyring, "create"),
+            "git": (opening.GitStore, "init"),
             "first commit": (memorystore.CommitWriter, "write_initial"),
-            "access file": (memorystore.AccessTimes, "create"),
+            "access file": (opening.AccessTimes, "create"),
         }[point]
         monkeypatch.setattr(owner, name, boom)
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+import memvault.store.opening
 from conftest import FAST_KDF, PASSPHRASE, keyring_records
 from memvault import MemoryStore, MemoryTool, crypto, history
 from memvault.cli import main
@@ -36,6 +37,7 @@ def _record(store: MemoryStore, path: str) -> bytes:
 def _create(root: Path, monkeypatch: pytest.MonkeyPatch, version: int) -> None:
     with monkeypatch.context() as m:
         m.setattr(store_mod, "FORMAT_VERSION", version)
+        m.setattr(memvault.store.opening, "FORMAT_VERSION", version)
         with MemoryStore.create(root, passphrase=PASSPHRASE, kdf=FAST_KDF,
                                 settings=StoreSettings(durability="none")) as store:  # fmt: skip
             store.put_file(NOTE, "version one\n")
@@ -215,6 +217,7 @@ def test_upgrade_interrupted_before_its_commit_is_finished_by_the_next(
 def test_empty_version_1_store_upgrades_without_a_commit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     with monkeypatch.context() as m:
         m.setattr(store_mod, "FORMAT_VERSION", 1)
+        m.setattr(memvault.store.opening, "FORMAT_VERSION", 1)
         MemoryStore.create(tmp_path / "s", passphrase=PASSPHRASE, kdf=FAST_KDF).close()
     with _open(tmp_path / "s") as store:
         assert store.upgrade_format() == (1, 3) and store.head[1] == 0

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 import memvault
+import memvault.store.opening
 from conftest import PASSPHRASE, make_odd_file, make_store
 from memvault.errors import IntegrityError, MemvaultError
 from memvault.format import records
@@ -130,6 +131,7 @@ def _seed(path: Path, layout: int = 2) -> None:
     """A store whose trees have ``layout`` (1: made as a format version 1 store)."""
     with pytest.MonkeyPatch.context() as m:
         m.setattr(memvault.store.memorystore, "FORMAT_VERSION", layout)
+        m.setattr(memvault.store.opening, "FORMAT_VERSION", layout)
         store = make_store(path, StoreSettings(durability="none"))
     store.put_file("/memories/a.md", "alpha\n")
     store.put_file("/memories/notes/b.md", "bravo\n")

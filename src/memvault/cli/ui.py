@@ -11,15 +11,11 @@ a private temporary file, so the token is not on a command line other users can 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import getpass
 import os
 import shutil
-import signal
 import tempfile
-import threading
 import webbrowser
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -48,33 +44,11 @@ def _open_browser(url: str, directory: str) -> None:
     webbrowser.open(page.as_uri())
 
 
-def _server_class() -> type[Any]:
-    import uvicorn
-
-    class QuietServer(uvicorn.Server):
-        """uvicorn's server, but Ctrl-C ends it with status 0 after a graceful stop (uvicorn would
-        raise the signal again)."""
-
-        @contextlib.contextmanager
-        def capture_signals(self) -> Iterator[None]:
-            if threading.current_thread() is not threading.main_thread():
-                yield
-                return
-            original = {sig: signal.signal(sig, self.handle_exit) for sig in (signal.SIGINT, signal.SIGTERM)}
-            try:
-                yield
-            finally:
-                for sig, handler in original.items():
-                    signal.signal(sig, handler)
-
-    return QuietServer
-
-
 def _cmd_ui(args: argparse.Namespace) -> int:
     try:
         import uvicorn
 
-        from ..server.run import bind
+        from ..server.run import bind, quiet_server_class
         from ..ui.app import ReviewApp
     except ModuleNotFoundError as err:
         if err.name is not None and err.name.split(".")[0] in _EXTRA:
@@ -90,7 +64,7 @@ def _cmd_ui(args: argparse.Namespace) -> int:
         assert app.token is not None
         url = f"http://127.0.0.1:{port}/?token={app.token.value}"
         config = uvicorn.Config(app.asgi, log_level="warning", access_log=False, lifespan="off", server_header=False)
-        server = _server_class()(config)
+        server = quiet_server_class()(config)
         print(f"memvault: reviewing {store_path(args)} at {url}", flush=True)
         print("The address logs in one browser once. Ctrl-C stops.", flush=True)
         if not args.no_browser:

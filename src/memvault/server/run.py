@@ -28,7 +28,7 @@ from typing import Any
 from ..errors import InvalidInputError
 from ..keys.slots import Unlock
 
-__all__ = ["ServeOptions", "is_loopback", "check_bind", "serve", "bind"]
+__all__ = ["ServeOptions", "is_loopback", "check_bind", "serve", "bind", "quiet_server_class"]
 
 _log = logging.getLogger("memvault.server")
 #: Seconds a stopping worker waits for requests in flight.
@@ -112,7 +112,8 @@ def _configure_logging(level: str) -> None:
         logger.propagate = False
 
 
-def _quiet_server_class() -> type[Any]:
+def quiet_server_class() -> type[Any]:
+    """uvicorn's ``Server`` class, changed so that a stop signal ends it with status 0 (for `serve` and `ui`)."""
     import uvicorn
 
     class QuietServer(uvicorn.Server):
@@ -163,7 +164,7 @@ def _run_worker(
     app = ServerApp(root, rate=options.rate, burst=options.burst)
     config = uvicorn.Config(app.asgi, log_level="warning", access_log=False, lifespan="on",
                             timeout_graceful_shutdown=GRACEFUL_SECONDS, server_header=False)  # fmt: skip
-    server = _quiet_server_class()(config)
+    server = quiet_server_class()(config)
 
     if ready is not None:
         original = server.startup

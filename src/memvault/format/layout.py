@@ -180,6 +180,10 @@ class LayoutChecker:
         self._read = read
         self._ok: dict[tuple[bytes, str], None] = {}
 
+    def forget(self) -> None:
+        """Forget the trees already checked (each is checked again when next met)."""
+        self._ok.clear()
+
     def problem(self, tree_id: bytes, role: str = "root") -> str | None:
         """A description of the first thing in the tree ``tree_id`` that does not fit, or None.
 

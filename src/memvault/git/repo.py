@@ -151,6 +151,11 @@ class GitStore:
         #: ``(sort keys, serialised entries)`` of the trees :meth:`tree_update` built lately.
         self._tree_parts: OrderedDict[bytes, tuple[list[bytes], list[bytes]]] = OrderedDict()
 
+    def forget_trees(self) -> None:
+        """Drop the parsed trees kept for reads and tree updates (read again on demand)."""
+        self._trees.clear()
+        self._tree_parts.clear()
+
     @classmethod
     def init(cls, path: Path, *, durable: bool) -> GitStore:
         repo = Repo.init_bare(str(path), mkdir=True)

@@ -92,13 +92,14 @@ class LineageIndex:
         self._binary: set[bytes] = set()  # lineages whose head version is binary
         self._actors: dict[Actor, Actor] = {}  # one object per actor, shared by its commits
 
-    def refresh(self, head: tuple[bytes, int] | None = None) -> None:
+    def refresh(self, head: tuple[bytes, int] | None = None) -> int:
         """Take in the commits made since the last refresh, up to ``head`` (``(commit_id, seq)``;
-        default: the store's head now). Raises what reading the history raises (IntegrityError)."""
+        default: the store's head now); returns how many. Raises what reading the history raises
+        (IntegrityError)."""
         commit_id, seq = head if head is not None else self._store.head
         with self._lock:
             if commit_id == self.commit_id or seq <= self.seq:
-                return  # one linear history: an older head is already in
+                return 0  # one linear history: an older head is already in
             todo = []
             for cid, meta, tree_id, parent in walk(self._store, commit_id):
                 if meta.seq <= self.seq:
@@ -107,6 +108,7 @@ class LineageIndex:
             for cid, meta, tree_id, parent in reversed(todo):
                 self._apply(cid, meta, tree_id, parent)
             self.commit_id, self.seq = commit_id, seq
+            return len(todo)
 
     # -- replay ------------------------------------------------------------------------------------
 

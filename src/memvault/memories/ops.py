@@ -49,6 +49,8 @@ __all__ = ["Memories", "View"]
 View = Literal["basic", "full"]
 T = TypeVar("T")
 _MOVE_TRIES = 8
+#: Commits one index refresh takes in beyond which the history caches it filled are dropped.
+_WALK_TRIM = 64
 _SHA_HEX = frozenset("0123456789abcdef")
 
 
@@ -87,7 +89,8 @@ class Memories:
     # -- internals -----------------------------------------------------------------------------------
 
     def _sync(self, txn: Transaction) -> None:
-        self.index.refresh((txn.base_commit, txn.base_seq))
+        if self.index.refresh((txn.base_commit, txn.base_seq)) > _WALK_TRIM:
+            self.store.trim_caches()  # the walk filled caches the head does not need
 
     def _read(self, body: Callable[[Transaction], T]) -> T:
         with self.store.reading() as txn:

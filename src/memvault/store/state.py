@@ -356,6 +356,15 @@ class StateReader:
         self._contents_budget = size
         self._trim_contents()
 
+    def forget_history(self) -> None:
+        """Drop the caches of history reads (authenticated commits, decoded shards, the subtrees
+        seen, the layout checks): after a walk of the whole history they hold what the head no
+        longer needs; each is filled again on demand."""
+        self._shards.clear()
+        self._commits.clear()
+        self._subtrees.clear()
+        self._layout.forget()
+
     def forget_plaintext(self) -> None:
         """Drop every decrypted content, node and commit metadata kept in memory."""
         self._contents.clear()

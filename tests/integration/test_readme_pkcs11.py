@@ -1,4 +1,4 @@
-"""The README's PKCS#11 walkthrough, run as written (its install lines aside) in a shell on a
+"""The user guide's PKCS#11 walkthrough (docs/guide.md, "Keys"), run as written (its install lines aside) in a shell on a
 pseudo-terminal, PINs typed at the prompts, with a home directory of its own: SoftHSM2's token goes
 to a private token directory, the key is made by OpenSC's ``pkcs11-tool``, and ``memvault init`` and
 ``log`` open the store with it."""
@@ -19,13 +19,13 @@ from pathlib import Path
 
 import needs
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+README = Path(__file__).resolve().parents[2] / "docs" / "guide.md"
 SO_PIN, USER_PIN = "so-pin-8642", "user-pin-1357"
 MODULE = "/usr/lib/softhsm/libsofthsm2.so"  # the walkthrough's (Debian's and Ubuntu's path)
 
 
 def walkthrough() -> list[str]:
-    """The shell lines of the README's PKCS#11 walkthrough, without the install lines."""
+    """The shell lines of the guide's PKCS#11 walkthrough, without the install lines."""
     blocks = re.findall(r"```sh\n(.*?)```", README.read_text(), re.S)
     (block,) = [b for b in blocks if "softhsm2-util --init-token" in b]
     return [line for line in block.splitlines() if not line.startswith(("sudo apt-get ", "pip install "))]

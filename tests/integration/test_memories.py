@@ -104,6 +104,8 @@ def test_a_redaction_by_path_keeps_the_lineage_through_a_rename(store: memvault.
     memories.update(m.id, content="v3", path="/b.md", actor="k")
     result = shred.shred_version(store, "/memories/a.md", "#2", actor="ops")  # the operator's redact of v2
     assert result.data_keys == 1
+    (version,) = result.versions
+    assert store.keyring.tombstone(bytes.fromhex(version.dek_id))["file"] == m.id.removeprefix("mem_")
     store.close()
     fresh = Memories(memvault.MemoryStore.open(tmp_path / "s", passphrase=PASSPHRASE))
     versions = fresh.versions().data

@@ -71,6 +71,8 @@ class FileVersion:
     seq: int
     dek_id: str
     redacted: bool
+    #: The lineage's file id (hex; "" unknown), recorded in the key's tombstone for the memory-stores ids.
+    file_id: str = ""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -126,7 +128,8 @@ def _all_versions(store: MemoryStore) -> Iterator[tuple[Node, bytes, int]]:
 
 
 def _version(node: Node, commit_id: bytes, seq: int) -> FileVersion:
-    return FileVersion(node.path, node.version, commit_id.decode(), seq, node.dek_id.hex(), node.redacted)
+    return FileVersion(node.path, node.version, commit_id.decode(), seq, node.dek_id.hex(), node.redacted,
+                       node.file_id.hex())  # fmt: skip
 
 
 def file_versions(store: MemoryStore, path: str) -> list[FileVersion]:
@@ -168,7 +171,11 @@ def _shred(
         if not targets:
             return ShredResult((), (), None)
         info: dict[str, object] = {"time": time.time(), "actor": actor, "reason": reason}
-        _count, live, commit_id = store.destroy_keys(dek_ids, info, actor=actor, session=session, remove_from_head=True)
+        lineages: dict[bytes, dict[str, object]] = {
+            bytes.fromhex(v.dek_id): {"file": v.file_id} for v in targets if v.file_id
+        }  # the memory-stores ids of these versions stay known (docs/format.md §15)
+        _count, live, commit_id = store.destroy_keys(dek_ids, info, actor=actor, session=session, remove_from_head=True,
+                                                     per_key=lineages)  # fmt: skip
     return ShredResult(tuple(targets), live, None if commit_id is None else commit_id.decode(), _remaining(store))
 
 

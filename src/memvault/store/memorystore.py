@@ -423,10 +423,12 @@ class MemoryStore(FileReads, Hosting):
         actor: str = "operator",
         session: str = "",
         remove_from_head: bool = False,
+        per_key: dict[bytes, dict[str, object]] | None = None,
     ) -> tuple[int, tuple[str, ...], bytes | None]:
         """Destroy data keys (crypto-shredding, :mod:`memvault.erasure.redact`, docs/format.md §3.2) in one ``redact``
         commit that also deletes the head's files using them (``remove_from_head``; else ConflictError);
-        in object storage their objects go after it. Returns ``(keys present, paths removed, commit or None)``."""
+        in object storage their objects go after it. ``per_key`` adds to ``info`` for one key (its
+        lineage: ``file``; format version 3). Returns ``(keys present, paths removed, commit or None)``."""
 
         def once() -> tuple[int, tuple[str, ...], bytes | None]:
             state = self._sync(writer=True)
@@ -442,7 +444,9 @@ class MemoryStore(FileReads, Hosting):
             try:
                 if chains_key_changes(self.format_version):
                     count = sum(1 for dek_id in dek_ids if self.keyring.has(dek_id))
-                    fresh = {d: info for d in dek_ids if not self.keyring.is_destroyed(d)}
+                    fresh = {
+                        d: {**info, **(per_key or {}).get(d, {})} for d in dek_ids if not self.keyring.is_destroyed(d)
+                    }
                     if fresh or live:
                         commit_id = self._commit(state, txn, meta, destroy=fresh)
                     try:

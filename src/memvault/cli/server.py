@@ -183,7 +183,10 @@ def register(sub: Any) -> None:
     init.add_argument("--durability", choices=("full", "none"), default="full",
                       help="durability of the catalog and of every memory store made through the API")  # fmt: skip
     init.set_defaults(func=_cmd_init)
-    keys = group.add_parser("apikey", help="create, list and revoke API keys")
+    keys = group.add_parser(
+        "apikey", help="create, list and revoke API keys",
+        description="Create, list and revoke the API keys of a server root (kept in its encrypted catalog).",
+    )  # fmt: skip
     kgroup = keys.add_subparsers(dest="apikey_cmd", metavar="cmd", required=True)
     create = kgroup.add_parser(
         "create", help="create an API key (its secret is printed once, as the last line)",
@@ -199,14 +202,26 @@ def register(sub: Any) -> None:
         help="limit the key to this memory store (repeat for several; default: all stores)",
     )  # fmt: skip
     create.set_defaults(func=_cmd_apikey_create)
-    listing = kgroup.add_parser("list", help="list API keys (never their secrets)")
+    listing = kgroup.add_parser(
+        "list", help="list API keys (never their secrets)",
+        description="List the root's API keys: id, plain or admin, live or revoked (when), the stores each may "
+        "use, its name. Secrets are never kept, so never shown.",
+    )  # fmt: skip
     listing.add_argument("root", metavar="ROOT")
     listing.set_defaults(func=_cmd_apikey_list)
-    revoke = kgroup.add_parser("revoke", help="revoke an API key (every process refuses it from its next request)")
+    revoke = kgroup.add_parser(
+        "revoke", help="revoke an API key (every process refuses it from its next request)",
+        description="Revoke the API key ID (apikey_...). Every server process of the root refuses it from its "
+        "next request; the record stays in the catalog, marked revoked.",
+    )  # fmt: skip
     revoke.add_argument("root", metavar="ROOT")
     revoke.add_argument("id", metavar="ID", help="the key's id (apikey_...)")
     revoke.set_defaults(func=_cmd_apikey_revoke)
-    stores = group.add_parser("stores", help="list the root's memory stores (names decrypted)")
+    stores = group.add_parser(
+        "stores", help="list the root's memory stores (names decrypted)",
+        description="List the root's memory stores: id, creation time, name (decrypted), archived or not; "
+        "--json adds each store's location, which --store takes for log, verify, audit, redact and export.",
+    )  # fmt: skip
     stores.add_argument("root", metavar="ROOT")
     stores.set_defaults(func=_cmd_stores)
 

@@ -475,7 +475,7 @@ class MemoryStore(FileReads, Hosting):
             return result
 
     def record_rotation(self, *, actor: str = "operator", session: str = "") -> None:
-        """After a master-key rotation (keymgmt.rotate), record its epoch in the keyring's MAC chain
+        """After a master-key rotation (admin.keys.rotate), record its epoch in the keyring's MAC chain
         with a ``key-rotate`` commit, so no process writes under an older epoch again and an older
         keyring put back is older than the history (format version 3; nothing in 1 and 2)."""
         if not chains_key_changes(self.format_version):
@@ -490,7 +490,7 @@ class MemoryStore(FileReads, Hosting):
             run_racing(once, self.remote)
 
     def adopt_master_key(self, epoch: int, key: bytes) -> None:
-        """Start wrapping new data keys under a new epoch's master key (see keymgmt.rotate)."""
+        """Start wrapping new data keys under a new epoch's master key (see admin.keys.rotate)."""
         with self._state_lock:
             self._master_keys[epoch] = key
             self._subkeys[epoch] = Subkeys(key, self.store_id, epoch)

@@ -148,6 +148,17 @@ def open_store(args: argparse.Namespace, **options: Any) -> MemoryStore:
     return MemoryStore.open(location, **extra, **credentials())
 
 
+def port_number(text: str) -> int:
+    """argparse type of a TCP port option: an integer 0-65535 (0: any free port)."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid port: {text!r}") from None
+    if not 0 <= n <= 65535:
+        raise argparse.ArgumentTypeError(f"invalid port: {text!r}")
+    return n
+
+
 def fmt_time(t: float) -> str:
     """Local time, to the second."""
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t))

@@ -17,22 +17,13 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ExitStatus, InvalidInputError, KeyUnavailableError
+from ._common import port_number
 
 __all__ = ["register"]
 
 _DEFAULT_ACTOR = "mcp"  # memvault.agent.mcp.DEFAULT_ACTOR (not imported: mcp is optional)
 _DEFAULT_HOST = "127.0.0.1"
 _DEFAULT_PORT = 8765
-
-
-def _port(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"invalid port: {text!r}") from None
-    if not 0 <= n <= 65535:
-        raise argparse.ArgumentTypeError(f"invalid port: {text!r}")
-    return n
 
 
 class _Terminated(Exception):
@@ -134,7 +125,10 @@ def register(sub: Any) -> None:
     s.add_argument("--memory-store", metavar="ID", help="with --server: the memory store (memstore_...)")
     s.add_argument("--host", default=_DEFAULT_HOST, help=f"address to bind with --http (default: {_DEFAULT_HOST})")
     s.add_argument(
-        "--port", type=_port, default=_DEFAULT_PORT, help=f"port with --http (default: {_DEFAULT_PORT}; 0: any free)"
+        "--port",
+        type=port_number,
+        default=_DEFAULT_PORT,
+        help=f"port with --http (default: {_DEFAULT_PORT}; 0: any free)",
     )
     s.add_argument(
         "--token-file",

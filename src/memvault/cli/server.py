@@ -12,7 +12,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ExitStatus, InvalidInputError
-from ._common import credentials, fmt_time, print_json, terminal_safe
+from ._common import credentials, fmt_time, port_number, print_json, terminal_safe
 
 if TYPE_CHECKING:
     from ..keys.slots import Unlock
@@ -160,16 +160,6 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         raise
 
 
-def _port(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"invalid port: {text!r}") from None
-    if not 0 <= n <= 65535:
-        raise argparse.ArgumentTypeError(f"invalid port: {text!r}")
-    return n
-
-
 def register(sub: Any) -> None:
     s = sub.add_parser(
         "server",
@@ -235,7 +225,7 @@ def register(sub: Any) -> None:
     )
     serve.add_argument("root", metavar="ROOT")
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
-    serve.add_argument("--port", type=_port, default=_DEFAULT_PORT,
+    serve.add_argument("--port", type=port_number, default=_DEFAULT_PORT,
                        help=f"port (default: {_DEFAULT_PORT}; 0: any free port)")  # fmt: skip
     serve.add_argument("--workers", type=int, default=1, help="worker processes (default: 1)")
     serve.add_argument("--allow-remote", action="store_true",

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ExitStatus, InvalidInputError
-from ._common import open_store, store_path
+from ._common import open_store, port_number, store_path
 
 __all__ = ["register"]
 
@@ -76,16 +76,6 @@ def _cmd_ui(args: argparse.Namespace) -> int:
     return ExitStatus.SUCCESS
 
 
-def _port(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"invalid port: {text!r}") from None
-    if not 0 <= n <= 65535:
-        raise argparse.ArgumentTypeError(f"invalid port: {text!r}")
-    return n
-
-
 def register(sub: Any) -> None:
     p = sub.add_parser(
         "ui",
@@ -96,7 +86,7 @@ def register(sub: Any) -> None:
         "Prints an address with a one-time login token and opens it in the browser. Needs memvault[server].",
     )
     p.add_argument(
-        "--port", type=_port, default=_DEFAULT_PORT, help=f"port (default: {_DEFAULT_PORT}; 0: any free one)"
+        "--port", type=port_number, default=_DEFAULT_PORT, help=f"port (default: {_DEFAULT_PORT}; 0: any free one)"
     )
     p.add_argument("--no-browser", action="store_true", help="only print the address; do not open a browser")
     p.set_defaults(func=_cmd_ui)

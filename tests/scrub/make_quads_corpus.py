@@ -1,0 +1,487 @@
+#!/usr/bin/env python
+"""Generate ``tests/scrub/quads_corpus.jsonl``: notes holding dotted quads, for the scrubber's ``ip`` rule.
+
+A dotted quad (``A.B.C.D``, each part 0-255) is an IPv4 address or something else written the same way:
+a four-part version or build number, a section or clause number, an outline number, a work-breakdown or
+test-case number. This corpus measures both sides of that line on notes of the kind people and agents
+write. **Benign notes** hold dotted quads that are not addresses, most of them valid global IPv4 addresses
+by shape (their parts are small): section numbers in compliance, contract and spec notes ("see section
+4.2.1.3"), outline headings, several versions in one sentence with the version word only before the first
+("Firmware 2.4.10.1 fixes it; 2.4.9.7 still has it"), upgrades and rollbacks ("upgraded the edge routers to
+5.1.2.3"), a product's name before its version, lists of affected builds, package pins, "what's new in",
+version tables whose header does not say "version", work-breakdown and test-case numbers. **Address notes**
+hold global IPv4 addresses (labelled ``ip``) in the places addresses really appear, many of them next to the
+same wording: after "to" (DNS records, failovers, port forwards, resolvers), in notes that also hold
+versions or section numbers, with the small first parts of cloud and resolver ranges (1.1.1.1, 3.x, 8.8.8.8).
+
+The templates were written for the ``ip`` rule's change from how such notes read and from the classes a
+review named, before the rule was changed and without running the scrubber on them; by the author of the
+change, so independent of the rule's details, not of its author. Do not tune the rule to this corpus note by
+note: it is the measure (``tests/scrub/test_scrub_precision.py``).
+
+    python tests/scrub/make_quads_corpus.py            # rewrite quads_corpus.jsonl, print statistics
+    python tests/scrub/make_quads_corpus.py --check    # is the committed file what this produces?
+    python tests/scrub/make_quads_corpus.py --stats    # statistics only
+
+Format: as ``heldout_corpus.jsonl``; ``category`` is ``negative:<class>`` or ``ip:<context>``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import ipaddress
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from random import Random
+
+SEED = 20261206
+N_BENIGN = 1200
+N_ADDRESS = 600
+OUT = Path(__file__).with_name("quads_corpus.jsonl")
+
+
+class S:
+    """A labelled value inside a note."""
+
+    __slots__ = ("value", "kind")
+
+    def __init__(self, value: str, kind: str = "ip") -> None:
+        self.value, self.kind = value, kind
+
+
+# -- vocabulary ------------------------------------------------------------------------------------
+
+PEOPLE = [
+    "Anika", "Bruno", "Carmen", "Dmitri", "Esi", "Felix", "Grace", "Hamid", "Ines", "Jun", "Kirsten", "Luca",
+    "Mariam", "Nils", "Olu", "Paula", "Quentin", "Rania", "Stefan", "Tara", "Ulrich", "Valentina", "Wen", "Yara",
+]  # fmt: skip
+PRODUCTS = [
+    "FortiOS", "the UniFi controller", "the Zebra printer firmware", "iDRAC", "the Dell BIOS", "HP iLO",
+    "Synology DSM", "the Android app", "the iOS app", "the desktop client", "the Windows agent", "the VPN client",
+    "PAN-OS", "the thermostat firmware", "the badge reader firmware", "the POS terminal software",
+    "the Jenkins plugin", "the Outlook add-in", "the label printer driver", "the SAN firmware", "Junos",
+    "the camera firmware", "the kiosk image", "the scanner SDK",
+]  # fmt: skip
+DEVICES = [
+    "edge routers", "core switches", "access points", "store printers", "kiosks", "badge readers", "POS terminals",
+    "NAS boxes", "hypervisors", "firewalls", "thermostats", "IP cameras", "lab laptops", "build agents",
+]  # fmt: skip
+DOCS = [
+    "the SOC 2 controls matrix", "the MSA", "the DPA", "the security questionnaire", "the RFP", "the API spec",
+    "the design doc", "the runbook", "the ISO 27001 SoA", "the HIPAA risk assessment", "the vendor contract",
+    "the PCI DSS self-assessment", "the architecture review", "the test plan", "the requirements doc",
+]  # fmt: skip
+TOPICS = [
+    "log retention", "access reviews", "key rotation", "backup restore tests", "incident response",
+    "vendor risk", "data deletion", "change management", "encryption at rest", "password policy",
+    "session timeouts", "audit logging", "disaster recovery", "least privilege", "patch management",
+]  # fmt: skip
+PACKAGES = [
+    "pywin32-ctypes", "grpcio-tools", "pyodbc", "psycopg", "lxml", "cryptography", "Npgsql", "Serilog",
+    "Newtonsoft.Json", "AutoMapper", "Dapper", "log4net", "Polly", "jackson-databind", "netty-handler",
+]  # fmt: skip
+SITES = ["Lisbon", "Austin", "Nairobi", "Osaka", "Leeds", "Dortmund", "Monterrey", "Perth", "Gdansk", "Calgary"]
+HOSTS = ["api", "www", "mail", "vpn", "sftp", "status", "cdn", "auth", "portal", "git"]
+DOMAINS = ["acme.io", "northwind.example.net", "helios-health.com", "kestrelbank.co.uk", "orchard.de"]
+MONTHS = ["January", "February", "March", "April", "May", "June", "July", "August", "September", "October"]
+DAYS = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday"]
+
+
+def who(r: Random) -> str:
+    return r.choice(PEOPLE)
+
+
+def date(r: Random) -> str:
+    return f"{r.randint(2024, 2026)}-{r.randint(1, 12):02d}-{r.randint(1, 28):02d}"
+
+
+def clock(r: Random) -> str:
+    return f"{r.randint(0, 23):02d}:{r.choice([0, 5, 15, 20, 30, 45]):02d}"
+
+
+# -- dotted quads that are not addresses -------------------------------------------------------------
+
+
+def section(r: Random) -> str:
+    """An outline number: small parts, as documents number their sections."""
+    return ".".join(str(r.randint(1, n)) for n in (14, 9, 9, 9))
+
+
+def version(r: Random) -> str:
+    """A four-part version or build number as products number them."""
+    shape = r.random()
+    if shape < 0.45:
+        return f"{r.randint(1, 20)}.{r.randint(0, 20)}.{r.randint(0, 40)}.{r.randint(0, 250)}"
+    if shape < 0.75:
+        return f"{r.randint(1, 9)}.{r.randint(0, 9)}.{r.randint(0, 9)}.{r.randint(0, 99)}"
+    return f"{r.randint(2, 99)}.{r.randint(0, 12)}.{r.randint(0, 255)}.{r.randint(1, 255)}"
+
+
+def sibling(r: Random, v: str) -> str:
+    """Another build of the same line as ``v`` (same first two parts)."""
+    a, b, c, d = v.split(".")
+    return f"{a}.{b}.{max(0, int(c) + r.choice([-2, -1, 1, 2]))}.{r.randint(0, 250)}"
+
+
+def private_ip(r: Random) -> str:
+    c = r.random()
+    if c < 0.5:
+        return f"10.{r.randint(0, 255)}.{r.randint(0, 255)}.{r.randint(1, 254)}"
+    if c < 0.75:
+        return f"192.168.{r.randint(0, 255)}.{r.randint(1, 254)}"
+    return f"172.{r.randint(16, 31)}.{r.randint(0, 255)}.{r.randint(1, 254)}"
+
+
+def filler(r: Random) -> str:
+    return r.choice(
+        [
+            f"{who(r)} will follow up on {r.choice(DAYS)}.",
+            f"Next review is in {r.choice(MONTHS)}.",
+            "No customer impact reported so far.",
+            f"Ticket OPS-{r.randint(1000, 9999)} tracks the remaining work.",
+            f"Change window is {r.choice(DAYS)} {clock(r)}-{clock(r)} UTC.",
+            f"Rollout is at {r.randint(5, 100)}% of the fleet.",
+            "{} and {} signed off.".format(*r.sample(PEOPLE, 2)),
+            f"See the thread from {date(r)} for the background.",
+            f"Spent about {r.randint(1, 6)} h on this today.",
+            "Nothing else changed in the config.",
+            f"The {r.choice(SITES)} office is the pilot site.",
+            f"Internal host is {private_ip(r)} (not reachable from outside).",
+        ]
+    )
+
+
+# Each benign class: a sentence or block holding one or more dotted quads that are not addresses.
+
+
+def b_section(r: Random) -> str:
+    s, doc, topic = section(r), r.choice(DOCS), r.choice(TOPICS)
+    return r.choice(
+        [
+            f"See section {s} of {doc} for {topic}.",
+            f"Per section {s}, {topic} must be reviewed quarterly.",
+            f"The auditor flagged {s} ({topic}) as partially met.",
+            f"{doc[0].upper() + doc[1:]} answers {topic} in {s}; {who(r)} is updating it.",
+            f"Clause {s} covers {topic}; legal wants it reworded.",
+            f"Requirement {s} ({topic}) is out of scope for phase one.",
+            f"As described in §{s}, {topic} applies to contractors too.",
+            f"Control {s} — {topic}: evidence uploaded {date(r)}.",
+            f"Customer asked about {s} in {doc}; we answered yes with a link to the policy.",
+            f"Step {s} of the runbook ({topic}) needs a screenshot.",
+            f"Open questions in {doc}: {s}, {section(r)} and {section(r)}.",
+            f"Moved the {topic} text from {s} to {section(r)} in the new draft.",
+            f"Test case {s} failed on the {r.choice(['staging', 'QA', 'pre-prod'])} run.",
+            f"WBS {s} ({topic}) slipped by {r.randint(1, 3)} weeks.",
+            f"Article {s} of the agreement limits {topic}.",
+        ]
+    )
+
+
+def b_outline(r: Random) -> str:
+    base = section(r).split(".")[:3]
+    items = [f"{'.'.join(base)}.{i} {r.choice(TOPICS).capitalize()}" for i in range(1, r.randint(3, 6))]
+    head = r.choice(["Draft outline:", "Sections still to write:", "TOC of the policy update:", ""])
+    mark = r.choice(["", "- ", "  "])
+    return (head + "\n" if head else "") + "\n".join(mark + item for item in items)
+
+
+def b_siblings(r: Random) -> str:
+    v = version(r)
+    w, u = sibling(r, v), sibling(r, v)
+    word = r.choice(["Firmware", "Version", "Build", "Release", "v", "Agent version", "Hotfix"])
+    return r.choice(
+        [
+            f"{word} {v} fixes it; {w} still has it.",
+            f"{word} {v} is fine, but anyone still on {w} sees the crash at startup.",
+            f"{word} {v} was pulled after an hour; {w} is the one to install, not {u}.",
+            f"We tested {word.lower()} {v} on the {r.choice(DEVICES)}, then {w} and {u} in the lab.",
+            f"{word} {v} introduced the memory leak and {w} fixed it.",
+            f"The vendor says {word.lower()} {v} is affected; {w} and later are patched.",
+            f"{word} {v} broke printing. Going back to {w} fixed it.",
+        ]
+    )
+
+
+def b_upgrade(r: Random) -> str:
+    v, dev, prod = version(r), r.choice(DEVICES), r.choice(PRODUCTS)
+    return r.choice(
+        [
+            f"Upgraded the {dev} to {v} last night.",
+            f"Upgraded {prod} on all {dev} to {v}.",
+            f"Rolled the {dev} back to {v} after the reboot loop.",
+            f"Bumped {prod} to {v} in the golden image.",
+            f"Pinned {prod} to {v} until the vendor ships a fix.",
+            f"Downgraded the {r.choice(SITES)} {dev} to {v}.",
+            f"Patched every one of the {dev} to {v} before the audit.",
+            f"Moved the whole fleet of {dev} to {v}.",
+            f"Updated {prod} to {v}; no reboot needed.",
+            f"{who(r)} upgraded the {dev} in {r.choice(SITES)} to {v} on {r.choice(DAYS)}.",
+            f"Please update your copy of {prod} to {v} or newer.",
+            f"The {dev} auto-updated overnight to {v}.",
+        ]
+    )
+
+
+def b_product(r: Random) -> str:
+    v, prod = version(r), r.choice(PRODUCTS)
+    cap = prod[0].upper() + prod[1:]
+    return r.choice(
+        [
+            f"{cap} {v} crashes on launch for users with a proxy.",
+            f"The customer runs {prod} {v}.",
+            f"{cap} {v} adds the SSO option they asked for.",
+            f"Known bug in {prod} {v}: the settings page is blank.",
+            f"{who(r)}'s laptop still has {prod} {v}.",
+            f"Installed {prod} {v} from the vendor portal.",
+            f"Screenshot attached ({prod} {v}, {r.choice(['light', 'dark'])} mode).",
+        ]
+    )
+
+
+def b_list(r: Random) -> str:
+    vs = [version(r) for _ in range(r.randint(2, 4))]
+    joined = ", ".join(vs[:-1]) + " and " + vs[-1]
+    return r.choice(
+        [
+            f"Affected builds: {joined}.",
+            f"Supported: {joined}.",
+            f"Tested on {joined}; all passed.",
+            f"Still in the field: {joined}.",
+            f"Crash reports came from {joined}.",
+            f"Compatible with {' / '.join(vs)}.",
+        ]
+    )
+
+
+def b_pin(r: Random) -> str:
+    v, pkg = version(r), r.choice(PACKAGES)
+    return r.choice(
+        [
+            f"`requirements.txt` now has `{pkg}=={v}`.",
+            f"Constraint `{pkg}>={v}` breaks the Windows build.",
+            f'package.json: `"{pkg.lower()}": "^{v}"`',
+            f"`pip install {pkg}=={v}` reproduces it.",
+            f"Lock file resolved {pkg} to {v}.",
+            f"Dependabot wants {pkg} {v}; holding until the tests pass.",
+            f"`{pkg}@{v}` is the last one without the regression.",
+        ]
+    )
+
+
+def b_whats_new(r: Random) -> str:
+    v = version(r)
+    return r.choice(
+        [
+            f"What's new in {v}:\n- faster sync\n- fixed the export button",
+            f"### What's new in {v}\n\n- New dashboard\n- Fewer crashes",
+            f"Changes since {v}: the login screen and the offline mode.",
+            f"Notes for {v} are in the shared drive.",
+            f"Everything before {v} is out of support.",
+            f"Anything older than {v} must be replaced by {r.choice(MONTHS)}.",
+        ]
+    )
+
+
+def b_table(r: Random) -> str:
+    header = r.choice([("current", "target"), ("installed", "latest"), ("from", "to"), ("old", "new")])
+    rows = "".join(f"| {r.choice(DEVICES)} | {version(r)} | {version(r)} |\n" for _ in range(r.randint(2, 5)))
+    return f"| device | {header[0]} | {header[1]} |\n| --- | --- | --- |\n{rows}"
+
+
+BENIGN: dict[str, Callable[[Random], str]] = {
+    "section": b_section,
+    "outline": b_outline,
+    "siblings": b_siblings,
+    "upgrade": b_upgrade,
+    "product": b_product,
+    "list": b_list,
+    "pin": b_pin,
+    "whats_new": b_whats_new,
+    "table": b_table,
+}
+
+
+# -- addresses ---------------------------------------------------------------------------------------
+
+
+def public_ip(r: Random) -> str:
+    """A global IPv4 address; a third of them with a first part under 20 (cloud and resolver ranges)."""
+    while True:
+        if r.random() < 0.33:
+            a = r.choice([1, 2, 3, 4, 5, 8, 9, 12, 13, 15, 18])
+        else:
+            a = r.randint(20, 223)
+        ip = f"{a}.{r.randint(0, 255)}.{r.randint(0, 255)}.{r.randint(1, 254)}"
+        addr = ipaddress.ip_address(ip)
+        if addr.is_global and not addr.is_multicast:
+            return ip
+
+
+def a_context(r: Random) -> list:
+    ip, host, dom = public_ip(r), r.choice(HOSTS), r.choice(DOMAINS)
+    v, s = version(r), section(r)
+    return r.choice(
+        [
+            [f"Updated the A record for {host}.{dom} to ", S(ip), "."],
+            [f"Pointed {host}.{dom} to ", S(ip), " for the cut-over."],
+            ["Moved the DNS from ", S(ip), " to ", S(public_ip(r)), "."],
+            ["Traffic failed over to ", S(ip), f" at {clock(r)}."],
+            ["Forward port 443 on the firewall to ", S(ip), "."],
+            ["Switched the resolvers to ", S(ip), " and ", S(public_ip(r)), "."],
+            ["Suspicious logins from ", S(ip), f" at {clock(r)}; blocked at the WAF."],
+            ["Allow-list ", S(ip), " (the customer's office egress)."],
+            ["Failed password for root from ", S(ip), f" port {r.randint(30000, 65000)} ssh2"],
+            ["`ssh deploy@", S(ip), "` works again after the key change."],
+            ["`curl -v http://", S(ip), f":{r.choice([80, 8080, 8443])}/health` returns 503."],
+            ["X-Forwarded-For: ", S(ip), f", {private_ip(r)}"],
+            [S(ip), f' - - [12/Mar/2025:{clock(r)}:07 +0000] "GET /api/v1/orders HTTP/1.1" 200 512'],
+            ["EC2 public IP is ", S(ip), "; the Elastic IP is not attached yet."],
+            [f"Upgraded the {r.choice(DEVICES)} to {v}; the one at ", S(ip), " did not come back."],
+            [f"Firmware {v} is on the gateway; its WAN address is ", S(ip), "."],
+            [f"Per section {s} of {r.choice(DOCS)}, ", S(ip), " stays blocked."],
+            [f"Upgraded {r.choice(PRODUCTS)} to {v} on ", S(ip), "."],
+            [f"The {r.choice(SITES)} office connects from ", S(ip), "."],
+            ["Customer asked us to whitelist ", S(ip), " and ", S(public_ip(r)), "."],
+            ["| host | public IP |\n| --- | --- |\n| vpn-1 | ", S(ip), " |\n| vpn-2 | ", S(public_ip(r)), " |"],
+            ["Scanner hits came from ", S(ip), f" (AS{r.randint(1000, 64000)})."],
+            ["Abuse report: ", S(ip), " sent 40k requests in a minute."],
+            [f"Migrated the VM to {r.choice(['the new host', 'Hetzner', 'OVH'])}; new address ", S(ip), "."],
+            ["NAT gateway egress: ", S(ip), "."],
+            ["Set the syslog target to ", S(ip), f":{r.choice([514, 6514])}."],
+        ]
+    )
+
+
+# -- notes -------------------------------------------------------------------------------------------
+
+TITLES = [
+    "Ops notes", "Weekly sync", "Incident follow-up", "Audit prep", "Vendor call", "Support escalation",
+    "Change log", "Session recap", "Fleet status", "Compliance review", "Release checklist", "Site visit",
+]  # fmt: skip
+
+
+def render(parts: list) -> tuple[str, list]:
+    text, spans, pos = [], [], 0
+    for p in parts:
+        if isinstance(p, S):
+            spans.append({"start": pos, "end": pos + len(p.value), "kind": p.kind})
+            text.append(p.value)
+            pos += len(p.value)
+        else:
+            text.append(p)
+            pos += len(p)
+    out = "".join(text)
+    return out, spans
+
+
+def note(r: Random, payload: list) -> tuple[str, list]:
+    """A short note: a title, a few filler sentences, the payload somewhere among them."""
+    title = f"{r.choice(['# ', '## ', ''])}{r.choice(TITLES)} — {date(r)}\n\n"
+    lines: list[list] = [[filler(r)] for _ in range(r.randint(1, 4))]
+    lines.insert(r.randint(0, len(lines)), payload)
+    bullet = r.choice(["", "- "])
+    parts: list = [title]
+    for line in lines:
+        block = any(isinstance(p, str) and "\n" in p for p in line)
+        parts += ([] if block else [bullet]) + line + ["\n" if not block else "\n\n"]
+    return render(parts)
+
+
+def generate(seed: int = SEED) -> list[dict]:
+    r = Random(seed)
+    classes = sorted(BENIGN)
+    notes = []
+    for i in range(N_BENIGN):
+        cls = classes[i % len(classes)]
+        text, spans = note(r, [BENIGN[cls](r)])
+        notes.append({"text": text, "spans": spans, "category": f"negative:{cls}"})
+    for _ in range(N_ADDRESS):
+        payload = a_context(r)
+        if r.random() < 0.3:  # a benign quad in the same note as the address
+            payload = payload + [" " + r.choice(list(BENIGN.values()))(r)]
+        text, spans = note(r, payload)
+        notes.append({"text": text, "spans": spans, "category": "ip:ip"})
+    r.shuffle(notes)
+    out = [{"id": f"q{n:04d}", **n_} for n, n_ in enumerate(notes, 1)]
+    validate(out)
+    return out
+
+
+def validate(notes: list[dict]) -> None:
+    for n in notes:
+        end = 0
+        for s in n["spans"]:
+            v = n["text"][s["start"] : s["end"]]
+            assert s["start"] >= end and s["kind"] == "ip", n["id"]
+            assert ipaddress.ip_address(v).is_global, (n["id"], v)
+            end = s["end"]
+        assert bool(n["spans"]) == n["category"].startswith("ip:"), n["id"]
+    benign = [n for n in notes if not n["spans"]]
+    # most benign quads are valid global IPv4 addresses by shape: the corpus tests the rule, not the parser
+    quads = [q for n in benign for q in _quads(n["text"])]
+    assert sum(_global(q) for q in quads) >= 0.7 * len(quads), "too few benign quads look like addresses"
+    assert len({n["id"] for n in notes}) == len(notes)
+
+
+def _quads(text: str) -> list[str]:
+    out, word = [], ""
+    for ch in text + " ":
+        if ch.isdigit() or ch == ".":
+            word += ch
+            continue
+        parts = word.strip(".").split(".")
+        if len(parts) == 4 and all(p.isdigit() for p in parts):
+            out.append(".".join(parts))
+        word = ""
+    return out
+
+
+def _global(quad: str) -> bool:
+    try:
+        return ipaddress.IPv4Address(quad).is_global
+    except ValueError:
+        return False
+
+
+def dumps(notes: list[dict]) -> str:
+    return "".join(json.dumps(n, ensure_ascii=False) + "\n" for n in notes)
+
+
+def stats(notes: list[dict]) -> str:
+    cats = collections.Counter(n["category"] for n in notes)
+    benign = [n for n in notes if not n["spans"]]
+    quads = [q for n in benign for q in _quads(n["text"])]
+    size = sum(len(n["text"].encode()) for n in notes)
+    return "\n".join(
+        [
+            f"notes: {len(notes)}  benign: {len(benign)}  with addresses: {len(notes) - len(benign)}  "
+            f"labelled addresses: {sum(len(n['spans']) for n in notes)}  text: {size / 1e6:.2f} MB",
+            f"benign dotted quads: {len(quads)}, of which valid global IPv4 by shape: {sum(map(_global, quads))}",
+            "notes per category: " + ", ".join(f"{k} {v}" for k, v in sorted(cats.items())),
+        ]
+    )
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--check", action="store_true", help="fail if the file on disk differs from a fresh generation")
+    ap.add_argument("--stats", action="store_true", help="print statistics, write nothing")
+    a = ap.parse_args()
+    notes = generate()
+    data = dumps(notes)
+    if a.check:
+        same = OUT.exists() and OUT.read_text(encoding="utf-8") == data
+        print("up to date" if same else f"{OUT} differs from a fresh generation")
+        return 0 if same else 1
+    if not a.stats:
+        OUT.write_text(data, encoding="utf-8")
+        print(f"wrote {OUT}")
+    print(stats(notes))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

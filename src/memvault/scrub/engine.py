@@ -18,7 +18,10 @@ How a rule decides
     ``your-api-key-here``, AWS's published example keys); a word inside a random body never makes
     it one. Shapes without a prefix need context: an AWS secret key or Twilio auth token is only
     reported near its provider's name or its key id (for AWS, also an AWS word after it on its
-    line), a bearer token after ``Bearer``, a password after a password-like name. Checksums are
+    line), a bearer token after ``Bearer``, a password after a password-like name. Right after
+    the name of the very credential (``aws_secret_access_key=``, ``TWILIO_AUTH_TOKEN:``,
+    ``<SecretAccessKey>``), a value of that credential's shape is reported whatever its first
+    character or entropy; only a documented placeholder is not (:mod:`memvault.scrub.names`). Checksums are
     verified where a format has one: Luhn (cards), ISO 7064 mod 97 (IBAN), CRC32 of classic GitHub
     tokens (a token whose checksum is right is reported even if it looks like a placeholder), a
     JWT's header must decode to JSON with ``alg``, a bare base64 key body must decode to a private

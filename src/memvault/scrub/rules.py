@@ -40,6 +40,7 @@ from memvault.scrub.detectors import (
     detect_twilio_token,
     simple_detector,
 )
+from memvault.scrub.names import KEY_NAMES, named_key_detector
 from memvault.scrub.prefilter import HYPERSCAN, Pattern, PatternSet, match_at
 from memvault.scrub.validators import (
     aws_id_check,
@@ -483,6 +484,11 @@ RULES: Final[tuple[Rule, ...]] = (
         simple_detector("pypi_token", rf"pypi-AgE(?<![{_T}]pypi-AgE)[{_T}]{{50,}}", check=KEY_CHECKS["pypi_token"]),
     ),
     Rule("jwt", (_at(r"eyJ[A-Za-z0-9_\-]{8}", not_after=r"A-Za-z0-9_\-."),), detect_jwt),
+    # a value of a credential's shape assigned to that credential's name, whatever its entropy
+    *(
+        Rule(kind, (_anywhere(names, caseless=True),), named_key_detector(kind))
+        for kind, (names, _) in KEY_NAMES.items()
+    ),
     Rule(
         "basic_auth",
         (

@@ -38,6 +38,7 @@ from pathlib import Path
 from random import Random
 
 SEED = 20261206
+HELDOUT_SEED = 20261207
 N_BENIGN = 1200
 N_ADDRESS = 600
 OUT = Path(__file__).with_name("quads_corpus.jsonl")
@@ -355,6 +356,128 @@ def a_context(r: Random) -> list:
     )
 
 
+# -- the held-out templates ----------------------------------------------------------------------------
+#
+# Written after the rule was changed against the templates above (the dev part), before the rule met
+# these: other genres, phrasings and products, so that the held-out part measures notes the rule was not
+# tuned on. Nothing below was edited after its first measurement.
+
+H_PRODUCTS = [
+    "Citrix Workspace", "GlobalProtect", "Sophos Connect", "Tableau Server", "the Lenovo dock firmware",
+    "Jabra Direct", "the Epson driver", "Ubiquiti EdgeOS", "SonicOS", "MikroTik RouterOS", "ArubaOS",
+    "the Cisco ASA image", "Zoom Rooms", "the Honeywell scanner firmware", "Veeam Agent", "the HP printer firmware",
+    "the Polycom phones", "Bitdefender", "the Brother label maker", "the Meraki MX",
+]  # fmt: skip
+H_STANDARDS = [
+    "RFC 5280", "PCI DSS v4", "the CIS benchmark", "OWASP ASVS", "IEC 62443-3-3", "the NIST CSF profile",
+    "our ISMS manual", "the employee handbook", "the onboarding guide", "the SLA appendix",
+]  # fmt: skip
+
+
+def h_benign(r: Random) -> tuple[str, str]:
+    """A held-out benign sentence and its class."""
+    v, w, s, prod = version(r), version(r), section(r), r.choice(H_PRODUCTS)
+    cls = r.choice(["release", "standard", "chat", "config", "hardware", "compare"])
+    if cls == "release":
+        text = r.choice(
+            [
+                f"Shipped {v} to the beta ring this morning.",
+                f"The {v} hotfix went out on {r.choice(DAYS)}.",
+                f"{v} is the build QA signed off on.",
+                f"Customers on {v} need the manual patch.",
+                f"Crash rate on {v} is {r.randint(1, 9)}.{r.randint(0, 9)}% (target under 1%).",
+                f"Build numbers: {v} (Android) and {w} (iOS).",
+                f"{prod} {v} is rolling out through the update channel.",
+            ]
+        )
+    elif cls == "standard":
+        text = r.choice(
+            [
+                f"{r.choice(H_STANDARDS)} {s} says the extension must be marked critical.",
+                f"Items {s} through {section(r)} are done; the rest are for next sprint.",
+                f"Comments on {s}: too vague, needs an owner.",
+                f"Per {s} in {r.choice(H_STANDARDS)}, {r.choice(TOPICS)} is mandatory.",
+                f"We map {r.choice(TOPICS)} to {s} and {section(r)}.",
+                f"Gap analysis: {s} not met, {section(r)} partially met.",
+            ]
+        )
+    elif cls == "chat":
+        text = r.choice(
+            [
+                f"we're still on {v} lol",
+                f"anyone else seeing this on {v}?",
+                f"{v} or bust",
+                f"tbh {v} was the last good one",
+                f"can confirm {v} fixes it for me",
+            ]
+        )
+    elif cls == "config":
+        text = r.choice(
+            [
+                f'[assembly: AssemblyFileVersion("{v}")]',
+                f'"fileVersion": "{v}",',
+                f"appVersion: {v}",
+                f"image: registry.acme.io/agent:{v}",
+                f"<ProductVersion>{v}</ProductVersion>",
+                f"Bundle-Version: {v}",
+                f"CFBundleShortVersionString = {v}",
+            ]
+        )
+    elif cls == "hardware":
+        text = r.choice(
+            [
+                f"BMC on the new nodes reports {v}.",
+                f"Model XR-500, hardware rev {v}.",
+                f"The docks came with {prod} {v} preinstalled.",
+                f"Flashed {prod} {v} onto the spares.",
+                f"Label on the box says {v}.",
+            ]
+        )
+    else:
+        text = r.choice(
+            [
+                f"Tested {v} against {w}; no difference in boot time.",
+                f"{v} vs {w}: memory use down by a third.",
+                f"Diff between {v} and {w} is mostly translations.",
+                f"Benchmarks for {v}, {w} and {version(r)} are in the sheet.",
+            ]
+        )
+    return text, cls
+
+
+def h_address(r: Random) -> list:
+    ip, dom, v = public_ip(r), r.choice(DOMAINS), version(r)
+    return r.choice(
+        [
+            ["Our egress NAT is ", S(ip), "."],
+            ["Blocklisted ", S(ip), " for credential stuffing."],
+            ["Geo lookup on ", S(ip), " says Frankfurt."],
+            [S(ip), " hammered the login endpoint overnight."],
+            ["Customer's static IP: ", S(ip)],
+            ["Please add ", S(ip), " to the security group."],
+            ["The office moved; the new public address is ", S(ip), "."],
+            ["`ping ", S(ip), "` times out from the bastion."],
+            ["Connection refused from ", S(ip), "."],
+            ["Rate-limited ", S(ip), " after 500 requests a minute."],
+            ["Office router WAN: ", S(ip)],
+            [S(ip), " is the Hetzner box we rent for backups."],
+            ["Add `", S(ip), "/32` to the allow list."],
+            [f"DNS A: app.{dom} → ", S(ip)],
+            ["The pen tester's IP was ", S(ip), "."],
+            ["Attacker rotated between ", S(ip), " and ", S(public_ip(r)), "."],
+            [f"mail.{dom} resolves to ", S(ip), "."],
+            ["Home IP of the on-call engineer: ", S(ip), " (do not share)."],
+            ["Login from an unusual location (", S(ip), ")."],
+            ["sshd[2211]: Accepted publickey for ops from ", S(ip), f" port {r.randint(30000, 65000)} ssh2"],
+            ["fail2ban banned ", S(ip), " again."],
+            [f"After upgrading to {v}, ", S(ip), " could no longer connect."],
+            [f"Running {r.choice(H_PRODUCTS)} {v} on ", S(ip), "."],
+            ["Their VPN concentrator is at ", S(ip), "."],
+            ["Whois for ", S(ip), " points to a residential ISP."],
+        ]
+    )
+
+
 # -- notes -------------------------------------------------------------------------------------------
 
 TITLES = [
@@ -390,20 +513,45 @@ def note(r: Random, payload: list) -> tuple[str, list]:
     return render(parts)
 
 
-def generate(seed: int = SEED) -> list[dict]:
+def generate(seed: int = SEED, heldout_seed: int = HELDOUT_SEED) -> list[dict]:
+    """The dev part (ids ``q``) and the held-out part (ids ``h``), each 1,200 benign notes and 600
+    notes with addresses."""
+    return _dev(seed) + _heldout(heldout_seed)
+
+
+def _heldout(seed: int) -> list[dict]:
+    r = Random(seed)
+    notes = []
+    for _ in range(N_BENIGN):
+        sentence, cls = h_benign(r)
+        text, spans = note(r, [sentence])
+        notes.append({"text": text, "spans": spans, "category": f"negative:{cls}", "split": "heldout"})
+    for _ in range(N_ADDRESS):
+        payload = h_address(r)
+        if r.random() < 0.3:
+            payload = payload + [" " + h_benign(r)[0]]
+        text, spans = note(r, payload)
+        notes.append({"text": text, "spans": spans, "category": "ip:ip", "split": "heldout"})
+    r.shuffle(notes)
+    out = [{"id": f"h{n:04d}", **n_} for n, n_ in enumerate(notes, 1)]
+    validate(out)
+    return out
+
+
+def _dev(seed: int) -> list[dict]:
     r = Random(seed)
     classes = sorted(BENIGN)
     notes = []
     for i in range(N_BENIGN):
         cls = classes[i % len(classes)]
         text, spans = note(r, [BENIGN[cls](r)])
-        notes.append({"text": text, "spans": spans, "category": f"negative:{cls}"})
+        notes.append({"text": text, "spans": spans, "category": f"negative:{cls}", "split": "dev"})
     for _ in range(N_ADDRESS):
         payload = a_context(r)
         if r.random() < 0.3:  # a benign quad in the same note as the address
             payload = payload + [" " + r.choice(list(BENIGN.values()))(r)]
         text, spans = note(r, payload)
-        notes.append({"text": text, "spans": spans, "category": "ip:ip"})
+        notes.append({"text": text, "spans": spans, "category": "ip:ip", "split": "dev"})
     r.shuffle(notes)
     out = [{"id": f"q{n:04d}", **n_} for n, n_ in enumerate(notes, 1)]
     validate(out)
@@ -451,6 +599,10 @@ def dumps(notes: list[dict]) -> str:
 
 
 def stats(notes: list[dict]) -> str:
+    return "\n".join(f"{split}: " + _stats([n for n in notes if n["split"] == split]) for split in ("dev", "heldout"))
+
+
+def _stats(notes: list[dict]) -> str:
     cats = collections.Counter(n["category"] for n in notes)
     benign = [n for n in notes if not n["spans"]]
     quads = [q for n in benign for q in _quads(n["text"])]

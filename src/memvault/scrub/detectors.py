@@ -32,8 +32,8 @@ from memvault.scrub.validators import (
     jwt_check,
     luhn_valid,
     random_looking,
-    version_context,
 )
+from memvault.scrub.versions import version_context
 
 _ASCII_LETTERS: Final = frozenset(string.ascii_letters)
 

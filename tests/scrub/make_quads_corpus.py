@@ -39,6 +39,7 @@ from random import Random
 
 SEED = 20261206
 HELDOUT_SEED = 20261207
+HELDOUT_B_SEED = 20261208
 N_BENIGN = 1200
 N_ADDRESS = 600
 OUT = Path(__file__).with_name("quads_corpus.jsonl")
@@ -478,6 +479,116 @@ def h_address(r: Random) -> list:
     )
 
 
+# -- the second held-out templates ----------------------------------------------------------------------
+#
+# Written after the rule's last change (made after the first held-out part had been measured and looked
+# at), before the rule met these: yet other genres, phrasings and version numbers drawn as products number
+# them, and addresses with fewer telltale words. Nothing below was edited after its first measurement.
+
+B_APPS = [
+    "Slack desktop", "the Okta Verify app", "Notion", "the Garmin watch", "the Sonos app", "Figma", "Miro",
+    "the Logitech hub", "the Dexcom receiver", "the Tesla app", "Obsidian", "the Kindle", "1Password",
+    "the Brother printer", "the Yubico authenticator", "Docker Desktop", "Postman", "the Fitbit app",
+]  # fmt: skip
+
+
+def b_version(r: Random) -> str:
+    """A four-part version as products number them: small majors and minors, patches and builds anywhere."""
+    major = r.choice([r.randint(1, 9), r.randint(1, 9), r.randint(10, 30), r.randint(30, 60)])
+    minor = r.choice([r.randint(0, 9), r.randint(0, 9), r.randint(10, 25)])
+    return f"{major}.{minor}.{r.randint(0, 255)}.{r.randint(0, 255)}"
+
+
+def b_benign(r: Random) -> tuple[str, str]:
+    """A second held-out benign sentence and its class."""
+    v, w, app = b_version(r), b_version(r), r.choice(B_APPS)
+    cls = r.choice(["support", "commit", "meeting", "personal", "inventory", "docs"])
+    if cls == "support":
+        text = r.choice(
+            [
+                f"User reports {app} {v} freezes when they open a shared file.",
+                f"Asked the customer which {app} they have; they sent a screenshot showing {v}.",
+                f"Known issue with {v}, fixed in {w}.",
+                f"Told them to reinstall; they were on {v}, which the vendor pulled.",
+                f"Reproduced on {v} but not on {w}.",
+            ]
+        )
+    elif cls == "commit":
+        text = r.choice(
+            [
+                f"chore(deps): bump {r.choice(PACKAGES).lower()} from {v} to {w}",
+                f"fix: guard against nil session (regression from {v})",
+                f"Tagged {v} and pushed the tag.",
+                f"Cherry-picked the fix onto the {v} branch.",
+                f"Merged the release branch; next tag is {v}.",
+            ]
+        )
+    elif cls == "meeting":
+        text = r.choice(
+            [
+                f"Decision: freeze on {v} until after the audit.",
+                f"{who(r)} will check whether {v} still supports SSO.",
+                f"Action item: confirm {v} with the vendor before Friday.",
+                f"Agreed to skip {v} entirely.",
+                f"Open point: do we ship {v} to the pilot group first?",
+            ]
+        )
+    elif cls == "personal":
+        text = r.choice(
+            [
+                f"Prefers the old layout from {v}.",
+                f"Likes to stay one release behind; currently {v}.",
+                f"Their {app} is stuck at {v} because of the company policy.",
+                f"Uses {app} ({v}) on the work laptop only.",
+            ]
+        )
+    elif cls == "inventory":
+        text = r.choice(
+            [
+                f"{r.randint(3, 40)} laptops still report {v}.",
+                f"Spare units ship with {v} out of the box.",
+                f"Asset tag {r.randint(10000, 99999)}: {app}, {v}.",
+                f"Counted {r.randint(2, 30)} devices below {v}.",
+            ]
+        )
+    else:
+        text = r.choice(
+            [
+                f"The admin guide for {v} has the new screenshots.",
+                f"Docs still describe {v}; update them after the rollout.",
+                f"Section numbering changed: old {section(r)} is now {section(r)}.",
+                f"Quote from {section(r)}: access must be reviewed yearly.",
+            ]
+        )
+    return text, cls
+
+
+def b_address(r: Random) -> list:
+    ip = public_ip(r)
+    return r.choice(
+        [
+            ["Can you whitelist ", S(ip), " for the demo?"],
+            ['cidr_blocks = ["', S(ip), '/32"]'],
+            ["allow ", S(ip), ";"],
+            ["iptables -A INPUT -s ", S(ip), " -j DROP"],
+            ['"ip": "', S(ip), '",'],
+            [S(ip), ",DE,Frankfurt,residential"],
+            ["Visited the pricing page from ", S(ip), " three times."],
+            ["Alert: impossible travel, last sign-in from ", S(ip), "."],
+            ["remote_addr=", S(ip), " status=403"],
+            ["SIEM flagged ", S(ip), " (TOR exit node)."],
+            ["Their firewall NATs everything behind ", S(ip), "."],
+            ["Thanks, ", S(ip), " works now."],
+            [S(ip), " again today, same user agent."],
+            ["Customer email came with headers showing ", S(ip), "."],
+            ["The webhook calls come from ", S(ip), " and ", S(public_ip(r)), "."],
+            ["Firewall change request: open 443 from ", S(ip), "."],
+            ["Host: ", S(ip)],
+            ["They share ", S(ip), " with the whole coworking space."],
+        ]
+    )
+
+
 # -- notes -------------------------------------------------------------------------------------------
 
 TITLES = [
@@ -513,27 +624,37 @@ def note(r: Random, payload: list) -> tuple[str, list]:
     return render(parts)
 
 
-def generate(seed: int = SEED, heldout_seed: int = HELDOUT_SEED) -> list[dict]:
-    """The dev part (ids ``q``) and the held-out part (ids ``h``), each 1,200 benign notes and 600
-    notes with addresses."""
-    return _dev(seed) + _heldout(heldout_seed)
+def generate() -> list[dict]:
+    """The dev part (ids ``q``), the first held-out part (ids ``h``) and the second (ids ``b``), each
+    1,200 benign notes and 600 notes with addresses."""
+    return (
+        _dev(SEED)
+        + _heldout(HELDOUT_SEED, h_benign, h_address, "heldout-a", "h")
+        + _heldout(HELDOUT_B_SEED, b_benign, b_address, "heldout-b", "b")
+    )
 
 
-def _heldout(seed: int) -> list[dict]:
+def _heldout(
+    seed: int,
+    benign: Callable[[Random], tuple[str, str]],
+    address: Callable[[Random], list],
+    split: str,
+    prefix: str,
+) -> list[dict]:
     r = Random(seed)
     notes = []
     for _ in range(N_BENIGN):
-        sentence, cls = h_benign(r)
+        sentence, cls = benign(r)
         text, spans = note(r, [sentence])
-        notes.append({"text": text, "spans": spans, "category": f"negative:{cls}", "split": "heldout"})
+        notes.append({"text": text, "spans": spans, "category": f"negative:{cls}", "split": split})
     for _ in range(N_ADDRESS):
-        payload = h_address(r)
+        payload = address(r)
         if r.random() < 0.3:
-            payload = payload + [" " + h_benign(r)[0]]
+            payload = payload + [" " + benign(r)[0]]
         text, spans = note(r, payload)
-        notes.append({"text": text, "spans": spans, "category": "ip:ip", "split": "heldout"})
+        notes.append({"text": text, "spans": spans, "category": "ip:ip", "split": split})
     r.shuffle(notes)
-    out = [{"id": f"h{n:04d}", **n_} for n, n_ in enumerate(notes, 1)]
+    out = [{"id": f"{prefix}{n:04d}", **n_} for n, n_ in enumerate(notes, 1)]
     validate(out)
     return out
 
@@ -599,7 +720,9 @@ def dumps(notes: list[dict]) -> str:
 
 
 def stats(notes: list[dict]) -> str:
-    return "\n".join(f"{split}: " + _stats([n for n in notes if n["split"] == split]) for split in ("dev", "heldout"))
+    return "\n".join(
+        f"{split}: " + _stats([n for n in notes if n["split"] == split]) for split in ("dev", "heldout-a", "heldout-b")
+    )
 
 
 def _stats(notes: list[dict]) -> str:

@@ -4,26 +4,34 @@
 A dotted quad (``A.B.C.D``, each part 0-255) is an IPv4 address or something else written the same way:
 a four-part version or build number, a section or clause number, an outline number, a work-breakdown or
 test-case number. This corpus measures both sides of that line on notes of the kind people and agents
-write. **Benign notes** hold dotted quads that are not addresses, most of them valid global IPv4 addresses
-by shape (their parts are small): section numbers in compliance, contract and spec notes ("see section
-4.2.1.3"), outline headings, several versions in one sentence with the version word only before the first
-("Firmware 2.4.10.1 fixes it; 2.4.9.7 still has it"), upgrades and rollbacks ("upgraded the edge routers to
-5.1.2.3"), a product's name before its version, lists of affected builds, package pins, "what's new in",
-version tables whose header does not say "version", work-breakdown and test-case numbers. **Address notes**
-hold global IPv4 addresses (labelled ``ip``) in the places addresses really appear, many of them next to the
-same wording: after "to" (DNS records, failovers, port forwards, resolvers), in notes that also hold
-versions or section numbers, with the small first parts of cloud and resolver ranges (1.1.1.1, 3.x, 8.8.8.8).
+write, in three parts of 1,200 **benign notes** (dotted quads that are not addresses, most of them valid
+global IPv4 addresses by shape) and 600 **notes with addresses** (global IPv4 addresses, labelled ``ip``,
+in the places addresses really appear, many next to the same wording as the versions):
 
-The templates were written for the ``ip`` rule's change from how such notes read and from the classes a
-review named, before the rule was changed and without running the scrubber on them; by the author of the
-change, so independent of the rule's details, not of its author. Do not tune the rule to this corpus note by
-note: it is the measure (``tests/scrub/test_scrub_precision.py``).
+- ``dev`` (ids ``q``): section numbers in compliance, contract and spec notes ("see section 4.2.1.3"),
+  outline headings, several versions in one sentence with the version word only before the first
+  ("Firmware 2.4.10.1 fixes it; 2.4.9.7 still has it"), upgrades and rollbacks ("upgraded the edge
+  routers to 5.1.2.3"), a product's name before its version, lists of builds, package pins, "what's new
+  in", version tables; addresses after "to" (DNS records, failovers, resolvers), in notes that also hold
+  versions or section numbers, with the small first parts of cloud and resolver ranges. Written before
+  the rule was changed, from how such notes read and the classes a review named; the rule was then
+  changed against it.
+- ``heldout-a`` (ids ``h``): other genres, phrasings and products (release notes, standards, chat,
+  configuration files, hardware, comparisons). Written after the first change, measured once, then
+  looked at; the rule was changed again.
+- ``heldout-b`` (ids ``b``): yet other genres (support tickets, commit messages, meetings, people's
+  preferences, inventories, docs) and versions drawn as products number them; addresses with fewer
+  telltale words. Written after the second change, measured once, then looked at; the rule's last
+  change (an address wins whenever nothing binds a quad to a version) followed.
+
+All by the author of the rule's change: independent of the rule's details, not of its author. The
+figures of each part, before and after, are in README.md.
 
     python tests/scrub/make_quads_corpus.py            # rewrite quads_corpus.jsonl, print statistics
     python tests/scrub/make_quads_corpus.py --check    # is the committed file what this produces?
     python tests/scrub/make_quads_corpus.py --stats    # statistics only
 
-Format: as ``heldout_corpus.jsonl``; ``category`` is ``negative:<class>`` or ``ip:<context>``.
+Format: as ``heldout_corpus.jsonl``; ``category`` is ``negative:<class>`` or ``ip:ip``; ``split`` names the part.
 """
 
 from __future__ import annotations
@@ -357,11 +365,10 @@ def a_context(r: Random) -> list:
     )
 
 
-# -- the held-out templates ----------------------------------------------------------------------------
+# -- the first held-out templates (heldout-a) ----------------------------------------------------------
 #
 # Written after the rule was changed against the templates above (the dev part), before the rule met
-# these: other genres, phrasings and products, so that the held-out part measures notes the rule was not
-# tuned on. Nothing below was edited after its first measurement.
+# these: other genres, phrasings and products. Not edited after their first measurement.
 
 H_PRODUCTS = [
     "Citrix Workspace", "GlobalProtect", "Sophos Connect", "Tableau Server", "the Lenovo dock firmware",
@@ -479,11 +486,11 @@ def h_address(r: Random) -> list:
     )
 
 
-# -- the second held-out templates ----------------------------------------------------------------------
+# -- the second held-out templates (heldout-b) ----------------------------------------------------------
 #
-# Written after the rule's last change (made after the first held-out part had been measured and looked
-# at), before the rule met these: yet other genres, phrasings and version numbers drawn as products number
-# them, and addresses with fewer telltale words. Nothing below was edited after its first measurement.
+# Written after the rule's second change (made after heldout-a had been measured and looked at), before
+# the rule met these: yet other genres, phrasings and version numbers drawn as products number them, and
+# addresses with fewer telltale words. Not edited after their first measurement.
 
 B_APPS = [
     "Slack desktop", "the Okta Verify app", "Notion", "the Garmin watch", "the Sonos app", "Figma", "Miro",

@@ -30,8 +30,10 @@ How a rule decides
 Decisions worth knowing
     * ``ip``: only globally routable addresses are reported; loopback, private (RFC 1918),
       shared, link-local, documentation and reserved ranges are not personal data. A dotted quad
-      after a version word (``v``, ``version``, ``build``, ``release``...), in a range with a
-      version, opening a markdown heading or in a table column of versions is a version number.
+      that its text binds to a version or a section (a version, section or software word before
+      it, an upgrade, a list or range with a version, a heading, an outline, a table column of
+      versions: :mod:`memvault.scrub.versions`) is not an address, unless its clause names an
+      address; a quad nothing binds to a version is reported.
     * ``email``: reserved example domains (``example.com``, ``.test``, ``.invalid``, ``.local``,
       ``.internal``), ``git@host:`` remotes and ``name@2x.png`` asset names are not reported.
     * ``credit_card``: the numbers payment processors publish for testing

@@ -2,29 +2,35 @@
 
 ``8.4.15.160``, ``4.2.1.3`` and ``84.159.136.32`` are all valid IPv4 addresses by shape; notes hold
 far more version, build and section numbers than addresses. :func:`version_context` reads the text
-around a dotted quad the way a person would:
+around a dotted quad for what binds it to a version; a quad nothing binds stays an address (a missed
+address is a leak, a masked version only a nuisance):
 
 * **Bound to a version** (decides alone): right after a version word (``version``, ``build``,
-  ``firmware``, ``v``...) with nothing between them that is another number or an address word; right
-  after a section word (``section``, ``§``, ``clause``, ``step``...), a software noun (``app``,
-  ``plugin``, ``driver``, ``BIOS``...), a network operating system's name (``Junos``, ``FortiOS``...)
-  or a version operator (``==``, ``>=``, ``^``, ``~``); in a range with a version
-  (``8.4.15 to 8.4.15.160``); opening a markdown heading, or an outline line (``4.2.1.3 Log
-  retention``, every part under 31); in a table column whose header names versions.
-* **Read as a version** unless the clause names an address (below): a quad shaped like a version
-  (its first two parts under 31: ``2.4.10.1``, ``17.3.0.250``; about one public address in 70 is
-  shaped so); a version word earlier on its line; a software name written in mixed case right
-  before it (``iDRAC``, ``UniFi``); ``since``, ``before``, ``older than``... before it, ``or later``...
-  after it; the target of an upgrade (``upgraded the edge routers to 5.1.2.3``); another build of a
-  version on its line (same first two parts), or the next item of a list of versions
-  (``Affected builds: 4.9.26.133, 93.1.0.7 and 40.2.5.1``).
+  ``firmware``, ``v`` but not ``curl -v``...) with nothing between them that is another number or an
+  address word; right after a section word (``section``, ``§``, ``clause``, ``step``...), a software
+  noun (``app``, ``plugin``, ``driver``, ``BIOS``...), a network operating system's name (``Junos``,
+  ``FortiOS``...), an identifier naming a version (``"fileVersion": "``, ``<ProductVersion>``) or a
+  version operator (``==``, ``>=``, ``^``, ``~``); in a range with a version (``8.4.15 to
+  8.4.15.160``); opening a markdown heading, or an outline line (``4.2.1.3 Log retention``, every part
+  under 31); in a table column whose header names versions (``version``, ``build``, ``installed``,
+  ``latest``...) and not addresses.
+* **Read as a version** unless its clause names an address (below): every part under 31 (a section
+  number's shape: ``4.2.1.3``; about one public address in 5,000 is shaped so); a version word earlier
+  on its line with no other number between them; ``since``, ``before``, ``older than``... before it,
+  ``or later``, ``hotfix``, ``is the build``... after it; the target of an upgrade (``upgraded the edge
+  routers to 5.1.2.3``); another build of a version on its line (the same first two parts:
+  ``Firmware 2.4.10.1 fixes it; 2.4.9.7 still has it``); an item of a list, comparison or range
+  with a version (``Affected builds: 4.9.26.133, 93.1.0.7 and 40.2.5.1``, ``2.4.1.1 vs 93.1.0.7``);
+  a cell of a table column holding a version.
 * **An address** wins over the second group: an address word in its clause (``ip``, ``address``,
   ``host``, ``dns``, ``record``, ``resolver``, ``ssh``, ``curl``, ``traffic``, ``logins``,
-  ``allow-list``, ``blocked``, ``at``...), a port or prefix length after it (``:8443``, ``/24``), a
-  log line's ``- - [`` after it, or a table column whose header names addresses.
+  ``allow-list``, ``blocked``, ``at``, ``allow``...; a list item's clause includes the line above the
+  list, ``allowed_ips:``), a port or prefix length after it (``:8443``, ``/24``), a log line's
+  ``- - [`` after it, or a table column whose header names addresses.
 
-Everything is read on the quad's line, at most 160 characters before it and 80 after (what an
-edit's window holds: :data:`memvault.scrub.engine.LINE_CONTEXT`), and a table's header.
+Everything is read on the quad's line, at most 160 characters before it and 80 after, the line above
+a list, the rows of its table column up to its header and 240 characters below: what an edit's window
+holds (:data:`memvault.scrub.engine.LINE_CONTEXT`, and a table up to its header).
 """
 
 from __future__ import annotations
@@ -33,7 +39,7 @@ import ipaddress
 import re
 from typing import Final
 
-__all__ = ["version_context", "version_shaped"]
+__all__ = ["version_context", "section_shaped"]
 
 #: A version word (``v`` not as a command-line flag: ``curl -v http://...``).
 _VERSION_WORDS: Final = (
@@ -63,11 +69,6 @@ _CAMEL_VERSION_RE: Final = re.compile(
 )
 #: A version operator right before a quad (``pkg==1.2.3.4``, ``>= 1.2.3.4``, ``"^1.2.3.4"``).
 _OPERATOR_RE: Final = re.compile(r"(?:==|>=|<=|~=|!=|\^|~>?)[ \t]*$")
-#: A word written in mixed case right before a quad: a product's name (``iDRAC``, ``UniFi``, ``iLO``).
-_MIXED_CASE_RE: Final = re.compile(r"\b[A-Za-z]*[a-z][A-Z][A-Za-z]*[ \t]+$")
-#: A package's name and ``@`` right before a quad (``grpcio-tools@2.3.2.86``; ``user@host`` has an
-#: address word near it: ``ssh``, ``scp``...).
-_PACKAGE_AT_RE: Final = re.compile(r"[\w.\-]@$")
 #: Words before and after a quad that compare versions.
 _COMPARE_BEFORE_RE: Final = re.compile(
     r"\b(?:since|before|prior to|older than|newer than|earlier than|later than|new in|changes in|notes for)[ \t]+$"
@@ -95,8 +96,9 @@ _ADDRESS_WORDS_RE: Final = re.compile(
     r"connect(?:s|ed|ion|ions)?|logins?|logged|traffic|requests?|hits|via|src|dst|source|destination|"
     r"x-forwarded-for|xff|remote|attackers?|attacks?|scanners?|scanning|abuse|bots?|"
     r"suspicious|malicious|spam|whois|geo|geoip|geolocation|asn|as\d+|"
-    r"port|listen(?:s|ing)?|bind|forward(?:ed)?|pointed|points to|"
-    r"ptr|cname|mx|public|static|external|elastic|floating|dhcp|lease)(?![a-z0-9])|\bat[ \t]+$"
+    r"port|listen(?:s|ing)?|bind|forward(?:ed)?|pointed|"
+    r"ptr|cname|mx|public|static|external|elastic|floating|dhcp|lease|headers?)(?![a-z0-9])"
+    r"|(?:\b(?:at|behind|allow)|(?<![\w-])(?:-s|--source))[ \t]+$"
 )
 #: An address's port, prefix length or log line after the quad.
 _ADDRESS_AFTER_RE: Final = re.compile(r":\d|/\d{1,2}\b| - - \[")
@@ -106,9 +108,10 @@ _CLAUSE_END_RE: Final = re.compile(r"[\n;|]|[.!?](?=[ \t])")
 _AFTER_CLAUSE_END_RE: Final = re.compile(r"[\n;|:]|[.!?](?=[ \t])")
 #: A dotted number of three or four parts (the other numbers on a quad's line).
 _DOTTED_RE: Final = re.compile(r"(?<![\w.])v?\d{1,5}(?:\.\d{1,5}){2,3}(?![\w]|\.\d)")
-#: A list separator between two numbers.
+#: A list separator, comparison or range word between two numbers.
 _LIST_SEP_RE: Final = re.compile(
-    r"[ \t]*(?:,[ \t]*(?:and|or)?|/|&|\band\b|\bor\b|\bvs\.?|\bversus\b|\bagainst\b)[ \t]*"
+    r"[ \t]*(?:,[ \t]*(?:and|or)?|/|&|\band\b|\bor\b|\bvs\.?|\bversus\b|\bagainst\b|\bto\b|\bthrough\b"
+    r"|->|\u2192|\u2013|\.\.)[ \t]*"
 )
 #: The range words of ``_RANGE_BEFORE_RE`` (which the text before a dotted quad must end with).
 _RANGE_WORDS: Final = ("to", "->", "\u2192", "\u2013", "..")
@@ -125,7 +128,7 @@ _LIST_ITEM_RE: Final = re.compile(r"[ \t]*[-*+][ \t]")
 #: An outline line's title after its number.
 _OUTLINE_AFTER_RE: Final = re.compile(r"\.?[ \t]+[A-Z]")
 #: Table column headers naming versions, and naming addresses.
-_VERSION_HEADER_RE: Final = re.compile(r"(?i)version|build|release|firmware|\bver\b")
+_VERSION_HEADER_RE: Final = re.compile(r"(?i)version|build|release|firmware|\bver\b|installed|latest|current|target")
 _ADDRESS_HEADER_RE: Final = re.compile(r"(?i)\bips?\b|address|\bhosts?\b|\bservers?\b|\bpeers?\b|egress|ingress")
 _TABLE_RULE_RE: Final = re.compile(r"[ \t]*\|?[ \t:\-|]*-[ \t:\-|]*$")
 #: How far back a line is followed to its start (a longer line is not a heading or a table row).
@@ -139,12 +142,10 @@ _BELOW: Final = 240
 _SMALL: Final = 31
 
 
-def version_shaped(quad: str) -> bool:
-    """Whether the dotted quad ``quad`` has a version's shape: a major under 100 and a minor under
-    16, or both under 31 (``2.4.10.1``, ``17.3.0.250``, ``48.10.159.157``; about one public address
-    in 25 is shaped so)."""
-    a, b = quad.split(".", 2)[:2]
-    return len(a) <= 2 and len(b) <= 2 and (int(b) < 16 or int(a) < _SMALL and int(b) < _SMALL)
+def section_shaped(quad: str) -> bool:
+    """Whether the dotted quad ``quad`` has the shape of a section or outline number: every part
+    under 31 (``4.2.1.3``; about one public address in 5,000 is shaped so)."""
+    return all(len(p) <= 2 and int(p) < _SMALL for p in quad.split("."))
 
 
 def version_context(text: str, start: int, end: int) -> bool:
@@ -186,11 +187,9 @@ def _reads_as_version(text: str, start: int, end: int, *, near: bool) -> bool:
     ):
         return False
     return (
-        version_shaped(text[start:end])
+        section_shaped(text[start:end])
         or _VERSION_WORD_RE.search(low_before) is not None
         or _VERSION_WORD_RE.search(clause) is not None
-        or _MIXED_CASE_RE.search(before) is not None
-        or _PACKAGE_AT_RE.search(before) is not None
         or _COMPARE_BEFORE_RE.search(low_before) is not None
         or _COMPARE_AFTER_RE.match(after) is not None
         or _UPGRADE_RE.search(clause) is not None
@@ -252,10 +251,10 @@ def _bound(text: str, start: int, end: int, line_start: int, before: str, low_be
     if (
         _OUTLINE_BEFORE_RE.match(text, line_start, start)
         and _OUTLINE_AFTER_RE.match(text, end)
-        and all(int(p) < _SMALL for p in text[start:end].split("."))
+        and section_shaped(text[start:end])
     ):
         return True
-    return _VERSION_HEADER_RE.search(header) is not None
+    return _VERSION_HEADER_RE.search(header) is not None and _ADDRESS_HEADER_RE.search(header) is None
 
 
 def _near_a_version(text: str, start: int, end: int, lo: int, hi: int) -> bool:

@@ -292,6 +292,8 @@ ADVERSARIAL = [
     "dob 1990-01-01 ", "-----BEGIN PRIVATE KEY-----\n", "Private-Lines: 1\nAAAA\n", "MIIEpAIBAAKCAQEA",
     '{"kty":"EC","d":"', "%40a", "a\u200b", "4111\u00a01111 ", "aws AbCdEfGhIjKlMnOpQrStUvWxYz0123456789+/ab ",
     "twilio 0123456789abcdef0123456789abcdef ", "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.abc ",
+    "aws_secret_access_key=", "SecretAccessKey: /AbCdEfGhIjKlMnOpQrStUvWxYz0123456789+/a ",
+    "| 84.1.2.3 | 5.6.7.8 |\n", "- 4.2.1.3 and 84.1.2.3, ", "version 2.4.1.1 vs ",
 ]  # fmt: skip
 ADVERSARIAL_BYTES = 100 * 1024
 

@@ -33,7 +33,7 @@ from memvault.scrub.validators import (
     luhn_valid,
     random_looking,
 )
-from memvault.scrub.versions import version_context
+from memvault.scrub.versions import Memo, version_context
 
 _ASCII_LETTERS: Final = frozenset(string.ascii_letters)
 
@@ -628,9 +628,10 @@ def _reported_v4(value: str) -> bool:
 
 def detect_ip(text: str, starts: tuple[list[int], ...]) -> Iterable[Candidate]:
     """Globally routable IPv4 and IPv6 addresses (not version numbers)."""
+    memo: Memo = {}  # (each quad is read once, also as another's neighbour)
     for m in match_at(_IPV4_RE, text, starts[0]):
         value = m.group()
-        if _reported_v4(value) and not version_context(text, m.start(), m.end()):
+        if _reported_v4(value) and not version_context(text, m.start(), m.end(), memo):
             yield m.start(), m.end(), "ip", P_PII["ip"]
     if starts[1] and ("::" in text or text.count(":") >= 7):
         for m in match_at(_IPV6_RE, text, starts[1]):

@@ -40,7 +40,7 @@ from memvault.scrub.detectors import (
     detect_twilio_token,
     simple_detector,
 )
-from memvault.scrub.names import KEY_NAMES, named_key_detector
+from memvault.scrub.names import KEY_NAMES, name_gate, named_key_detector
 from memvault.scrub.prefilter import HYPERSCAN, Pattern, PatternSet, match_at
 from memvault.scrub.validators import (
     aws_id_check,
@@ -486,8 +486,12 @@ RULES: Final[tuple[Rule, ...]] = (
     Rule("jwt", (_at(r"eyJ[A-Za-z0-9_\-]{8}", not_after=r"A-Za-z0-9_\-."),), detect_jwt),
     # a value of a credential's shape assigned to that credential's name, whatever its entropy
     *(
-        Rule(kind, (_anywhere(names, caseless=True),), named_key_detector(kind))
-        for kind, (names, _) in KEY_NAMES.items()
+        Rule(
+            kind,
+            (_anywhere(name_gate(kind), caseless=True),),
+            named_key_detector(kind),
+        )
+        for kind in KEY_NAMES
     ),
     Rule(
         "basic_auth",

@@ -35,18 +35,21 @@ holds (:data:`memvault.scrub.engine.LINE_CONTEXT`, and a table up to its header)
 
 from __future__ import annotations
 
-import ipaddress
+import itertools
 import re
-from typing import Final
+from typing import Final, NamedTuple
 
-__all__ = ["version_context", "section_shaped"]
+__all__ = ["version_context", "section_shaped", "Memo", "Alone"]
 
 #: A version word (``v`` not as a command-line flag: ``curl -v http://...``).
 _VERSION_WORDS: Final = (
-    r"(?<![-\w])v|(?<![a-z0-9])(?:versions?|ver|builds?|releases?|released|rev|revision|firmware|fw|oid|sdk|hotfix)"
+    r"(?=[vbrfosh])(?:(?<![-\w])v|(?<![a-z0-9])"
+    r"(?:versions?|ver|builds?|releases?|released|rev|revision|firmware|fw|oid|sdk|hotfix))"
 )
+#: What may stand between a version word and its number with no word between them (``version: ``).
+_GAP_MARKS: Final = " \t:=#(\"'`"
 #: A version word, then at most 24 characters holding no digit-dot run, up to the quad.
-_VERSION_BEFORE_RE: Final = re.compile(rf"(?:{_VERSION_WORDS})\b(?:(?!\d\.\d)[^\n]){{0,24}}$")
+_VERSION_BEFORE_RE: Final = re.compile(rf"(?:{_VERSION_WORDS})\b(?P<gap>(?:(?!\d\.\d)[^\n]){{0,24}})$")
 #: How far before a quad a ``_VERSION_BEFORE_RE`` match can start (its longest word, 24 more, and one).
 _VERSION_WORD_REACH: Final = 33
 #: A version word earlier on the line with no other number between it and the quad.
@@ -55,7 +58,7 @@ _VERSION_WORD_RE: Final = re.compile(
 )
 #: Words right before a quad that make it a section, a software component's or an OS's version.
 _DIRECT_WORDS_RE: Final = re.compile(
-    r"(?:\b(?:sections?|sect|sec|clauses?|chapters?|ch|paragraphs?|para|articles?|art|appendix|annex|"
+    r"(?=[a-fij-prstuw\xa7])(?:\b(?:sections?|sect|sec|clauses?|chapters?|ch|paragraphs?|para|articles?|art|appendix|annex|"
     r"requirements?|req|controls?|steps?|items?|case|wbs|tasks?|figures?|fig|rules?|recommendations?|"
     r"criterion|subsection|apps?|application|agent|plugin|plug-in|add-in|addin|add-on|addon|extension|"
     r"drivers?|bios|uefi|image|software|package|library|lib|module|runtime|installer|toolkit|patch|"
@@ -65,7 +68,7 @@ _DIRECT_WORDS_RE: Final = re.compile(
 #: An identifier holding ``Version``, ``Build`` or ``Release`` in mixed case right before a quad, then
 #: what assigns it (``"fileVersion": "``, ``<ProductVersion>``, ``CFBundleShortVersionString = ``).
 _CAMEL_VERSION_RE: Final = re.compile(
-    r"(?:[a-z]|\b)(?:Version|Build|Release)(?:[A-Z][A-Za-z]*)?[\"'>]?[ \t]*(?:[:=]|\(\"?)?[ \t]*[\"']?$"
+    r"(?<![A-Z0-9_])(?:Version|Build|Release)(?:[A-Z][A-Za-z]*)?[\"'>]?[ \t]*(?:[:=]|\(\"?)?[ \t]*[\"']?$"
 )
 #: A version operator right before a quad (``pkg==1.2.3.4``, ``>= 1.2.3.4``, ``"^1.2.3.4"``).
 _OPERATOR_RE: Final = re.compile(r"(?:==|>=|<=|~=|!=|\^|~>?)[ \t]*$")
@@ -86,9 +89,10 @@ _UPGRADE_RE: Final = re.compile(
 #: Words that name or act on network addresses (``at`` only right before the quad; ``ip``, ``vpn``,
 #: ``nat``, ``wan``, ``dns`` not as the modifier of another noun: ``IP cameras``, ``VPN client``).
 _ADDRESS_WORDS_RE: Final = re.compile(
-    r"(?<![a-z0-9])(?:ip|vpn|nat|wan|dns)(?![a-z0-9])"
+    r"(?<![a-z0-9])(?=[a-z-])(?:"
+    r"(?:ip|vpn|nat|wan|dns)(?![a-z0-9])"
     r"(?![ \t]+(?!(?:is|was|of|for|to|at|on|in|and|or|from|via)\b)[a-z]{3,})|"
-    r"(?<![a-z0-9])(?:ips|ipv4|address|addresses|addr|hosts?|hostname|servers?|records?|resolvers?|nameservers?|"
+    r"(?:ips|ipv4|address|addresses|addr|hosts?|hostname|servers?|records?|resolvers?|nameservers?|"
     r"proxy|egress|ingress|endpoints?|peers?|origin|upstream|vip|eip|waf|allow[- ]?list(?:ed)?|"
     r"white[- ]?list(?:ed)?|block[- ]?list(?:ed)?|black[- ]?list(?:ed)?|deny[- ]?list(?:ed)?|"
     r"security group|block(?:ed|ing)?|ban(?:ned)?|deny|denied|subnet|cidr|"
@@ -98,12 +102,18 @@ _ADDRESS_WORDS_RE: Final = re.compile(
     r"suspicious|malicious|spam|whois|geo|geoip|geolocation|asn|as\d+|"
     r"port|listen(?:s|ing)?|bind|forward(?:ed)?|pointed|"
     r"ptr|cname|mx|public|static|external|elastic|floating|dhcp|lease|headers?)(?![a-z0-9])"
-    r"|(?:\b(?:at|behind|allow)|(?<![\w-])(?:-s|--source))[ \t]+$"
+    r"|(?:at|behind|allow|(?<![\w-])(?:-s|--source))[ \t]+$)"
 )
 #: An address's port, prefix length or log line after the quad.
 _ADDRESS_AFTER_RE: Final = re.compile(r":\d|/\d{1,2}\b| - - \[")
 #: Where a clause begins (the quad's clause is read back to it).
 _CLAUSE_END_RE: Final = re.compile(r"[\n;|]|[.!?](?=[ \t])")
+#: The text up to the last clause boundary (the quad's clause starts after it).
+_LAST_CLAUSE_END_RE: Final = re.compile(r"(?s).*(?:[\n;|]|[.!?](?=[ \t]))")
+#: The text up to the last digit-dot run (a version word binds the first number after it).
+_LAST_NUMBER_RE: Final = re.compile(r"(?s).*\d\.\d")
+#: The parts of an IPv4 address as :mod:`ipaddress` reads them (no leading zeros).
+_OCTETS: Final = frozenset(str(i) for i in range(256))
 #: Where the clause after a quad ends (a colon opens another one: ``since 2.9.5.91: the login screen``).
 _AFTER_CLAUSE_END_RE: Final = re.compile(r"[\n;|:]|[.!?](?=[ \t])")
 #: A dotted number of three or four parts (the other numbers on a quad's line).
@@ -133,6 +143,8 @@ _ADDRESS_HEADER_RE: Final = re.compile(r"(?i)\bips?\b|address|\bhosts?\b|\bserve
 _TABLE_RULE_RE: Final = re.compile(r"[ \t]*\|?[ \t:\-|]*-[ \t:\-|]*$")
 #: How far back a line is followed to its start (a longer line is not a heading or a table row).
 _LINE_REACH: Final = 1024
+#: How far back a quad's clause is read for words (an address word, an upgrade).
+_CLAUSE: Final = 80
 #: How far before and after a quad its line is read.
 _BEFORE: Final = 160
 _AFTER: Final = 80
@@ -148,65 +160,109 @@ def section_shaped(quad: str) -> bool:
     return all(len(p) <= 2 and int(p) < _SMALL for p in quad.split("."))
 
 
-def version_context(text: str, start: int, end: int) -> bool:
+class Alone(NamedTuple):
+    """What a number reads as without its neighbours, and what its neighbours' reading needs."""
+
+    #: Read as a version without its neighbours.
+    version: bool
+    #: Its clause names an address (no neighbour makes it a version then).
+    address: bool = False
+    line_start: int = 0
+    lo: int = 0
+    hi: int = 0
+    header: str = ""
+    above: tuple[tuple[int, int], ...] = ()
+
+
+#: What :func:`version_context` keeps between its calls for one text: each number's :class:`Alone`, by offset.
+Memo = dict[int, Alone]
+_BOUND: Final = Alone(True)
+
+
+def version_context(text: str, start: int, end: int, memo: Memo | None = None) -> bool:
     """Whether the dotted quad ``text[start:end]`` reads as a version or a section number, not an
     address (the rules are in this module's docstring).
 
     Args:
         text: the whole text.
         start, end: the dotted quad's span.
+        memo: kept between the calls for one text (each number is read once, also as a neighbour).
 
     Returns:
         True for a version, build, section or outline number.
     """
-    return _reads_as_version(text, start, end, near=True)
+    memo = {} if memo is None else memo
+    alone = _alone(text, start, end, memo)
+    if alone.version or alone.address:
+        return alone.version
+    line_start = alone.line_start
+    return (
+        _near_a_version(text, start, end, alone.lo, alone.hi, memo)
+        or bool(alone.header or alone.above)
+        and _version_in_column(
+            text, _cells_above(text, list(alone.above), line_start, start) + _cells_below(text, line_start, start), memo
+        )
+    )
 
 
-def _reads_as_version(text: str, start: int, end: int, *, near: bool) -> bool:
-    """:func:`version_context`; the other numbers on the line are consulted only if ``near``."""
+def _alone(text: str, start: int, end: int, memo: Memo) -> Alone:
+    """What the number ``text[start:end]`` reads as without its neighbours (kept in ``memo``)."""
+    got = memo.get(start)
+    if got is None:
+        got = memo[start] = _read_alone(text, start, end)
+    return got
+
+
+def _read_alone(text: str, start: int, end: int) -> Alone:
+    if _after_version_word(text, start):  # (the commonest: first, on the least text)
+        return _BOUND
     nl = text.rfind("\n", max(0, start - _LINE_REACH), start)
     line_start = nl + 1 if nl >= 0 or start <= _LINE_REACH else -1  # -1: a line too long to follow
+    header, above = _table_column(text, line_start, start)
+    if header and _VERSION_HEADER_RE.search(header) is not None and _ADDRESS_HEADER_RE.search(header) is None:
+        return _BOUND
     lo = max(0, start - _BEFORE, line_start)
     nl = text.find("\n", end, end + _AFTER)
     hi = min(len(text), end + _AFTER) if nl < 0 else nl
     before = text[lo:start]
     low_before = before.lower()
-    header, above = _table_column(text, line_start, start)
-    if _bound(text, start, end, line_start, before, low_before, header):
-        return True
-    clause = low_before[max((m.end() for m in _CLAUSE_END_RE.finditer(low_before)), default=0) :]
+    if _bound(text, start, end, line_start, before, low_before):
+        return _BOUND
+    cut = _LAST_CLAUSE_END_RE.match(low_before)
+    clause = (low_before if cut is None else low_before[cut.end() :])[-_CLAUSE:]
     if line_start >= 0 and _OUTLINE_BEFORE_RE.fullmatch(text, line_start, start):
         clause = _list_key(text, line_start) + " " + clause  # an item of a list: its key line is its clause
-    after = text[end:hi]
-    cut = _AFTER_CLAUSE_END_RE.search(after)
-    if (
-        _ADDRESS_WORDS_RE.search(clause) is not None
-        or _ADDRESS_WORDS_RE.search(after[: cut.start() if cut else 40].lower()[:40]) is not None
-        or _ADDRESS_AFTER_RE.match(after) is not None
-        or _ADDRESS_HEADER_RE.search(header) is not None
-    ):
-        return False
-    return (
+    after = text[end : min(hi, end + 40)]
+    last = _LAST_NUMBER_RE.match(low_before)  # (a version word binds the first number after it)
+    address = _address_named(clause, after, header)
+    read = not address and (
         section_shaped(text[start:end])
-        or _VERSION_WORD_RE.search(low_before) is not None
+        or _VERSION_WORD_RE.search(low_before, 0 if last is None else last.end()) is not None
         or _VERSION_WORD_RE.search(clause) is not None
-        or _COMPARE_BEFORE_RE.search(low_before) is not None
+        or _COMPARE_BEFORE_RE.search(low_before, max(0, len(low_before) - 20)) is not None
         or _COMPARE_AFTER_RE.match(after) is not None
         or _UPGRADE_RE.search(clause) is not None
-        or near
-        and (
-            _near_a_version(text, start, end, lo, hi)
-            or bool(header or above)
-            and _version_in_column(text, above + _cells_below(text, line_start, start))
-        )
+    )
+    return Alone(read, address, line_start, lo, hi, header, tuple(above))
+
+
+def _address_named(clause: str, after: str, header: str) -> bool:
+    """Whether the quad's clause (in lower case), the text after it or its table column's header
+    names an address (the third group of the module's docstring)."""
+    stop = _AFTER_CLAUSE_END_RE.search(after)
+    return (
+        _ADDRESS_WORDS_RE.search(clause) is not None
+        or _ADDRESS_WORDS_RE.search((after if stop is None else after[: stop.start()]).lower()) is not None
+        or _ADDRESS_AFTER_RE.match(after) is not None
+        or _ADDRESS_HEADER_RE.search(header) is not None
     )
 
 
-def _version_in_column(text: str, cells: list[tuple[int, int]]) -> bool:
+def _version_in_column(text: str, cells: list[tuple[int, int]], memo: Memo) -> bool:
     """Whether another cell of the quad's table column holds a version (a column holds one kind of value)."""
     for a, b in cells[:8]:
         m = _DOTTED_RE.search(text, a, b)
-        if m is not None and text[a:b].strip() == m.group() and _is_version(text, m):
+        if m is not None and text[a:b].strip() == m.group() and _is_version(text, m, memo):
             return True
     return False
 
@@ -224,96 +280,108 @@ def _list_key(text: str, line_start: int) -> str:
     return ""
 
 
-def _bound(text: str, start: int, end: int, line_start: int, before: str, low_before: str, header: str) -> bool:
-    """The first group of the module's docstring: what makes the quad a version on its own."""
-    # (searched from a position, not in a slice: ``\b`` sees the character before it)
-    near = max(0, len(low_before) - _VERSION_WORD_REACH)
-    m = _VERSION_BEFORE_RE.search(low_before, near)
-    if m is not None and _ADDRESS_WORDS_RE.search(low_before, m.start()) is None:
-        return True
-    if (
-        _DIRECT_WORDS_RE.search(low_before, near) is not None
-        or _OPERATOR_RE.search(before) is not None
-        or _CAMEL_VERSION_RE.search(before, max(0, len(before) - 64)) is not None
-    ):
-        return True
+def _after_version_word(text: str, start: int) -> bool:
+    """Whether a version word is right before the quad at ``start`` on its line, with nothing
+    between them that is another number or an address word."""
+    lo = max(0, start - _VERSION_WORD_REACH)
+    nl = text.rfind("\n", lo, start)
+    lo = nl + 1 if nl >= 0 else max(0, lo - 1)  # (with the character ``\b`` looks at, if not a line's start)
+    window = text[lo:start].lower()
+    m = _VERSION_BEFORE_RE.search(window, 0 if nl >= 0 or lo == 0 else 1)
+    if m is None:
+        return False
+    return not m.group("gap").strip(_GAP_MARKS) or _ADDRESS_WORDS_RE.search(window, m.start()) is None
+
+
+def _bound(text: str, start: int, end: int, line_start: int, before: str, low_before: str) -> bool:
+    """The first group of the module's docstring, but a version word and a table's header: what
+    makes the quad a version on its own."""
+    if line_start >= 0:
+        if _HEADING_BEFORE_RE.match(text, line_start, start):
+            return True
+        if (
+            _OUTLINE_BEFORE_RE.match(text, line_start, start)
+            and _OUTLINE_AFTER_RE.match(text, end)
+            and section_shaped(text[start:end])
+        ):
+            return True
     if before.rstrip(" \t").endswith(_RANGE_WORDS):  # (else _RANGE_BEFORE_RE cannot match)
         r = _RANGE_BEFORE_RE.search(before[-40:])
-        if r is not None and _version_token(r.group(1), r.group(2)):
+        if r is not None and (
+            _version_token(r.group(1), r.group(2)) or _after_version_word(text, start - len(before[-40:]) + r.start(2))
+        ):
             return True
     r = _RANGE_AFTER_RE.match(text, end)
     if r is not None and _version_token(r.group(1), r.group(2)):
         return True
-    if line_start < 0:
-        return False
-    if _HEADING_BEFORE_RE.match(text, line_start, start):
-        return True
-    if (
-        _OUTLINE_BEFORE_RE.match(text, line_start, start)
-        and _OUTLINE_AFTER_RE.match(text, end)
-        and section_shaped(text[start:end])
-    ):
-        return True
-    return _VERSION_HEADER_RE.search(header) is not None and _ADDRESS_HEADER_RE.search(header) is None
+    # (searched from a position, not in a slice: ``\b`` sees the character before it)
+    near = max(0, len(low_before) - _VERSION_WORD_REACH)
+    return (
+        _DIRECT_WORDS_RE.search(low_before, near) is not None
+        or _OPERATOR_RE.search(before, max(0, len(before) - 12)) is not None
+        or _CAMEL_VERSION_RE.search(before, max(0, len(before) - 64)) is not None
+    )
 
 
-def _near_a_version(text: str, start: int, end: int, lo: int, hi: int) -> bool:
+def _near_a_version(text: str, start: int, end: int, lo: int, hi: int, memo: Memo) -> bool:
     """Another build of a version on the quad's line (the same first two parts), or an item of a
     list of versions (``builds 2.4.1.1, 93.1.0.7 and ...``, ``93.1.0.7 vs 2.4.1.1``: the items before
-    and after it, up to a version)."""
+    and after it, up to a version); the four nearest numbers each side."""
     prefix = text[start:end].split(".", 2)[:2]
-    others = [m for m in _DOTTED_RE.finditer(text, lo, hi) if m.start() != start][:8]
-    for m in others:
-        if m.group().lstrip("v").split(".", 2)[:2] == prefix and _is_version(text, m):
+    before = list(_DOTTED_RE.finditer(text, lo, start))[-4:]
+    after = list(itertools.islice(_DOTTED_RE.finditer(text, end, hi), 4))
+    for m in before + after:
+        if m.group().lstrip("v").split(".", 2)[:2] == prefix and _is_version(text, m, memo):
             return True
     pos = start
-    for m in reversed([m for m in others if m.end() <= start]):
+    for m in reversed(before):
         if _LIST_SEP_RE.fullmatch(text, m.end(), pos) is None:
             break
-        if _is_version(text, m):
+        if _is_version(text, m, memo):
             return True
         pos = m.start()
     pos = end
-    for m in [m for m in others if m.start() >= end]:
+    for m in after:
         if _LIST_SEP_RE.fullmatch(text, pos, m.start()) is None:
             break
-        if _is_version(text, m):
+        if _is_version(text, m, memo):
             return True
         pos = m.end()
     return False
 
 
-def _is_version(text: str, m: re.Match[str]) -> bool:
-    """Whether the dotted number ``m`` is a version: not an IPv4 address by shape, or read as one."""
-    value = m.group()
-    if value.startswith("v") or value.count(".") != 3:
-        return True
-    try:
-        ipaddress.IPv4Address(value)
-    except ValueError:
-        return True
-    return _reads_as_version(text, m.start(), m.end(), near=False)
+def _is_version(text: str, m: re.Match[str], memo: Memo) -> bool:
+    """Whether the dotted number ``m`` is a version: not an IPv4 address by shape, or read as one
+    without its neighbours (remembered in ``memo`` by its offset)."""
+    got = memo.get(m.start())
+    if got is None:
+        value = m.group()
+        if value.startswith("v") or value.count(".") != 3 or not _ipv4(value):
+            got = memo[m.start()] = _BOUND
+        else:
+            got = _alone(text, m.start(), m.end(), memo)
+    return got.version
+
+
+def _ipv4(value: str) -> bool:
+    """Whether ``value`` (digits and dots) is an IPv4 address as :mod:`ipaddress` reads one."""
+    parts = value.split(".")
+    return len(parts) == 4 and all(p in _OCTETS for p in parts)
 
 
 def _version_token(prefix: str, token: str) -> bool:
     """Whether ``token`` (with its ``v`` prefix, if any) is a version and not an IPv4 address."""
-    if prefix:
-        return True
-    try:
-        ipaddress.IPv4Address(token)
-    except ValueError:
-        return True
-    return False
+    return bool(prefix) or not _ipv4(token)
 
 
 def _table_column(text: str, line_start: int, pos: int) -> tuple[str, list[tuple[int, int]]]:
-    """The header cell of the markdown table column ``pos`` is in, and the spans of that column's
-    cells in the rows above (``("", [])`` if not in a table, or the table is more than 64 rows or its
-    lines more than ``_LINE_REACH`` characters long)."""
+    """The header cell of the markdown table column ``pos`` is in, and the spans of the (at most 8)
+    rows above (``("", [])`` if not in a table, or the table is more than 64
+    rows or its lines more than ``_LINE_REACH`` characters long)."""
     if line_start < 0 or not text[line_start:pos].lstrip().startswith("|"):
         return "", []
     column = text.count("|", line_start, pos)
-    cells: list[tuple[int, int]] = []
+    rows: list[tuple[int, int]] = []
     end = line_start - 1
     for _ in range(64):  # walk up the table to its rule line; the header is the line above it
         if end <= 0:
@@ -325,12 +393,29 @@ def _table_column(text: str, line_start: int, pos: int) -> tuple[str, list[tuple
         if _TABLE_RULE_RE.fullmatch(line):
             head_start = text.rfind("\n", max(0, start - 1 - _LINE_REACH), max(0, start - 1)) + 1
             head = text[head_start : max(head_start, start - 1)].split("|")
-            return (head[column] if column < len(head) else ""), cells
-        bars = [i for i, ch in enumerate(line) if ch == "|"]
-        if column < len(bars):
-            cells.append((start + bars[column - 1] + 1, start + bars[column]))
+            return (head[column] if column < len(head) else ""), rows
+        if len(rows) < 8:
+            rows.append((start, end))
         end = start - 1
     return "", []
+
+
+def _cell(text: str, row: tuple[int, int], column: int) -> tuple[int, int] | None:
+    """The span of cell ``column`` (counted from 1 after the first ``|``) of the table row ``row``."""
+    start, end = row
+    bar = start - 1
+    for _ in range(column):
+        bar = text.find("|", bar + 1, end)
+        if bar < 0:
+            return None
+    nxt = text.find("|", bar + 1, end)
+    return None if nxt < 0 else (bar + 1, nxt)
+
+
+def _cells_above(text: str, rows: list[tuple[int, int]], line_start: int, pos: int) -> list[tuple[int, int]]:
+    """The spans of the cells of ``pos``'s table column in ``rows`` (from :func:`_table_column`)."""
+    column = text.count("|", line_start, pos)
+    return [c for r in rows if (c := _cell(text, r, column)) is not None]
 
 
 def _cells_below(text: str, line_start: int, pos: int) -> list[tuple[int, int]]:
@@ -343,8 +428,8 @@ def _cells_below(text: str, line_start: int, pos: int) -> list[tuple[int, int]]:
         end = text.find("\n", start, pos + _BELOW)
         if end < 0:
             break
-        bars = [i for i, ch in enumerate(text[start:end]) if ch == "|"]
-        if column < len(bars):
-            cells.append((start + bars[column - 1] + 1, start + bars[column]))
+        cell = _cell(text, (start, end), column)
+        if cell is not None:
+            cells.append(cell)
         start = end + 1
     return cells

@@ -171,12 +171,14 @@ def test_random_keys_are_masked_whole(kind: str) -> None:
 
 # -- every first character, and any entropy after a known name -------------------------------------
 #
-# A key's random part may start with any character of its alphabet (half of all AWS secret keys start
-# with a character other than a letter or digit 1 time in 32; ``/`` and ``+`` among them), and after the
-# name of that very credential (``aws_secret_access_key=``) a value of its shape is the credential whatever
-# its entropy: a random key with no digit, or one drawn from a handful of characters, is still the key.
-# Only documented placeholder shapes are not keys: ``x`` runs and values of three distinct characters or
-# fewer (either case), which the low-entropy values below avoid.
+# A key's random part may start with any character of its alphabet (an AWS secret key starts with ``/``
+# or ``+`` one time in 32), and a random key with no digit is still a key, under any of its names. The
+# credentials without a prefix of their own (AWS secret keys, Azure storage keys, Twilio auth tokens) are
+# found by their context; after the name of that very credential
+# (``aws_secret_access_key=``) a value of its shape is the credential whatever its entropy: one drawn
+# from a handful of characters is still the key. Only documented placeholder shapes are not keys: ``x``
+# runs and values of three distinct characters or fewer (either case), which the low-entropy values
+# below avoid. (A prefixed key whose body is that regular is taken for a placeholder, on purpose.)
 
 
 def _part(d: Draw, alphabet: str, n: int, first: str | None = None, mode: str = "random") -> str:
@@ -356,11 +358,19 @@ def test_aws_secrets_starting_with_a_slash_or_plus_after_their_name(first: str) 
     assert missed == 0, f"{missed} of 200 AWS secret keys starting with {first!r} not masked"
 
 
-@pytest.mark.parametrize("mode", ["nodigit", "low"])
-@pytest.mark.parametrize("kind", sorted(KNOWN_NAMES))
+#: The credentials found by their context (no prefix of their own, or one that says little).
+CONTEXT_KINDS = ["aws_secret_access_key", "azure_connection_string", "twilio_auth_token"]
+
+
+@pytest.mark.parametrize(
+    ("kind", "mode"),
+    # (a Twilio account sid without digits is 32 of six letters: a value of two or three bits per
+    # character, as regular as the low-entropy values, which only the context kinds are held to)
+    [(k, "nodigit") for k in sorted(KNOWN_NAMES) if k != "twilio_account_sid"] + [(k, "low") for k in CONTEXT_KINDS],
+)
 def test_any_value_of_the_shape_after_a_known_name_is_masked(kind: str, mode: str) -> None:
-    """Values with no digit, and values of 2-2.6 bits per character, after each of the kind's names in
-    each syntax: masked whole (the checks of randomness apply to keys found without their name)."""
+    """Random values with no digit after each of the kind's names in each syntax, and for the
+    credentials found by their context values of 2-2.6 bits per character: masked whole."""
     _alphabet, makers = SHAPES[kind]
     scrubber = Scrubber()
     draw = Draw(f"{mode}/{kind}")

@@ -90,7 +90,7 @@ ORDER = {
         "reads",
         "memorystore",
     ],
-    "scrub": ["prefilter", "validators", "versions", "detectors", "names", "rules", "engine", "guard"],
+    "scrub": ["prefilter", "validators", "versions", "names", "detectors", "personal", "rules", "engine", "guard"],
     "verify": ["report", "keys", "branches", "checker"],
     "transfer": ["importer", "exporter", "copier"],
     "storage": ["base", "local", "s3", "url"],

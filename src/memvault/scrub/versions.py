@@ -48,8 +48,12 @@ _VERSION_WORDS: Final = (
 )
 #: What may stand between a version word and its number with no word between them (``version: ``).
 _GAP_MARKS: Final = " \t:=#(\"'`"
-#: A version word, then at most 24 characters holding no digit-dot run, up to the quad.
-_VERSION_BEFORE_RE: Final = re.compile(rf"(?:{_VERSION_WORDS})\b(?P<gap>(?:(?!\d\.\d)[^\n]){{0,24}})$")
+#: A version word, then at most 24 characters holding no digit-dot run, or a version and a range word
+#: (``versions 8.4.15.160 to ``), up to the quad.
+_VERSION_BEFORE_RE: Final = re.compile(
+    rf"(?:{_VERSION_WORDS})\b(?:(?P<gap>(?:(?!\d\.\d)[^\n]){{0,24}})"
+    r"|[ \t:]*v?\d+(?:\.\d+){2,3}[ \t]*(?:to|->|\u2192|\u2013|\.\.)[ \t]*)$"
+)
 #: How far before a quad a ``_VERSION_BEFORE_RE`` match can start (its longest word, 24 more, and one).
 _VERSION_WORD_REACH: Final = 33
 #: A version word earlier on the line with no other number between it and the quad.
@@ -290,7 +294,8 @@ def _after_version_word(text: str, start: int) -> bool:
     m = _VERSION_BEFORE_RE.search(window, 0 if nl >= 0 or lo == 0 else 1)
     if m is None:
         return False
-    return not m.group("gap").strip(_GAP_MARKS) or _ADDRESS_WORDS_RE.search(window, m.start()) is None
+    gap = m.group("gap")
+    return gap is None or not gap.strip(_GAP_MARKS) or _ADDRESS_WORDS_RE.search(window, m.start()) is None
 
 
 def _bound(text: str, start: int, end: int, line_start: int, before: str, low_before: str) -> bool:

@@ -75,7 +75,6 @@ def name_gate(kind: str) -> str:
     return f"(?:{KEY_NAMES[kind][0]}){_GATE_SEP}[{re.escape(chars)}]{{{length}}}"
 
 
-_VALUE_AFTER_SET: Final = frozenset("\"'`]>:=, \t-")
 #: The characters of ``_SEP`` (besides ``is``).
 _SEP_CHARS: Final = frozenset("\"'`]\\>:=, \t-")
 #: The longest name.
@@ -84,21 +83,12 @@ _NAME_MAX: Final = 48
 _REACH: Final = 96
 
 
-#: The last text put in lower case, and its lower case (one entry: the detectors of one scan share it).
-_LAST_LOWER: tuple[str, str] = ("", "")
-
-
 def _lower(text: str) -> str:
     """``text`` in lower case, character for character (a character whose lower case is longer is
     kept as it is)."""
-    global _LAST_LOWER
-    last = _LAST_LOWER  # (one read: another thread may replace it)
-    if last[0] is text:
-        return last[1]
     low = text.lower()
     if len(low) != len(text):
         low = "".join(c if len(c.lower()) != 1 else c.lower() for c in text)
-    _LAST_LOWER = (text, low)
     return low
 
 
@@ -129,18 +119,20 @@ def named_value(kind: str, text: str, q: int) -> int | None:
         The value's end offset, or None.
     """
     rx, name_end, tails = _READERS[kind]
-    low = _lower(text)
     e = q  # where the name would end: before what may stand between a name and its value
     while e > 0 and text[e - 1] in _SEP_CHARS:
         e -= 1
-    if low.endswith("is", 0, e) and e > 2 and text[e - 3] in " \t":
+    if e > 2 and text[e - 2 : e].lower() == "is" and text[e - 3] in " \t":
         e -= 2
         while e > 0 and text[e - 1] in _SEP_CHARS:
             e -= 1
-    if q - e > _REACH or not low.endswith(tails, 0, e):  # (a name ends with one of its tail words)
+    if q - e > _REACH:
         return None
-    b = name_end.search(low, max(0, e - _NAME_MAX), e)
-    m = None if b is None else rx.match(text, b.start())
+    window = _lower(text[max(0, e - _NAME_MAX) : e])
+    if not window.endswith(tails):  # (a name ends with one of its tail words)
+        return None
+    b = name_end.search(window)
+    m = None if b is None else rx.match(text, e - len(window) + b.start())
     if m is None or m.start(1) != q:
         return None
     value = m.group(1)

@@ -69,6 +69,8 @@ def test_addresses_near_the_same_shapes_are_still_found(text: str) -> None:
         "Release 93.4.1.2 is out, and 93.4.1.3 follows next week.",
         "Known issue: versions 9.2.9.248 to 11.8.15.69 may show a blank page.",
         "Tested build 8.8.21.174 against 48.7.203.239; no difference in boot time.",
+        "Build numbers: 14.0.5.117 (Android) and 5.8.7.40 (iOS).",
+        "Tested on builds 6.1.4.13 (lab), 52.7.65.170 (pilot) and 49.3.92.165 (prod).",
         # upgrades and comparisons
         "Upgraded the edge routers to 5.1.2.3 last night.",
         "Rolled the badge readers back to 52.7.65.170 after the reboot loop.",
@@ -101,6 +103,8 @@ def test_section_numbers_and_versions_in_a_sentence_are_not_addresses(text: str)
         ("Moved the DNS from 84.1.2.3 to 84.1.2.4.", "84.1.2.4"),
         ("Attacker rotated between 5.7.157.65 and 8.33.72.228.", "5.7.157.65"),
         ("iptables -A INPUT -s 4.22.247.133 -j DROP", "4.22.247.133"),
+        ("Build 14.0.5.117 (Android) and the host 84.1.2.3 (staging) both fail.", "84.1.2.3"),
+        ("Build 14.0.5.117 (Android) crashed; requests came from 84.1.2.3 (staging) and 5.8.7.40.", "5.8.7.40"),
     ],
 )
 def test_addresses_next_to_versions_and_section_words_are_still_found(text: str, address: str) -> None:

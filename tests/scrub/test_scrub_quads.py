@@ -28,7 +28,7 @@ HERE = Path(__file__).resolve().parent
 CORPUS = HERE / "quads_corpus.jsonl"
 SPLITS = ("dev", "heldout-a", "heldout-b")
 #: Benign notes flagged today in each part (before this rule: 89.5%, 91.3% and 90.6%).
-BENIGN_CEILING = {"dev": 0.15, "heldout-a": 0.45, "heldout-b": 0.77}
+BENIGN_CEILING = {"dev": 0.15, "heldout-a": 0.43, "heldout-b": 0.77}
 #: Words of an upgrade in the dev part's upgrade notes (``moved the fleet to ...`` is not one).
 UPGRADE_WORDS = ("pgrade", "olled", "umped", "inned", "owngrade", "atched", "pdate")
 

@@ -20,7 +20,8 @@ address is a leak, a masked version only a nuisance):
   ``or later``, ``hotfix``, ``is the build``... after it; the target of an upgrade (``upgraded the edge
   routers to 5.1.2.3``); another build of a version on its line (the same first two parts:
   ``Firmware 2.4.10.1 fixes it; 2.4.9.7 still has it``); an item of a list, comparison or range
-  with a version (``Affected builds: 4.9.26.133, 93.1.0.7 and 40.2.5.1``, ``2.4.1.1 vs 93.1.0.7``);
+  with a version, its items' labels in parentheses or not (``Affected builds: 4.9.26.133, 93.1.0.7 and
+  40.2.5.1``, ``Build numbers: 14.0.5.117 (Android) and 5.8.7.40 (iOS)``, ``2.4.1.1 vs 93.1.0.7``);
   a cell of a table column holding a version.
 * **An address** wins over the second group: an address word in its clause (``ip``, ``address``,
   ``host``, ``dns``, ``record``, ``resolver``, ``ssh``, ``curl``, ``traffic``, ``logins``,
@@ -122,8 +123,10 @@ _OCTETS: Final = frozenset(str(i) for i in range(256))
 _AFTER_CLAUSE_END_RE: Final = re.compile(r"[\n;|:]|[.!?](?=[ \t])")
 #: A dotted number of three or four parts (the other numbers on a quad's line).
 _DOTTED_RE: Final = re.compile(r"(?<![\w.])v?\d{1,5}(?:\.\d{1,5}){2,3}(?![\w]|\.\d)")
-#: A list separator, comparison or range word between two numbers.
+#: A list separator, comparison or range word between two numbers, after the first one's label in
+#: parentheses if it has one (``14.0.5.117 (Android) and 5.8.7.40 (iOS)``).
 _LIST_SEP_RE: Final = re.compile(
+    r"(?:[ \t]*\([^()\n]{1,40}\))?"
     r"[ \t]*(?:,[ \t]*(?:and|or)?|/|&|\band\b|\bor\b|\bvs\.?|\bversus\b|\bagainst\b|\bto\b|\bthrough\b"
     r"|->|\u2192|\u2013|\.\.)[ \t]*"
 )

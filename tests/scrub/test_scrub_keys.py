@@ -358,6 +358,25 @@ def test_aws_secrets_starting_with_a_slash_or_plus_after_their_name(first: str) 
     assert missed == 0, f"{missed} of 200 AWS secret keys starting with {first!r} not masked"
 
 
+@pytest.mark.parametrize("joiner", ["_", "-", ".", " ", ""])
+def test_every_spelling_of_the_aws_names_is_read(joiner: str) -> None:
+    """The AWS secret key's names with each joiner between their words, in each case (``secret-access-key``,
+    ``SECRET.ACCESS.KEY``, ``awsSecretAccessKey``): a value of the key's shape after any of them is masked,
+    whatever its first character."""
+    scrubber = Scrubber()
+    draw = Draw(f"aws-names/{joiner!r}")
+    missed: list[str] = []
+    for words in (["aws", "secret", "access", "key"], ["secret", "access", "key"], ["aws", "secret", "key"]):
+        for name in (joiner.join(words), joiner.join(words).upper(), words[0] + "".join(w.title() for w in words[1:])):
+            for first in ("/", "+", "A", "z", "7"):
+                value = _part(draw, B64, 40, first)
+                for assignment in ("{name}={value}", "{name}: {value}", "--{name} {value}"):
+                    text = assignment.format(name=name, value=value)
+                    if not _masked_whole(scrubber, f"Note.\n{text}\nEnd.\n", value):
+                        missed.append(f"{first!r} in {assignment.format(name=name, value='<key>')!r}")
+    assert not missed, f"{len(missed)} AWS secret keys not masked whole, e.g. {missed[:5]}"
+
+
 #: The credentials found by their context (no prefix of their own, or one that says little).
 CONTEXT_KINDS = ["aws_secret_access_key", "azure_connection_string", "twilio_auth_token"]
 

@@ -363,7 +363,13 @@ RULES: Final[tuple[Rule, ...]] = (
         (
             _anywhere("[A-Za-z0-9/+]{40}"),
             _anywhere(
-                "aws", "secret_access", "secret access", "secretaccess", "(?:akia|asia)[a-z0-9]{16}", caseless=True
+                "aws",
+                "secret_access",
+                "secret access",
+                "secretaccess",
+                r"secret[\-.]access",
+                "(?:akia|asia)[a-z0-9]{16}",
+                caseless=True,
             ),
         ),
         detect_aws_secret,

@@ -48,6 +48,12 @@ NAME_TAILS: Final[dict[str, tuple[str, ...]]] = {
     "azure_connection_string": ("key",),
     "twilio_auth_token": ("token",),
 }
+#: kind -> words one of which each of its names holds (a quick test before the names' regex).
+NAME_WORDS: Final[dict[str, tuple[str, ...]]] = {
+    "aws_secret_access_key": ("secret",),
+    "azure_connection_string": ("account", "shared", "azure"),
+    "twilio_auth_token": ("twilio",),
+}
 #: kind -> the characters and least length of its values, for the kinds whose values have no fixed
 #: start: their starts are the starts of such runs (``run_starts``), once the prefilter saw one.
 VALUE_RUNS: Final[dict[str, tuple[str, int]]] = {
@@ -98,9 +104,12 @@ def _assignment_re(kind: str) -> re.Pattern[str]:
     return re.compile(f"(?i:{names})(?![A-Za-z0-9_]){_SEP}(?<=[{VALUE_AFTER}])({shape})")
 
 
-#: kind -> (the whole assignment, one of its names ending at the end over text in lower case, tails).
+#: The last letters of the tail words, in either case.
+_TAIL_ENDS: Final = frozenset(c for tails in NAME_TAILS.values() for t in tails for c in (t[-1], t[-1].upper()))
+#: kind -> (the whole assignment, one of its names ending at the end over text in lower case, tails,
+#: words).
 _READERS: Final = {
-    kind: (_assignment_re(kind), re.compile(f"(?:{names})\\Z"), NAME_TAILS[kind])
+    kind: (_assignment_re(kind), re.compile(f"(?:{names})\\Z"), NAME_TAILS[kind], NAME_WORDS[kind])
     for kind, (names, _) in KEY_NAMES.items()
 }
 
@@ -118,7 +127,11 @@ def named_value(kind: str, text: str, q: int) -> int | None:
     Returns:
         The value's end offset, or None.
     """
-    rx, name_end, tails = _READERS[kind]
+    if q == 0 or text[q - 1] not in _SEP_CHARS:  # (most starts: inside a run, not after a separator)
+        return None
+    if kind == "aws_secret_access_key" and "EXAMPLE" in text[q : q + 40]:  # (AWS's example keys, often quoted)
+        return None
+    rx, name_end, tails, words = _READERS[kind]
     e = q  # where the name would end: before what may stand between a name and its value
     while e > 0 and text[e - 1] in _SEP_CHARS:
         e -= 1
@@ -126,10 +139,10 @@ def named_value(kind: str, text: str, q: int) -> int | None:
         e -= 2
         while e > 0 and text[e - 1] in _SEP_CHARS:
             e -= 1
-    if q - e > _REACH:
+    if q - e > _REACH or e == 0 or text[e - 1] not in _TAIL_ENDS:  # (a name ends with a tail word's last letter)
         return None
     window = _lower(text[max(0, e - _NAME_MAX) : e])
-    if not window.endswith(tails):  # (a name ends with one of its tail words)
+    if not window.endswith(tails) or not any(w in window for w in words):  # (cheap tests first)
         return None
     b = name_end.search(window)
     m = None if b is None else rx.match(text, e - len(window) + b.start())
@@ -138,7 +151,8 @@ def named_value(kind: str, text: str, q: int) -> int | None:
     value = m.group(1)
     if value in AWS_EXAMPLES or "EXAMPLE" in value and kind.startswith("aws"):
         return None
-    if is_placeholder(value) or is_placeholder(m.group("body")):
+    body = m.group("body")
+    if is_placeholder(value) or body != value and is_placeholder(body):
         return None
     return m.end(1)
 

@@ -199,7 +199,9 @@ def version_context(text: str, start: int, end: int, memo: Memo | None = None) -
         True for a version, build, section or outline number.
     """
     memo = {} if memo is None else memo
-    alone = _alone(text, start, end, memo)
+    alone = memo.get(start)  # (_alone, inlined: this runs for every global dotted quad)
+    if alone is None:
+        alone = memo[start] = _read_alone(text, start, end)
     if alone.version or alone.address:
         return alone.version
     line_start = alone.line_start

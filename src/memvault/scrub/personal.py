@@ -275,7 +275,7 @@ def _reported_v4(value: str) -> bool:
 
 def detect_ip(text: str, starts: tuple[list[int], ...]) -> Iterable[Candidate]:
     """Globally routable IPv4 and IPv6 addresses (not version numbers)."""
-    memo: Memo = {}  # (each quad is read once, also as another's neighbour)
+    memo = Memo()  # (each quad is read once, also as another's neighbour)
     for m in match_at(_IPV4_RE, text, starts[0]):
         value = m.group()
         if _reported_v4(value) and not version_context(text, m.start(), m.end(), memo):

@@ -111,10 +111,6 @@ _ADDRESS_WORDS_RE: Final = re.compile(
 )
 #: An address's port, prefix length or log line after the quad.
 _ADDRESS_AFTER_RE: Final = re.compile(r":\d|/\d{1,2}\b| - - \[")
-#: Where a clause begins (the quad's clause is read back to it).
-_CLAUSE_END_RE: Final = re.compile(r"[\n;|]|[.!?](?=[ \t])")
-#: The text up to the last clause boundary (the quad's clause starts after it).
-_LAST_CLAUSE_END_RE: Final = re.compile(r"(?s).*(?:[\n;|]|[.!?](?=[ \t]))")
 #: The text up to the last digit-dot run (a version word binds the first number after it).
 _LAST_NUMBER_RE: Final = re.compile(r"(?s).*\d\.\d")
 #: The parts of an IPv4 address as :mod:`ipaddress` reads them (no leading zeros).
@@ -181,8 +177,24 @@ class Alone(NamedTuple):
     above: tuple[tuple[int, int], ...] = ()
 
 
-#: What :func:`version_context` keeps between its calls for one text: each number's :class:`Alone`, by offset.
-Memo = dict[int, Alone]
+#: A table line's walk up to its header: the header's cells (None: not in a table within reach), the
+#: spans of the (at most 8) rows above, and how many lines up its rule line is.
+_Walk = tuple[list[str] | None, list[tuple[int, int]], int]
+_NO_TABLE: Final[_Walk] = (None, [], 0)
+
+
+class Memo:
+    """What :func:`version_context` keeps between its calls for one text: each number's :class:`Alone`
+    by offset, and each table line's walk up to its header by the line's start (a row's walk ends
+    where the row above it was walked)."""
+
+    __slots__ = ("alone", "walks")
+
+    def __init__(self) -> None:
+        self.alone: dict[int, Alone] = {}
+        self.walks: dict[int, _Walk] = {}
+
+
 _BOUND: Final = Alone(True)
 
 
@@ -198,10 +210,10 @@ def version_context(text: str, start: int, end: int, memo: Memo | None = None) -
     Returns:
         True for a version, build, section or outline number.
     """
-    memo = {} if memo is None else memo
-    alone = memo.get(start)  # (_alone, inlined: this runs for every global dotted quad)
+    memo = Memo() if memo is None else memo
+    alone = memo.alone.get(start)  # (_alone, inlined: this runs for every global dotted quad)
     if alone is None:
-        alone = memo[start] = _read_alone(text, start, end)
+        alone = memo.alone[start] = _read_alone(text, start, end, memo)
     if alone.version or alone.address:
         return alone.version
     line_start = alone.line_start
@@ -216,18 +228,18 @@ def version_context(text: str, start: int, end: int, memo: Memo | None = None) -
 
 def _alone(text: str, start: int, end: int, memo: Memo) -> Alone:
     """What the number ``text[start:end]`` reads as without its neighbours (kept in ``memo``)."""
-    got = memo.get(start)
+    got = memo.alone.get(start)
     if got is None:
-        got = memo[start] = _read_alone(text, start, end)
+        got = memo.alone[start] = _read_alone(text, start, end, memo)
     return got
 
 
-def _read_alone(text: str, start: int, end: int) -> Alone:
+def _read_alone(text: str, start: int, end: int, memo: Memo) -> Alone:
     if _after_version_word(text, start):  # (the commonest: first, on the least text)
         return _BOUND
     nl = text.rfind("\n", max(0, start - _LINE_REACH), start)
     line_start = nl + 1 if nl >= 0 or start <= _LINE_REACH else -1  # -1: a line too long to follow
-    header, above = _table_column(text, line_start, start)
+    header, above = _table_column(text, line_start, start, memo.walks)
     if header and _VERSION_HEADER_RE.search(header) is not None and _ADDRESS_HEADER_RE.search(header) is None:
         return _BOUND
     lo = max(0, start - _BEFORE, line_start)
@@ -237,22 +249,40 @@ def _read_alone(text: str, start: int, end: int) -> Alone:
     low_before = before.lower()
     if _bound(text, start, end, line_start, before, low_before):
         return _BOUND
-    cut = _LAST_CLAUSE_END_RE.match(low_before)
-    clause = (low_before if cut is None else low_before[cut.end() :])[-_CLAUSE:]
+    clause = low_before[_clause_start(low_before) :][-_CLAUSE:]
     if line_start >= 0 and _OUTLINE_BEFORE_RE.fullmatch(text, line_start, start):
         clause = _list_key(text, line_start) + " " + clause  # an item of a list: its key line is its clause
     after = text[end : min(hi, end + 40)]
-    last = _LAST_NUMBER_RE.match(low_before)  # (a version word binds the first number after it)
     address = _address_named(clause, after, header)
     read = not address and (
         section_shaped(text[start:end])
-        or _VERSION_WORD_RE.search(low_before, 0 if last is None else last.end()) is not None
-        or _VERSION_WORD_RE.search(clause) is not None
+        or _version_word_before(low_before)
+        or _version_word_before(clause)
         or _COMPARE_BEFORE_RE.search(low_before, max(0, len(low_before) - 20)) is not None
         or _COMPARE_AFTER_RE.match(after) is not None
-        or _UPGRADE_RE.search(clause) is not None
+        or _upgraded_to(clause)
     )
     return Alone(read, address, line_start, lo, hi, header, tuple(above))
+
+
+def _clause_start(s: str) -> int:
+    """Where the last clause of ``s`` starts: after its last line break, ``;`` or ``|``, or ``.``,
+    ``!``, ``?`` before a blank (0 if none)."""
+    f = s.rfind
+    return 1 + max(f("\n"), f(";"), f("|"), f(". "), f(".\t"), f("! "), f("!\t"), f("? "), f("?\t"))
+
+
+def _version_word_before(low: str) -> bool:
+    """Whether a version word in ``low`` (in lower case) has no other number after it (a version word
+    binds the first number after it: it can only be after the last one)."""
+    last = _LAST_NUMBER_RE.match(low)
+    return _VERSION_WORD_RE.search(low, 0 if last is None else last.end()) is not None
+
+
+def _upgraded_to(clause: str) -> bool:
+    """Whether ``clause`` (in lower case) is an upgrade's, ending with ``to`` (``upgraded the routers to``)."""
+    head = clause.rstrip(" \t")
+    return len(head) < len(clause) and head.endswith("to") and _UPGRADE_RE.search(clause) is not None
 
 
 def _address_named(clause: str, after: str, header: str) -> bool:
@@ -363,11 +393,11 @@ def _near_a_version(text: str, start: int, end: int, lo: int, hi: int, memo: Mem
 def _is_version(text: str, m: re.Match[str], memo: Memo) -> bool:
     """Whether the dotted number ``m`` is a version: not an IPv4 address by shape, or read as one
     without its neighbours (remembered in ``memo`` by its offset)."""
-    got = memo.get(m.start())
+    got = memo.alone.get(m.start())
     if got is None:
         value = m.group()
         if value.startswith("v") or value.count(".") != 3 or not _ipv4(value):
-            got = memo[m.start()] = _BOUND
+            got = memo.alone[m.start()] = _BOUND
         else:
             got = _alone(text, m.start(), m.end(), memo)
     return got.version
@@ -384,30 +414,47 @@ def _version_token(prefix: str, token: str) -> bool:
     return bool(prefix) or not _ipv4(token)
 
 
-def _table_column(text: str, line_start: int, pos: int) -> tuple[str, list[tuple[int, int]]]:
+def _table_column(text: str, line_start: int, pos: int, walks: dict[int, _Walk]) -> tuple[str, list[tuple[int, int]]]:
     """The header cell of the markdown table column ``pos`` is in, and the spans of the (at most 8)
     rows above (``("", [])`` if not in a table, or the table is more than 64
-    rows or its lines more than ``_LINE_REACH`` characters long)."""
+    rows or its lines more than ``_LINE_REACH`` characters long); ``walks`` keeps each line's walk."""
     if line_start < 0 or not text[line_start:pos].lstrip().startswith("|"):
         return "", []
+    walk = walks.get(line_start)
+    if walk is None:
+        walk = walks[line_start] = _walk_up(text, line_start, walks)
+    head, rows, _ = walk
+    if head is None:
+        return "", []
     column = text.count("|", line_start, pos)
+    return (head[column] if column < len(head) else ""), rows
+
+
+def _walk_up(text: str, line_start: int, walks: dict[int, _Walk]) -> _Walk:
+    """The walk up the table from the line at ``line_start`` to its rule line (the header is the line
+    above it), at most 64 lines, or to a line walked before."""
     rows: list[tuple[int, int]] = []
     end = line_start - 1
-    for _ in range(64):  # walk up the table to its rule line; the header is the line above it
+    for n in range(64):
         if end <= 0:
-            return "", []
+            return _NO_TABLE
         start = text.rfind("\n", max(0, end - _LINE_REACH), end) + 1
         line = text[start:end]
         if not start and end > _LINE_REACH or not line.lstrip().startswith("|"):
-            return "", []
+            return _NO_TABLE
         if _TABLE_RULE_RE.fullmatch(line):
             head_start = text.rfind("\n", max(0, start - 1 - _LINE_REACH), max(0, start - 1)) + 1
-            head = text[head_start : max(head_start, start - 1)].split("|")
-            return (head[column] if column < len(head) else ""), rows
+            return text[head_start : max(head_start, start - 1)].split("|"), rows, n + 1
         if len(rows) < 8:
             rows.append((start, end))
+        above = walks.get(start)
+        if above is not None:  # (the row above was walked: its walk goes on from here)
+            head, more, depth = above
+            if head is None or n + 1 + depth > 64:
+                return _NO_TABLE
+            return head, (rows + more)[:8], n + 1 + depth
         end = start - 1
-    return "", []
+    return _NO_TABLE
 
 
 def _cell(text: str, row: tuple[int, int], column: int) -> tuple[int, int] | None:

@@ -2,8 +2,9 @@
 """memvault's scrubber vs Yelp's detect-secrets on the same labelled notes, and what the scrubber costs, in one run.
 
 For each tool and each corpus (the held-out corpus ``tests/scrub/heldout_corpus.jsonl``, the agent-notes
-corpus ``tests/scrub/agent_corpus.jsonl`` and the public examples ``tests/scrub/public_examples.jsonl``)
-it prints:
+corpus ``tests/scrub/agent_corpus.jsonl``, the public examples ``tests/scrub/public_examples.jsonl`` and
+the three parts of the dotted-quad corpus ``tests/scrub/quads_corpus.jsonl``: versions and section numbers
+that are not addresses, and addresses next to the same wording) it prints:
 
 - recall per kind: a labelled span counts as caught when any finding overlaps it (the finding's kind
   does not have to match), and recall over credential kinds and over personal-data kinds (ip and dob
@@ -62,6 +63,7 @@ ROOT = Path(__file__).resolve().parent.parent
 HELDOUT = ROOT / "tests" / "scrub" / "heldout_corpus.jsonl"
 AGENT = ROOT / "tests" / "scrub" / "agent_corpus.jsonl"
 PUBLIC = ROOT / "tests" / "scrub" / "public_examples.jsonl"
+QUADS = ROOT / "tests" / "scrub" / "quads_corpus.jsonl"
 
 
 def _generator_kinds() -> tuple[list[str], list[str]]:
@@ -292,6 +294,8 @@ ADVERSARIAL = [
     "dob 1990-01-01 ", "-----BEGIN PRIVATE KEY-----\n", "Private-Lines: 1\nAAAA\n", "MIIEpAIBAAKCAQEA",
     '{"kty":"EC","d":"', "%40a", "a\u200b", "4111\u00a01111 ", "aws AbCdEfGhIjKlMnOpQrStUvWxYz0123456789+/ab ",
     "twilio 0123456789abcdef0123456789abcdef ", "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.abc ",
+    "aws_secret_access_key=", "SecretAccessKey: /AbCdEfGhIjKlMnOpQrStUvWxYz0123456789+/a ",
+    "| 84.1.2.3 | 5.6.7.8 |\n", "- 4.2.1.3 and 84.1.2.3, ", "version 2.4.1.1 vs ",
 ]  # fmt: skip
 ADVERSARIAL_BYTES = 100 * 1024
 
@@ -463,6 +467,7 @@ def main() -> int:
     ap.add_argument("--heldout", type=Path, default=HELDOUT)
     ap.add_argument("--agent", type=Path, default=AGENT)
     ap.add_argument("--public", type=Path, default=PUBLIC)
+    ap.add_argument("--quads", type=Path, default=QUADS)
     ap.add_argument("--tools", default="memvault,detect-secrets")
     ap.add_argument("--repeat", type=int, default=3, help="memvault scans each corpus this many times (best time)")
     ap.add_argument("--ds-repeat", type=int, default=1, help="same for detect-secrets (slow)")
@@ -500,6 +505,11 @@ def main() -> int:
             corpora[label] = load(path)
         else:
             print(f"bench_scrub: {path} not found, skipping the {label} corpus", file=sys.stderr)
+    if a.quads.exists():
+        for note in load(a.quads):
+            corpora.setdefault(f"quads {note['split']}", []).append(note)
+    else:
+        print(f"bench_scrub: {a.quads} not found, skipping the dotted-quad corpus", file=sys.stderr)
     if not corpora:
         sys.exit("bench_scrub: no corpus found")
 
@@ -529,8 +539,8 @@ def main() -> int:
         "versions": {t: inst.version() for t, inst in instances.items()},
         "corpora": {
             label: str(p)
-            for label, p in (("held-out", a.heldout), ("agent", a.agent), ("public", a.public))
-            if label in corpora
+            for label, p in (("held-out", a.heldout), ("agent", a.agent), ("public", a.public), ("quads", a.quads))
+            if label in corpora or label == "quads" and a.quads.exists()
         },
     }
     if "detect-secrets" in instances:

@@ -48,6 +48,11 @@ UNITS = [
     "aws AbCdEfGhIjKlMnOpQrStUvWxYz0123456789+/ab ",
     "twilio 0123456789abcdef0123456789abcdef ",
     "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.abc ",
+    "aws_secret_access_key=",
+    "SecretAccessKey: /AbCdEfGhIjKlMnOpQrStUvWxYz0123456789+/a ",
+    "| 84.1.2.3 | 5.6.7.8 |\n",
+    "- 4.2.1.3 and 84.1.2.3, ",
+    "version 2.4.1.1 vs ",
 ]
 
 

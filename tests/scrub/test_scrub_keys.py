@@ -169,6 +169,242 @@ def test_random_keys_are_masked_whole(kind: str) -> None:
         assert covering, f"a random {kind} of length {len(value)} is not masked whole"
 
 
+# -- every first character, and any entropy after a known name -------------------------------------
+#
+# A key's random part may start with any character of its alphabet (an AWS secret key starts with ``/``
+# or ``+`` one time in 32), and a random key with no digit is still a key, under any of its names. The
+# credentials without a prefix of their own (AWS secret keys, Azure storage keys, Twilio auth tokens) are
+# found by their context; after the name of that very credential
+# (``aws_secret_access_key=``) a value of its shape is the credential whatever its entropy: one drawn
+# from a handful of characters is still the key. Only documented placeholder shapes are not keys: ``x``
+# runs and values of three distinct characters or fewer (either case), which the low-entropy values
+# below avoid. (A prefixed key whose body is that regular is taken for a placeholder, on purpose.)
+
+
+def _part(d: Draw, alphabet: str, n: int, first: str | None = None, mode: str = "random") -> str:
+    """``n`` characters of ``alphabet``: uniform (``random``), without digits (``nodigit``, for an
+    alphabet with other characters), or drawn from 4-6 of its characters, distinct case-insensitively
+    and not ``x`` (``low``: about 2-2.6 bits per character, where a random key has 5-6); the first one
+    ``first`` if given."""
+    if mode == "nodigit" and not alphabet.isdigit():
+        alphabet = "".join(c for c in alphabet if not c.isdigit())
+    elif mode == "low" and len(alphabet) > 8:
+        folded = sorted({c.lower() for c in alphabet} - {"x"})
+        chosen = set(d.rng.sample(folded, d.rng.randint(4, 6)))
+        pool = [c for c in alphabet if c.lower() in chosen]
+        while True:
+            value = d("".join(pool), n)
+            if len({c.lower() for c in value}) >= 4:
+                break
+        return value if first is None else first + value[1:]
+    value = d(alphabet, n)
+    return value if first is None else first + value[1:]
+
+
+Maker = Callable[..., str]
+
+
+def _checksummed(d: Draw, first: str | None, mode: str) -> str:
+    body = _part(d, ALNUM, 30, first, mode)
+    return "ghp_" + body + _b62(zlib.crc32(body.encode()), 6)
+
+
+def _jwt_signed(d: Draw, first: str | None, mode: str) -> str:
+    head, payload, _sig = _jwt(d).split(".")
+    return f"{head}.{payload}." + _part(d, URLSAFE, 43, first, mode)
+
+
+def _azure(n: int, pad: str) -> Maker:
+    return lambda d, first, mode: _part(d, B64, n, first, mode) + pad
+
+
+def _prefixed(prefix: str, alphabet: str, n: int, suffix: str = "") -> Maker:
+    return lambda d, first, mode: prefix + _part(d, alphabet, n, first, mode) + suffix
+
+
+#: kind -> (the alphabet of the first random part, the ways its keys are written: ``make(draw, first,
+#: mode)``), from the providers' published formats.
+SHAPES: dict[str, tuple[str, list[Maker]]] = {
+    "anthropic_api_key": (URLSAFE, [_prefixed("sk-ant-api03-", URLSAFE, 93, "AA"), _prefixed("sk-ant-admin01-", URLSAFE, 93, "AA")]),
+    "openai_api_key": (
+        ALNUM + "-_",
+        [
+            _prefixed("sk-", ALNUM, 48),
+            lambda d, first, mode: "sk-" + _part(d, ALNUM, 20, first, mode) + "T3BlbkFJ" + _part(d, ALNUM, 20, None, mode),
+            _prefixed("sk-proj-", URLSAFE, 156),
+            _prefixed("sk-svcacct-", URLSAFE, 120),
+        ],
+    ),
+    "aws_access_key_id": (B32, [_prefixed("AKIA", B32, 16), _prefixed("ASIA", B32, 16)]),
+    "aws_secret_access_key": (B64, [_prefixed("", B64, 40)]),
+    "google_api_key": (URLSAFE, [_prefixed("AIza", URLSAFE, 35)]),
+    "azure_connection_string": (B64, [_azure(86, "=="), _azure(43, "=")]),
+    "github_token": (
+        ALNUM,
+        [
+            _checksummed,
+            lambda d, first, mode: "github_pat_" + _part(d, ALNUM, 22, first, mode) + "_" + _part(d, ALNUM, 59, None, mode),
+        ],
+    ),
+    "gitlab_token": (URLSAFE, [_prefixed("glpat-", URLSAFE, 20), _prefixed("gldt-", URLSAFE, 20)]),
+    "slack_token": (
+        ALNUM,
+        [
+            lambda d, first, mode: f"xoxb-{d(string.digits, 12)}-{d(string.digits, 13)}-" + _part(d, ALNUM, 24, first, mode),
+            lambda d, first, mode: f"xoxp-{d(string.digits, 12)}-{d(string.digits, 12)}-{d(string.digits, 13)}-"
+            + _part(d, HEX, 32, first if first is None or first in HEX else None, mode),
+        ],
+    ),
+    "slack_webhook": (
+        string.ascii_uppercase + string.digits,
+        [
+            lambda d, first, mode: "https://hooks.slack.com/services/T"
+            + _part(d, string.ascii_uppercase + string.digits, 8, first, mode)
+            + "/B" + d(string.ascii_uppercase + string.digits, 10) + "/" + _part(d, ALNUM, 24, None, mode),
+        ],
+    ),
+    "stripe_key": (
+        ALNUM,
+        [_prefixed("sk_live_", ALNUM, 24), _prefixed("rk_live_", ALNUM, 99), _prefixed("sk_test_", ALNUM, 24), _prefixed("whsec_", ALNUM, 32)],
+    ),
+    "twilio_account_sid": (HEX, [_prefixed("AC", HEX, 32)]),
+    "twilio_auth_token": (HEX, [_prefixed("", HEX, 32)]),
+    "sendgrid_api_key": (
+        URLSAFE,
+        [lambda d, first, mode: "SG." + _part(d, URLSAFE, 22, first, mode) + "." + _part(d, URLSAFE, 43, None, mode)],
+    ),
+    "npm_token": (ALNUM, [_prefixed("npm_", ALNUM, 36)]),
+    "pypi_token": (URLSAFE, [_prefixed("pypi-AgEIcHlwaS5vcmc", URLSAFE, 120)]),
+    "jwt": (URLSAFE, [_jwt_signed]),
+}  # fmt: skip
+
+#: The names each credential goes by in environments, configuration and SDK responses (providers' docs).
+KNOWN_NAMES: dict[str, list[str]] = {
+    "anthropic_api_key": ["ANTHROPIC_API_KEY", "anthropicApiKey"],
+    "openai_api_key": ["OPENAI_API_KEY", "openai_api_key"],
+    "aws_access_key_id": ["AWS_ACCESS_KEY_ID", "aws_access_key_id", "AccessKeyId"],
+    "aws_secret_access_key": ["AWS_SECRET_ACCESS_KEY", "aws_secret_access_key", "SecretAccessKey", "secretAccessKey"],
+    "google_api_key": ["GOOGLE_API_KEY", "GEMINI_API_KEY"],
+    "azure_connection_string": ["AccountKey", "AZURE_STORAGE_KEY", "SharedAccessKey"],
+    "github_token": ["GITHUB_TOKEN", "GH_TOKEN"],
+    "gitlab_token": ["GITLAB_TOKEN"],
+    "slack_token": ["SLACK_BOT_TOKEN", "SLACK_TOKEN"],
+    "stripe_key": ["STRIPE_SECRET_KEY", "STRIPE_API_KEY"],
+    "twilio_account_sid": ["TWILIO_ACCOUNT_SID", "accountSid"],
+    "twilio_auth_token": ["TWILIO_AUTH_TOKEN", "twilio_auth_token"],
+    "sendgrid_api_key": ["SENDGRID_API_KEY"],
+    "npm_token": ["NPM_TOKEN", "NODE_AUTH_TOKEN"],
+    "pypi_token": ["PYPI_TOKEN", "TWINE_PASSWORD", "UV_PUBLISH_TOKEN"],
+}
+
+#: How a value is assigned to a name: environment, shell, YAML, JSON, code, XML, a command line, prose.
+ASSIGNMENTS = [
+    "{name}={value}",
+    'export {name}="{value}"',
+    "{name}: {value}",
+    "  {name}: '{value}'",
+    '{{"{name}": "{value}"}}',
+    '{name} = "{value}"',
+    "<{name}>{value}</{name}>",
+    "docker run -e {name}={value} ghcr.io/acme/app",
+    "Set `{name}={value}` on the runner.",
+    "{name}={value} for the ci user",
+]
+
+
+def _masked_whole(scrubber: Scrubber, text: str, value: str) -> bool:
+    start = text.index(value)
+    return any(f.start <= start and f.end >= start + len(value) for f in scrubber.scan(text))
+
+
+def test_every_kind_has_its_alphabet_covered() -> None:
+    assert set(SHAPES) == set(rules.KEY_CHECKS)
+    assert set(KNOWN_NAMES) <= set(SHAPES)
+
+
+@pytest.mark.parametrize("kind", sorted(SHAPES))
+def test_every_first_character_of_the_alphabet_is_masked(kind: str) -> None:
+    """Each way of writing the kind, its random part starting with each character of its alphabet:
+    masked whole in the kind's sentence, and after each of its names in each syntax."""
+    alphabet, makers = SHAPES[kind]
+    scrubber = Scrubber()
+    draw = Draw(f"first/{kind}")
+    missed: list[str] = []
+    for first in alphabet:
+        for make in [m for m in makers for _ in range(3)]:
+            value = make(draw, first, "random")
+            texts = [KEYS[kind][1].format(value)]
+            texts += [a.format(name=n, value=value) for n in KNOWN_NAMES.get(kind, []) for a in ASSIGNMENTS]
+            missed += [
+                f"{first!r} in {t.replace(value, '<key>')!r}"
+                for t in texts
+                if not _masked_whole(scrubber, f"Note.\n{t}\nEnd.\n", value)
+            ]
+    # the failure names the first character and the context only: never a value
+    assert not missed, f"{len(missed)} {kind} keys not masked whole, e.g. {missed[:5]}"
+
+
+@pytest.mark.parametrize("first", ["/", "+"])
+def test_aws_secrets_starting_with_a_slash_or_plus_after_their_name(first: str) -> None:
+    """Random AWS secret keys right after ``aws_secret_access_key=``, starting with ``/`` or ``+`` (one
+    key in 32): a value starting with ``/`` was taken for a path, and the AWS rule did not look right
+    after ``=``."""
+    scrubber = Scrubber()
+    draw = Draw(f"aws-first/{first}")
+    missed = 0
+    for _ in range(200):
+        value = _part(draw, B64, 40, first)
+        missed += not _masked_whole(scrubber, f"[default]\naws_secret_access_key={value}\n", value)
+    assert missed == 0, f"{missed} of 200 AWS secret keys starting with {first!r} not masked"
+
+
+@pytest.mark.parametrize("joiner", ["_", "-", ".", " ", ""])
+def test_every_spelling_of_the_aws_names_is_read(joiner: str) -> None:
+    """The AWS secret key's names with each joiner between their words, in each case (``secret-access-key``,
+    ``SECRET.ACCESS.KEY``, ``awsSecretAccessKey``): a value of the key's shape after any of them is masked,
+    whatever its first character."""
+    scrubber = Scrubber()
+    draw = Draw(f"aws-names/{joiner!r}")
+    missed: list[str] = []
+    for words in (["aws", "secret", "access", "key"], ["secret", "access", "key"], ["aws", "secret", "key"]):
+        for name in (joiner.join(words), joiner.join(words).upper(), words[0] + "".join(w.title() for w in words[1:])):
+            for first in ("/", "+", "A", "z", "7"):
+                value = _part(draw, B64, 40, first)
+                for assignment in ("{name}={value}", "{name}: {value}", "--{name} {value}"):
+                    text = assignment.format(name=name, value=value)
+                    if not _masked_whole(scrubber, f"Note.\n{text}\nEnd.\n", value):
+                        missed.append(f"{first!r} in {assignment.format(name=name, value='<key>')!r}")
+    assert not missed, f"{len(missed)} AWS secret keys not masked whole, e.g. {missed[:5]}"
+
+
+#: The credentials found by their context (no prefix of their own, or one that says little).
+CONTEXT_KINDS = ["aws_secret_access_key", "azure_connection_string", "twilio_auth_token"]
+
+
+@pytest.mark.parametrize(
+    ("kind", "mode"),
+    # (a Twilio account sid without digits is 32 of six letters: a value of two or three bits per
+    # character, as regular as the low-entropy values, which only the context kinds are held to)
+    [(k, "nodigit") for k in sorted(KNOWN_NAMES) if k != "twilio_account_sid"] + [(k, "low") for k in CONTEXT_KINDS],
+)
+def test_any_value_of_the_shape_after_a_known_name_is_masked(kind: str, mode: str) -> None:
+    """Random values with no digit after each of the kind's names in each syntax, and for the
+    credentials found by their context values of 2-2.6 bits per character: masked whole."""
+    _alphabet, makers = SHAPES[kind]
+    scrubber = Scrubber()
+    draw = Draw(f"{mode}/{kind}")
+    missed: list[str] = []
+    for name in KNOWN_NAMES[kind]:
+        for assignment in ASSIGNMENTS:
+            for make in makers:
+                for _ in range(3):
+                    value = make(draw, None, mode)
+                    text = "Note.\n" + assignment.format(name=name, value=value) + "\nEnd.\n"
+                    if not _masked_whole(scrubber, text, value):
+                        missed.append(assignment.format(name=name, value="<key>"))
+    assert not missed, f"{len(missed)} {mode} {kind} values not masked whole, e.g. {missed[:5]}"
+
+
 @pytest.mark.parametrize(
     "value",
     [

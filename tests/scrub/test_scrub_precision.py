@@ -58,6 +58,63 @@ def test_addresses_near_the_same_shapes_are_still_found(text: str) -> None:
 @pytest.mark.parametrize(
     "text",
     [
+        # section and outline numbers
+        "See section 4.2.1.3 of the SOC 2 report for log retention.",
+        "The auditor flagged 4.2.1.3 (access reviews) as partially met.",
+        "Clause 7.1.2.4 of the MSA limits liability; \u00a74.2.1.3 covers audits.",
+        "Draft outline:\n4.2.1.1 Scope\n4.2.1.2 Roles\n4.2.1.3 Log retention",
+        # a second version further along the sentence than the version word's reach
+        "Firmware 2.4.10.1 fixes the crash on boot for everyone; 2.4.9.7 still has it.",
+        "Affected builds: 93.1.0.7, 40.2.5.1 and 60.3.1.1.",
+        "Release 93.4.1.2 is out, and 93.4.1.3 follows next week.",
+        "Known issue: versions 9.2.9.248 to 11.8.15.69 may show a blank page.",
+        "Tested build 8.8.21.174 against 48.7.203.239; no difference in boot time.",
+        "Build numbers: 14.0.5.117 (Android) and 5.8.7.40 (iOS).",
+        "Tested on builds 6.1.4.13 (lab), 52.7.65.170 (pilot) and 49.3.92.165 (prod).",
+        # upgrades and comparisons
+        "Upgraded the edge routers to 5.1.2.3 last night.",
+        "Rolled the badge readers back to 52.7.65.170 after the reboot loop.",
+        "Please update your copy of the scanner SDK to 93.2.1.4 or newer.",
+        "Everything older than 93.2.1.4 is out of support.",
+        "The 78.9.119.97 hotfix went out on Friday.",
+        # names that hold a version
+        "Our iOS app 5.16.2.3 crashes on launch.",
+        "`pip install lxml==93.2.1.4` reproduces it.",
+        '"fileVersion": "95.1.183.60",',
+        "| device | installed | latest |\n| --- | --- | --- |\n| kiosks | 42.6.164.132 | 87.7.182.22 |",
+    ],
+)
+def test_section_numbers_and_versions_in_a_sentence_are_not_addresses(text: str) -> None:
+    assert "ip" not in kinds(text)
+
+
+@pytest.mark.parametrize(
+    ("text", "address"),
+    [
+        ("Updated the A record for api.acme.io to 13.249.188.62.", "13.249.188.62"),
+        ("Switched the resolvers to 8.8.8.8 and 9.9.9.9.", "8.8.8.8"),
+        ("Upgraded the SAN firmware to 4.5.7.192 on 67.251.144.78.", "67.251.144.78"),
+        ("Upgraded the scanner SDK to 9.9.37.67 on 8.198.241.95.", "8.198.241.95"),
+        ("Firmware 2.4.10.1 is on the gateway; its WAN address is 3.12.45.7.", "3.12.45.7"),
+        ("`curl -v http://15.188.159.25:8443/health` returns 503.", "15.188.159.25"),
+        ("```yaml\nallowed_ips:\n  - 1.10.135.45\n```", "1.10.135.45"),
+        ("Release train uses the host 84.1.2.3 for staging.", "84.1.2.3"),
+        ("See section 4.2 of the runbook: 84.159.136.32 stays blocked.", "84.159.136.32"),
+        ("Moved the DNS from 84.1.2.3 to 84.1.2.4.", "84.1.2.4"),
+        ("Attacker rotated between 5.7.157.65 and 8.33.72.228.", "5.7.157.65"),
+        ("iptables -A INPUT -s 4.22.247.133 -j DROP", "4.22.247.133"),
+        ("Build 14.0.5.117 (Android) and the host 84.1.2.3 (staging) both fail.", "84.1.2.3"),
+        ("Build 14.0.5.117 (Android) crashed; requests came from 84.1.2.3 (staging) and 5.8.7.40.", "5.8.7.40"),
+    ],
+)
+def test_addresses_next_to_versions_and_section_words_are_still_found(text: str, address: str) -> None:
+    found = [text[f.start : f.end] for f in S.scan(text) if f.kind == "ip"]
+    assert address in found
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
         "Stripe test card 4242 4242 4242 4242 succeeds; 4000 0000 0000 0002 is declined.",
         "Use 4111111111111111 with any future expiry for the happy path.",
         "3-D Secure test card: 4000 0027 6000 3184.",

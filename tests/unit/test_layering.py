@@ -86,7 +86,7 @@ ORDER = {
         "opening",
         "memorystore",
     ],
-    "scrub": ["prefilter", "validators", "detectors", "rules", "engine", "guard"],
+    "scrub": ["prefilter", "validators", "versions", "names", "detectors", "personal", "rules", "engine", "guard"],
     "verify": ["report", "keys", "branches", "checker"],
     "transfer": ["importer", "exporter", "copier", "migrate"],
     "transfer/migrate": ["rules", "model", "state", "summary", "client", "pull", "push"],

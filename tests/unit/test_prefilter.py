@@ -70,6 +70,9 @@ _PIECES = [
     ".", "-", "_", "/", "+", "\n", " ", "AccountKey=", "twilio", "AC", "aws", "ghp_", "xoxb-", "sig=",
     "date of birth ", "Date_of-Birth: ", "date de naissance ", "data di nascita ", "n\u00e9e le ", "https://",
     "u\u00e9:", "Pa55w0rdX@", "@db", "223.1.2.3", "224.1.", "\u0668.8.8.8", "8.8.8.\u0668", "01.", "100.64.",
+    "aws_secret_access_key=", '"SecretAccessKey": "', "/Zq8wT3vLp0aB+kR9sUyE2nC7dF4gH1jM6xQ5tV0", "TWILIO_AUTH_TOKEN ",
+    "9c27cf25710d0272b10c44d2fc92bba3", "account_sid=", "GITHUB_TOKEN: ", "ghp_", "section ", "version ", "to ",
+    "secret-access-key ", "SECRET.ACCESS.KEY=", "AccountKey: ", " (iOS) and ",
 ]  # fmt: skip
 _ALPHABET = st.sampled_from(list("aAzZ019xX-_./+=:") + list(_SPECIAL))
 _TEXT = st.lists(st.one_of(st.sampled_from(_PIECES), st.text(_ALPHABET, min_size=1, max_size=12)), max_size=24).map(

@@ -18,7 +18,10 @@ How a rule decides
     ``your-api-key-here``, AWS's published example keys); a word inside a random body never makes
     it one. Shapes without a prefix need context: an AWS secret key or Twilio auth token is only
     reported near its provider's name or its key id (for AWS, also an AWS word after it on its
-    line), a bearer token after ``Bearer``, a password after a password-like name. Checksums are
+    line), a bearer token after ``Bearer``, a password after a password-like name. Right after
+    the name of the very credential (``aws_secret_access_key=``, ``TWILIO_AUTH_TOKEN:``,
+    ``<SecretAccessKey>``), a value of that credential's shape is reported whatever its first
+    character or entropy; only a documented placeholder is not (:mod:`memvault.scrub.names`). Checksums are
     verified where a format has one: Luhn (cards), ISO 7064 mod 97 (IBAN), CRC32 of classic GitHub
     tokens (a token whose checksum is right is reported even if it looks like a placeholder), a
     JWT's header must decode to JSON with ``alg``, a bare base64 key body must decode to a private
@@ -27,8 +30,10 @@ How a rule decides
 Decisions worth knowing
     * ``ip``: only globally routable addresses are reported; loopback, private (RFC 1918),
       shared, link-local, documentation and reserved ranges are not personal data. A dotted quad
-      after a version word (``v``, ``version``, ``build``, ``release``...), in a range with a
-      version, opening a markdown heading or in a table column of versions is a version number.
+      that its text binds to a version or a section (a version, section or software word before
+      it, an upgrade, a list or range with a version, a heading, an outline, a table column of
+      versions: :mod:`memvault.scrub.versions`) is not an address, unless its clause names an
+      address; a quad nothing binds to a version is reported.
     * ``email``: reserved example domains (``example.com``, ``.test``, ``.invalid``, ``.local``,
       ``.internal``), ``git@host:`` remotes and ``name@2x.png`` asset names are not reported.
     * ``credit_card``: the numbers payment processors publish for testing

@@ -30,16 +30,13 @@ from memvault.scrub.detectors import (
     detect_azure,
     detect_basic_auth,
     detect_bearer,
-    detect_dob,
-    detect_email,
-    detect_iban,
-    detect_ip,
     detect_jwt,
     detect_npm_auth,
-    detect_numbers,
     detect_twilio_token,
     simple_detector,
 )
+from memvault.scrub.names import name_gate, named_values
+from memvault.scrub.personal import detect_dob, detect_email, detect_iban, detect_ip, detect_numbers
 from memvault.scrub.prefilter import HYPERSCAN, Pattern, PatternSet, match_at
 from memvault.scrub.validators import (
     aws_id_check,
@@ -285,6 +282,12 @@ def detect_key_tokens(text: str, starts: tuple[list[int], ...]) -> Iterable[Cand
                 yield m.start(1), m.end(1), "private_key", P_BLOCK
 
 
+def _detect_named_azure_key(text: str, _starts: tuple[list[int], ...]) -> Iterable[Candidate]:
+    """An Azure storage key right after one of its names (``AccountKey:``, ``AZURE_STORAGE_KEY=``)."""
+    for start, end in named_values("azure_connection_string", text):
+        yield start, end, "azure_connection_string", P_SPECIFIC
+
+
 # -- the checks of whole keys ---------------------------------------------------------------------
 
 
@@ -360,7 +363,13 @@ RULES: Final[tuple[Rule, ...]] = (
         (
             _anywhere("[A-Za-z0-9/+]{40}"),
             _anywhere(
-                "aws", "secret_access", "secret access", "secretaccess", "(?:akia|asia)[a-z0-9]{16}", caseless=True
+                "aws",
+                "secret_access",
+                "secret access",
+                "secretaccess",
+                r"secret[\-.]access",
+                "(?:akia|asia)[a-z0-9]{16}",
+                caseless=True,
             ),
         ),
         detect_aws_secret,
@@ -483,6 +492,12 @@ RULES: Final[tuple[Rule, ...]] = (
         simple_detector("pypi_token", rf"pypi-AgE(?<![{_T}]pypi-AgE)[{_T}]{{50,}}", check=KEY_CHECKS["pypi_token"]),
     ),
     Rule("jwt", (_at(r"eyJ[A-Za-z0-9_\-]{8}", not_after=r"A-Za-z0-9_\-."),), detect_jwt),
+    # an Azure key assigned to its name (AWS secret keys and Twilio tokens: by their rules above)
+    Rule(
+        "azure_connection_string",
+        (_anywhere(name_gate("azure_connection_string"), caseless=True),),
+        _detect_named_azure_key,
+    ),
     Rule(
         "basic_auth",
         (

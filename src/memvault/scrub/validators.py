@@ -12,7 +12,6 @@ import base64
 import binascii
 import collections
 import functools
-import ipaddress
 import json
 import math
 import re
@@ -47,7 +46,6 @@ __all__ = [
     "TEST_CARD_NUMBERS",
     "is_test_card",
     "iin_plausible",
-    "version_context",
     "token_check",
     "openai_check",
     "github_check",
@@ -487,109 +485,6 @@ def iin_plausible(digits: str) -> bool:
     if two == 35:
         return 16 <= n <= 19
     return two in (50, 56, 57, 58, 63, 67) and 12 <= n <= 19
-
-
-# -- versions that look like addresses -------------------------------------------------------------
-
-#: Words after which a dotted quad is a version (``version 8.4.15.160``, ``build 10.0.3.1``).
-_VERSION_BEFORE_RE: Final = re.compile(
-    r"(?i)\b(?:v|versions?|ver|builds?|releases?|released|rev|revision|firmware|fw|oid|sdk|hotfix)\b[^\n]{0,24}$"
-)
-#: ``_VERSION_BEFORE_RE`` over an ASCII text in lower case (the look-ahead holds the words' first letters).
-_VERSION_BEFORE_LOWER_RE: Final = re.compile(
-    r"\b(?=[vbrfosh])(?:v|versions?|ver|builds?|releases?|released|rev|revision|firmware|fw|oid|sdk|hotfix)\b"
-    r"[^\n]{0,24}$"
-)
-#: How far before a dotted quad a ``_VERSION_BEFORE_RE`` match can start: its longest word (8
-#: characters) and 24 more, and one for the newline ``$`` may match before (its ``\b`` looks at the
-#: character before the search's start anyway).
-_VERSION_WORD_REACH: Final = 33
-#: The range words of ``_RANGE_BEFORE_RE`` (which the text before a dotted quad must end with).
-_RANGE_WORDS: Final = ("to", "->", "\u2192", "\u2013", "..")
-#: A version and a range word before a dotted quad (``8.4.15 to 8.4.16.2``, ``v8.4.15.160 -> ...``).
-_RANGE_BEFORE_RE: Final = re.compile(r"(v?)(\d+(?:\.\d+){2,3})[ \t]*(?:to|->|\u2192|\u2013|\.\.)[ \t]*$")
-#: A range word and a version after a dotted quad.
-_RANGE_AFTER_RE: Final = re.compile(r"[ \t]*(?:to|->|\u2192|\u2013|\.\.)[ \t]*(v?)(\d+(?:\.\d+){2,3})")
-#: A markdown heading that opens with the dotted quad: a release heading (``## 8.4.15.160 (date)``).
-_HEADING_BEFORE_RE: Final = re.compile(r"(?i)[ \t]*#{1,6}[ \t]+(?:\[|v|version[ \t]+|release[ \t]+)?$")
-#: A table column header naming versions.
-_VERSION_HEADER_RE: Final = re.compile(r"(?i)version|build|release|firmware|\bver\b")
-_TABLE_RULE_RE: Final = re.compile(r"[ \t]*\|?[ \t:\-|]*-[ \t:\-|]*$")
-
-
-def _version_token(prefix: str, token: str) -> bool:
-    """Whether ``token`` (with its ``v`` prefix, if any) is a version and not an IPv4 address."""
-    if prefix:
-        return True
-    try:
-        ipaddress.IPv4Address(token)
-    except ValueError:
-        return True
-    return False
-
-
-def _table_column_header(text: str, line_start: int, pos: int) -> str:
-    """The header cell of the markdown table column ``pos`` is in ("" if not in a table, or the
-    table is more than 64 rows or its lines more than ``_LINE_REACH`` characters long)."""
-    column = text.count("|", line_start, pos)
-    end = line_start - 1
-    for _ in range(64):  # walk up the table to its rule line; the header is the line above it
-        if end <= 0:
-            return ""
-        start = text.rfind("\n", max(0, end - _LINE_REACH), end) + 1
-        line = text[start:end]
-        if not start and end > _LINE_REACH or not line.lstrip().startswith("|"):
-            return ""
-        if _TABLE_RULE_RE.fullmatch(line):
-            head_start = text.rfind("\n", max(0, start - 1 - _LINE_REACH), max(0, start - 1)) + 1
-            cells = text[head_start : max(head_start, start - 1)].split("|")
-            return cells[column] if column < len(cells) else ""
-        end = start - 1
-    return ""
-
-
-#: How far back a line is followed to its start (a longer line is not a heading or a table row).
-_LINE_REACH: Final = 1024
-
-
-def version_context(text: str, start: int, end: int) -> bool:
-    """Whether the dotted quad ``text[start:end]`` reads as a version, not an address.
-
-    Args:
-        text: the whole text.
-        start, end: the dotted quad's span.
-
-    Returns:
-        True after a version word (``version``, ``v``, ``build``, ``release``...), in a range with a
-        version (``8.4.15 to 8.4.15.160``), opening a markdown heading (``## 8.4.15.160``), or in a
-        markdown table column whose header names versions.
-    """
-    # (not the character just before: ``$`` matches before a last newline)
-    nl = text.rfind("\n", max(0, start - _VERSION_WORD_REACH), max(0, start - 1))
-    lo = max(0, start - _VERSION_WORD_REACH, nl + 1)
-    window = text[max(0, lo - 1) : start]  # (with the character ``\b`` looks at before ``lo``)
-    if window.isascii():  # (in lower case: a case-insensitive alternation is slow)
-        if _VERSION_BEFORE_LOWER_RE.search(window.lower(), 1 if lo else 0) is not None:
-            return True
-    elif _VERSION_BEFORE_RE.search(text, lo, start):
-        return True
-    nl = text.rfind("\n", max(0, start - _LINE_REACH), start)
-    line_start = nl + 1 if nl >= 0 or start <= _LINE_REACH else -1  # -1: a line too long to follow
-    lo = max(line_start, start - 40)
-    if text[lo:start].rstrip(" \t").endswith(_RANGE_WORDS):  # (else _RANGE_BEFORE_RE cannot match)
-        before = _RANGE_BEFORE_RE.search(text, lo, start)
-        if before is not None and _version_token(before.group(1), before.group(2)):
-            return True
-    after = _RANGE_AFTER_RE.match(text, end)
-    if after is not None and _version_token(after.group(1), after.group(2)):
-        return True
-    if line_start < 0:
-        return False
-    if _HEADING_BEFORE_RE.match(text, line_start, start):
-        return True
-    if text[line_start:start].lstrip().startswith("|"):
-        return _VERSION_HEADER_RE.search(_table_column_header(text, line_start, start)) is not None
-    return False
 
 
 # -- many values at once -------------------------------------------------------------------------

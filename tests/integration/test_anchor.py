@@ -74,6 +74,34 @@ def test_a_running_process_notices_the_store_put_back(redacted: Path, store_path
     store.close()
 
 
+def test_a_running_process_notices_an_older_keyring_written_over_the_same_file(
+    redacted: Path, store_path: Path
+) -> None:
+    """The older copy put back file by file, the keyring's older bytes written into the file the
+    process has open (what a reused inode number looks like after a copy is put back): a
+    keyring shorter than what the process has read is another keyring, read again from the start."""
+    store = _open(store_path)
+    keyring = store_path / "keyring"
+    older = (redacted / "keyring").read_bytes()
+    for item in redacted.iterdir():
+        if item.name == "keyring":
+            continue
+        target = store_path / item.name
+        if target.is_dir():
+            shutil.rmtree(target)
+            shutil.copytree(item, target)
+        else:
+            shutil.copy2(item, target)
+    with open(keyring, "r+b") as f:
+        f.write(older)
+        f.truncate()
+    with pytest.raises(RollbackDetectedError):
+        _cmd(store, command="view", path=PATH)
+    with pytest.raises(RollbackDetectedError):
+        _cmd(store, command="create", path="/memories/new.md", file_text="new\n")
+    store.close()
+
+
 def test_verify_reports_the_store_put_back(redacted: Path, store_path: Path) -> None:
     _put_back(redacted, store_path)
     with memvault.MemoryStore.open(store_path, passphrase=PASSPHRASE, check_head=False) as store:

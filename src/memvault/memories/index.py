@@ -42,9 +42,9 @@ class VersionRecord:
 
     ``token`` locates the node in its commit's tree (for a ``deleted`` version: in the parent's);
     ``dek_id`` is the data key of the version's node (b"" for ``deleted``); ``path`` is the API
-    path (None if the node was already redacted when indexed); ``sha256``/``size`` describe the
-    content (None for ``deleted`` or unknown); ``binary`` marks a file kept as bytes (no memory of
-    the API)."""
+    path (None if the node was already redacted when indexed); ``digest`` (the content's raw
+    SHA-256) and ``size`` describe the content (None for ``deleted`` or unknown); ``binary`` marks
+    a file kept as bytes (no memory of the API)."""
 
     seq: int
     file_id: bytes
@@ -52,9 +52,14 @@ class VersionRecord:
     token: bytes
     dek_id: bytes
     path: str | None
-    sha256: str | None
+    digest: bytes | None
     size: int | None
     binary: bool
+
+    @property
+    def sha256(self) -> str | None:
+        """The content's SHA-256 in hex, as the API shows it."""
+        return self.digest.hex() if self.digest is not None else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,13 +84,12 @@ class LineageIndex:
         self.seq = -1
         self.commit_id = b""
         self.commits: dict[int, CommitInfo] = {}
+        #: Every version, in history order (by sequence number, then lineage).
         self.versions: list[VersionRecord] = []
-        self.by_key: dict[tuple[int, bytes], VersionRecord] = {}
         self.by_file: dict[bytes, list[VersionRecord]] = {}
-        #: seq -> the versions that commit made (in lineage order).
-        self.written: dict[int, list[VersionRecord]] = {}
-        #: Head: lineage -> (token, API path) of each text file; sorted API paths of those files.
-        self.head: dict[bytes, tuple[bytes, str]] = {}
+        #: Head: lineage -> the version of each text file there (its token and API path); sorted
+        #: API paths of those files.
+        self.head: dict[bytes, VersionRecord] = {}
         self.sorted_paths: list[str] = []
         self._path_owner: dict[str, bytes] = {}
         self._live: dict[bytes, bytes] = {}  # token -> lineage of every file at the head
@@ -180,25 +184,23 @@ class LineageIndex:
                 record = VersionRecord(meta.seq, fid, operation, node.token, node.dek_id, None, None, None, False)
             else:
                 record = VersionRecord(meta.seq, fid, operation, node.token, node.dek_id, _api(node.path),
-                                       node.sha256.hex(), node.size, node.binary)  # fmt: skip
+                                       node.sha256, node.size, node.binary)  # fmt: skip
             self._record(record)
 
     def _record(self, record: VersionRecord) -> None:
         self.versions.append(record)
-        self.by_key[(record.seq, record.file_id)] = record
         self.by_file.setdefault(record.file_id, []).append(record)
-        self.written.setdefault(record.seq, []).append(record)
         fid = record.file_id
         old = self.head.pop(fid, None)
-        if old is not None:
-            self._drop_path(old[1], fid)
+        if old is not None and old.path is not None:
+            self._drop_path(old.path, fid)
         self._binary.discard(fid)
         if record.operation == "deleted" or record.path is None:
             return
         if record.binary:
             self._binary.add(fid)
             return
-        self.head[fid] = (record.token, record.path)
+        self.head[fid] = record
         owner = self._path_owner.get(record.path)
         if owner is not None and owner != fid:  # a lineage replaced another at the same path
             self.head.pop(owner, None)
@@ -216,12 +218,22 @@ class LineageIndex:
 
     # -- queries -------------------------------------------------------------------------------------
 
+    def written(self, seq: int) -> list[VersionRecord]:
+        """The versions commit ``seq`` made, in lineage order (a slice of :attr:`versions`)."""
+        start = bisect.bisect_left(self.versions, seq, key=_seq)
+        end = bisect.bisect_right(self.versions, seq, lo=start, key=_seq)
+        return self.versions[start:end]
+
+    def version(self, seq: int, fid: bytes) -> VersionRecord | None:
+        """The version commit ``seq`` made of lineage ``fid``, if any."""
+        for record in self.written(seq):
+            if record.file_id == fid:
+                return record
+        return None
+
     def file_at(self, seq: int, path: str) -> bytes | None:
         """The lineage commit ``seq`` wrote at API path ``path`` (None if it wrote none there)."""
-        info = self.commits.get(seq)
-        if info is None:
-            return None
-        for record in self.written.get(seq, ()):
+        for record in self.written(seq):
             if record.path == path:
                 return record.file_id
         return None
@@ -245,6 +257,10 @@ class LineageIndex:
             if record.operation == "created":
                 return record
         return None
+
+
+def _seq(record: VersionRecord) -> int:
+    return record.seq
 
 
 def _api(path: str | None) -> str | None:

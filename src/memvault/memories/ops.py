@@ -120,7 +120,7 @@ class Memories:
         """The head node of lineage ``fid`` and its store path (NotFoundError if none)."""
         found = self.index.head.get(fid)
         if found is not None:
-            vpath = to_store_path(found[1], self.store.settings)
+            vpath = to_store_path(found.path, self.store.settings)
             node = txn.get(vpath)
             if node is not None and not node.is_dir and node.file_id == fid:
                 return node, vpath
@@ -192,7 +192,7 @@ class Memories:
         known = self.index.head.get(fid)
         for attempt in range(_MOVE_TRIES):
             if attempt == 0 and known is not None:
-                vpath = to_store_path(known[1], self.store.settings)
+                vpath = to_store_path(known.path, self.store.settings)
             else:
                 vpath = self._read(lambda txn: self._current(txn, fid)[1])
             try:

@@ -49,7 +49,7 @@ TIERS = {
     "history": 6,
     "protocol": 6,  # the memory tool's commands and the context-editing block
     "erasure": 7,  # redact, retention, expiry, destroy: history, store
-    "edits": 7,  # writes, files, undo, templates: protocol, history, scrub.guard
+    "edits": 7,  # writes, files, batch, undo, templates: protocol, history, scrub.guard
     "verify": 7,
     "admin": 7.25,  # keys, config, status, audit (erasure.expiry, protocol.context)
     "agent": 7.25,  # tool, remote, mcp (edits.undo, history), demo
@@ -96,7 +96,7 @@ ORDER = {
     "history": ["log", "files", "grep"],
     "protocol": ["context", "commands"],
     "erasure": ["expiry", "redact", "retention", "destroy"],
-    "edits": ["writes", "files", "undo", "templates"],
+    "edits": ["writes", "files", "batch", "undo", "templates"],
     "admin": ["keys", "config", "status", "audit"],
     "agent": ["mcphttp", "tool", "remote", "mcp", "demo"],
     "memories": ["ids", "model", "paths", "cursor", "index", "versions", "ops"],

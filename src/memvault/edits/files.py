@@ -23,7 +23,17 @@ from ..scrub.guard import check_path, scrub_text
 from ..store import MemoryStore, Transaction
 from . import writes
 
-__all__ = ["OperatorWrite", "put", "save_edit", "read_for_edit", "remove", "move", "is_image_path", "IMAGE_SIGNATURES"]
+__all__ = [
+    "OperatorWrite",
+    "file_content",
+    "put",
+    "save_edit",
+    "read_for_edit",
+    "remove",
+    "move",
+    "is_image_path",
+    "IMAGE_SIGNATURES",
+]
 
 #: The first bytes of every PNG and JPEG file: a file named as an image must be one, so text
 #: cannot pass the scrubber by its name (as for an import).
@@ -64,15 +74,14 @@ def is_image_path(path: MemoryPath) -> bool:
     return "." in path.name and "." + path.name.rpartition(".")[2].lower() in IMAGE_SUFFIXES
 
 
-def _file_path(store: MemoryStore, path: str) -> MemoryPath:
-    vpath = parse_path(path, store.settings)
-    if vpath.is_root:
-        raise PathExistsError("Error: /memories is a directory; give a file path below it")
-    return vpath
+def file_content(store: MemoryStore, vpath: MemoryPath, data: bytes, findings: dict[str, int]) -> tuple[bytes, bool]:
+    """``(bytes to store, binary)`` of ``data`` written at ``vpath``: an image as given, a text
+    scrubbed by the store's scrubber (what it found added to ``findings``, kind -> count).
 
-
-def _content(store: MemoryStore, vpath: MemoryPath, data: bytes, findings: dict[str, int]) -> tuple[bytes, bool]:
-    """``(bytes to store, binary)``: an image as given, a text scrubbed; else refused."""
+    Raises:
+        LimitExceededError (over the size limit, before any scan), InvalidInputError (neither
+        UTF-8 text nor an image named as one), SensitiveDataError (a ``reject`` finding).
+    """
     limit = store.settings.max_file_bytes
     if len(data) > limit:  # the memory tool's message (Transaction.write_file), before any scan
         raise LimitExceededError(
@@ -104,10 +113,10 @@ def _write(
     actor: str,
     session: str,
 ) -> OperatorWrite:
-    vpath = _file_path(store, path)
+    vpath = writes.file_path(store, path)
     check_path(store, vpath)
     findings: dict[str, int] = {}
-    raw, binary = _content(store, vpath, data, findings)
+    raw, binary = file_content(store, vpath, data, findings)
 
     def apply(txn: Transaction) -> bool:
         node = txn.get(vpath)
@@ -217,7 +226,7 @@ def read_for_edit(store: MemoryStore, path: str) -> tuple[str, bytes | None]:
         PathExistsError: a directory, or the root. InvalidInputError: a binary file.
         InvalidPathError, SensitiveDataError: a path the memory tool would refuse.
     """
-    vpath = _file_path(store, path)
+    vpath = writes.file_path(store, path)
     check_path(store, vpath)  # before anyone types into an editor what could not be saved there
     with store.reading() as view:
         node = view.get(vpath)

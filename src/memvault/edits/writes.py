@@ -25,7 +25,16 @@ from ..format.records import Node
 from ..paths import MemoryPath, parse_path
 from ..store import MemoryStore, Transaction
 
-__all__ = ["WriteResult", "write", "edit", "delete", "content_sha256"]
+__all__ = [
+    "WriteResult",
+    "write",
+    "edit",
+    "delete",
+    "content_sha256",
+    "file_path",
+    "expected_digest",
+    "check_precondition",
+]
 
 _SHA_RE = re.compile(r"[0-9a-f]{64}")
 
@@ -44,7 +53,8 @@ class WriteResult:
         return {"path": self.path, "sha256": self.sha256, "commit": self.commit_id, "seq": self.seq}
 
 
-def _expected(value: str | None) -> str | None:
+def expected_digest(value: str | None) -> str | None:
+    """``value`` as a precondition: None, or 64 lower-case hex digits (InvalidInputError otherwise)."""
     if value is None:
         return None
     if not isinstance(value, str):
@@ -55,8 +65,9 @@ def _expected(value: str | None) -> str | None:
     return text
 
 
-def _check(path: MemoryPath, node: Node | None, expected: str | None, must_not_exist: bool) -> None:
-    """The precondition, checked inside the transaction (under the store lock)."""
+def check_precondition(path: MemoryPath, node: Node | None, expected: str | None, must_not_exist: bool) -> None:
+    """The precondition on ``path`` (its node ``node`` now), checked inside the transaction
+    (under the store lock): ConflictError unless it holds."""
     if must_not_exist and node is not None:
         now = "it is a directory" if node.is_dir else f"sha256 {node.sha256.hex()[:12]}…"
         raise ConflictError(f"Error: {path.text} already exists (expected it not to exist; now {now})")
@@ -80,7 +91,8 @@ def _encode_text(text: str, what: str) -> bytes:
         raise InvalidInputError(f"Error: {what} is not valid Unicode text (it contains a lone surrogate).") from None
 
 
-def _file_path(store: MemoryStore, path: str) -> MemoryPath:
+def file_path(store: MemoryStore, path: str) -> MemoryPath:
+    """The canonical path of a file to write (InvalidPathError; PathExistsError for the root)."""
     vpath = parse_path(path, store.settings)
     if vpath.is_root:
         raise PathExistsError("Error: /memories is a directory; give a file path below it")
@@ -89,7 +101,7 @@ def _file_path(store: MemoryStore, path: str) -> MemoryPath:
 
 def content_sha256(store: MemoryStore, path: str) -> str:
     """The SHA-256 (hex) of the file's content at the head: the value for ``expected_sha256``."""
-    vpath = _file_path(store, path)
+    vpath = file_path(store, path)
     with store.reading() as view:
         node = view.get(vpath)
     if node is None or node.is_dir:
@@ -112,15 +124,15 @@ def write(
     With ``expected_sha256`` the file must exist with exactly that content; with
     ``must_not_exist`` it must not exist. Otherwise :class:`ConflictError` and nothing is written.
     """
-    vpath = _file_path(store, path)
-    expected = _expected(expected_sha256)
+    vpath = file_path(store, path)
+    expected = expected_digest(expected_sha256)
     if expected is not None and must_not_exist:
         raise ValueError("give at most one of expected_sha256 and must_not_exist")
     binary = isinstance(data, bytes)
     raw = data if isinstance(data, bytes) else _encode_text(data, "The content")
 
     def apply(txn: Transaction) -> None:
-        _check(vpath, txn.get(vpath), expected, must_not_exist)
+        check_precondition(vpath, txn.get(vpath), expected, must_not_exist)
         txn.write_file(vpath, raw, binary=binary)
 
     done = store.transact(apply, command="write", paths=(vpath.text,), actor=actor, session=session)
@@ -142,8 +154,8 @@ def edit(
     ``old`` appearing zero or several times is an :class:`EditError`; a failed
     ``expected_sha256`` precondition is a :class:`ConflictError`. Nothing is written then.
     """
-    vpath = _file_path(store, path)
-    expected = _expected(expected_sha256)
+    vpath = file_path(store, path)
+    expected = expected_digest(expected_sha256)
     if old == "":
         raise EditError("Error: `old` must not be empty.")
     _encode_text(old, "`old`")
@@ -151,7 +163,7 @@ def edit(
 
     def apply(txn: Transaction) -> bytes:
         node = txn.get(vpath)
-        _check(vpath, node, expected, False)
+        check_precondition(vpath, node, expected, False)
         if node is None or node.is_dir:
             raise PathNotFoundError(f"Error: The path {vpath.text} does not exist")
         if node.binary:
@@ -183,11 +195,11 @@ def delete(
     vpath = parse_path(path, store.settings)
     if vpath.is_root:
         raise InvalidPathError("Error: Cannot delete the /memories directory itself")
-    expected = _expected(expected_sha256)
+    expected = expected_digest(expected_sha256)
 
     def apply(txn: Transaction) -> None:
         node = txn.get(vpath)
-        _check(vpath, node, expected, False)
+        check_precondition(vpath, node, expected, False)
         if node is None:
             raise PathNotFoundError(f"Error: The path {vpath.text} does not exist")
         txn.delete(vpath)

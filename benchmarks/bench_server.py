@@ -356,38 +356,39 @@ def rss_bytes() -> int:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
-def measure_idle(path: str, store_ids: list[str]) -> dict[str, float]:
+def measure_idle(path: str, store_ids: list[str], *, traced: bool) -> float:
     """In a fresh process: open the root at ``path``, warm the code paths on the first store, then
-    open, index and read one memory of each other store; what each left behind (resident set, and
-    Python's traced heap) divided by their number."""
+    open, index and read one memory of each other store; the bytes each left behind: Python's
+    traced heap with ``traced``, else the resident set (measured without tracing, whose own
+    bookkeeping would count)."""
     import tracemalloc
 
     root = ServerRoot.open(path, Unlock(passphrase=PASSPHRASE), open_stores=len(store_ids) + 1)
     with root.memories(store_ids[0]) as m:  # the code paths warm before the measurement
         m.retrieve(m.list(limit=1).data[0].id)  # type: ignore[union-attr]
     gc.collect()
-    tracemalloc.start()
-    heap_before = tracemalloc.get_traced_memory()[0]
-    before = rss_bytes()
+    if traced:
+        tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0] if traced else rss_bytes()
     for store_id in store_ids[1:]:
         with root.memories(store_id) as m:
             m.retrieve(m.list(limit=1).data[0].id)  # type: ignore[union-attr]
     gc.collect()
-    rss = (rss_bytes() - before) / (len(store_ids) - 1)
-    heap = (tracemalloc.get_traced_memory()[0] - heap_before) / (len(store_ids) - 1)
+    after = tracemalloc.get_traced_memory()[0] if traced else rss_bytes()
     root.close()
-    return {"rss_mb": rss / 1e6, "heap_mb": heap / 1e6}
+    return (after - before) / (len(store_ids) - 1)
 
 
 def part_memory(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     path = str(work / "memory")
     root, _key, store_ids = make_root(path, memories=args.memories, stores=args.idle_stores, durability="none")
     root.close()
-    # A fresh process: memory this one allocated and freed while seeding would hide the growth.
-    run = subprocess.run(
-        [sys.executable, __file__, "--measure-idle", path, *store_ids], capture_output=True, text=True, check=True
-    )
-    measured = json.loads(run.stdout.strip().splitlines()[-1])
+    # A fresh process each: memory this one allocated and freed while seeding would hide the growth.
+    measured = {}
+    for what in ("rss", "heap"):
+        run = subprocess.run([sys.executable, __file__, "--measure-idle", what, path, *store_ids],
+                             capture_output=True, text=True, check=True)  # fmt: skip
+        measured[f"{what}_mb"] = float(run.stdout.strip().splitlines()[-1]) / 1e6
     mb = max(measured["rss_mb"], measured["heap_mb"])
     print(
         f"part 4: per open idle store of {args.memories} memories ({len(store_ids) - 1} stores, fresh process): "
@@ -466,7 +467,8 @@ def main() -> None:
     parser.add_argument("--measure-idle", nargs="+", metavar="ARG", help=argparse.SUPPRESS)  # part 4's child
     args = parser.parse_args()
     if args.measure_idle:
-        print(json.dumps(measure_idle(args.measure_idle[0], args.measure_idle[1:])))
+        what, path, *ids = args.measure_idle
+        print(measure_idle(path, ids, traced=what == "heap"))
         return
     parts = {int(p) for p in args.parts.split(",")} | ({5} if args.s3 else set())
     results: dict[str, Any] = {"memories": args.memories, "time": time.strftime("%Y-%m-%d %H:%M")}

@@ -11,8 +11,6 @@ import json
 import os
 from pathlib import Path
 
-import pytest
-
 import memvault
 from conftest import FAST_KDF, PASSPHRASE
 from memvault.cli import main

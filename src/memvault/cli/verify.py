@@ -47,7 +47,7 @@ def format_summary(report: VerifyReport) -> str:
 
 #: Why an object is orphaned, as ``verify --remote`` says it.
 _REASONS = {
-    "unreferenced": "no committed log record names it (a host lost the race for its commit)",
+    "unreferenced": "no committed log record names it (a lost race's, or a commit's in progress)",
     "destroyed": "the data key object of a key a redaction destroyed",
     "unknown": "the data key object of a key no commit wrapped",
 }

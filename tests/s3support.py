@@ -30,6 +30,7 @@ import secrets
 import socket
 import struct
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -39,7 +40,7 @@ from urllib.parse import unquote, urlsplit
 
 import pytest
 
-__all__ = ["S3Env", "FaultProxy", "moto_server", "make_s3_env", "s3_client", "as_host"]
+__all__ = ["S3Env", "FaultProxy", "moto_server", "make_s3_env", "s3_client", "as_host", "sequential_round_trips"]
 
 ACCESS_KEY = "testing-access-key"
 SECRET_KEY = "testing-secret-key"
@@ -344,6 +345,9 @@ class FaultProxy:
         log: ``(method, path, status)`` of every request received, in order: ``status`` is the
             HTTP status answered, or the fault kind (``"reset_before"``, ``"reset_after"``) when
             the connection was reset instead, or ``"slow"`` when a slow answer could not be sent.
+        timings: ``(received, answered)`` of each entry of ``log`` (``time.perf_counter`` seconds):
+            when the proxy had read the request, and when it was about to send the answer (a
+            client's next request after that answer is received later than it was noted).
     """
 
     def __init__(self, upstream: str) -> None:
@@ -352,6 +356,7 @@ class FaultProxy:
         self.latency = 0.0
         self.counts: collections.Counter[str] = collections.Counter()
         self.log: list[tuple[str, str, int | str]] = []
+        self.timings: list[tuple[float, float]] = []
         self._faults: list[_Fault] = []
         self._lock = threading.Lock()
         self._open: set[socket.socket] = set()
@@ -393,6 +398,7 @@ class FaultProxy:
             self._faults.clear()
             self.counts.clear()
             self.log.clear()
+            self.timings.clear()
 
     def requests(self, method: str | None = None, key_regex: str | None = None) -> list[tuple[str, str, int | str]]:
         """The log entries of ``method`` whose path matches ``key_regex``."""
@@ -432,9 +438,10 @@ class FaultProxy:
                 return True
             return False
 
-    def _record(self, method: str, path: str, status: int | str) -> None:
+    def _record(self, method: str, path: str, status: int | str, received: float) -> None:
         with self._lock:
             self.log.append((method, path, status))
+            self.timings.append((received, time.perf_counter()))
 
     def _take_fault(self, method: str, path: str) -> str | None:
         with self._lock:
@@ -450,6 +457,7 @@ class FaultProxy:
     def serve(self, handler: _Handler) -> None:
         method, path = handler.command, handler.path
         body = handler.read_body()
+        received = time.perf_counter()
         kind = self._take_fault(method, unquote(urlsplit(path).path))
         if self.latency:
             self._stopping.wait(self.latency)
@@ -460,30 +468,30 @@ class FaultProxy:
                 f"<Error><Code>{code}</Code><Message>{message}</Message>"
                 "<RequestId>FAULTPROXY</RequestId><HostId>faultproxy</HostId></Error>"
             ).encode()
-            self._record(method, path, status)
+            self._record(method, path, status, received)
             handler.answer(status, [("Content-Type", "application/xml")], xml, head=method == "HEAD")
             return
         if kind == "reset_before":
-            self._record(method, path, kind)
+            self._record(method, path, kind, received)
             handler.abort()
             return
         status, headers, data = self._forward(method, path, handler.headers.items(), body)
         if kind == "reset_after":
-            self._record(method, path, kind)
+            self._record(method, path, kind, received)
             handler.abort()
             return
         if kind is None:
-            self._record(method, path, status)  # before answering: the client may act on the answer at once
+            self._record(method, path, status, received)  # before answering: the client may act on the answer at once
             handler.answer(status, headers, data, head=method == "HEAD")
             return
         self._stopping.wait(float(kind.partition(":")[2]))  # slow:<seconds>
         try:
             handler.answer(status, headers, data, head=method == "HEAD")
         except OSError:  # the client gave up waiting
-            self._record(method, path, "slow")
+            self._record(method, path, "slow", received)
             handler.close_connection = True
             return
-        self._record(method, path, status)
+        self._record(method, path, status, received)
 
     def _forward(
         self, method: str, path: str, headers: list[tuple[str, str]], body: bytes
@@ -514,3 +522,15 @@ def as_host(cache: Any) -> Iterator[None]:
             os.environ.pop("MEMVAULT_ANCHOR_DIR", None)
         else:
             os.environ["MEMVAULT_ANCHOR_DIR"] = previous
+
+
+def sequential_round_trips(spans: list[tuple[float, float]]) -> int:
+    """The longest chain of requests each received after the answer to the one before it was
+    sent (``FaultProxy.timings``): a command's sequential round trips, as ``benchmarks/bench_s3.py``
+    counts them. Requests sent together overlap as long as the proxy's ``latency`` holds each."""
+    count, last_end = 0, float("-inf")
+    for start, end in sorted(spans, key=lambda s: s[1]):
+        if start >= last_end:
+            count += 1
+            last_end = end
+    return count

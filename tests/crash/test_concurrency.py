@@ -204,12 +204,12 @@ def test_view_overlapping_a_commit_on_a_shared_store(store_path: Path, monkeypat
     real_add = StoreState.add
 
     @contextlib.contextmanager
-    def reading() -> Any:
+    def reading(*, pull: bool = True) -> Any:
         if threading.current_thread().name != "reader":  # the writer's own read before its lock
-            with real_reading() as snap:
+            with real_reading(pull=pull) as snap:
                 yield snap
             return
-        with real_reading() as snap:
+        with real_reading(pull=pull) as snap:
             in_view.set()
             writer_started.wait(5)
             time.sleep(0.2)  # the writer is now blocked on the state lock, not folding

@@ -48,6 +48,12 @@ def _size(n: int) -> str:
     return f"{format_size(n)} ({n} bytes)"
 
 
+def _short(n: int) -> str:
+    from memvault.protocol.commands import format_size
+
+    return format_size(n) if n >= 1024 else f"{n} bytes"
+
+
 def test_status_of_a_local_store(
     cli: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -178,9 +184,22 @@ def test_status_of_a_store_in_object_storage(
         "Head:        1 file, 5 bytes",
         f"History:     {_size(history)} in {packs} packs (this host's cache)",
     ]
-    assert lines[-2:] == [
-        f"Objects:     directory {bucket}; packs there: {_size(in_bucket)}",
-        f"Cache:       {cache} ({_size(history)} of packs; bound 4.0G (4294967296 bytes))",
+    kinds = {"packs": [0, 0], "log": [0, 0], "deks": [0, 0], "other": [0, 0]}  # objects, bytes
+    for path in bucket.rglob("*"):
+        parts = path.relative_to(bucket).parts
+        if path.is_file() and not any(part.startswith(".") for part in parts):  # not the backend's own files
+            top = parts[0]
+            kind = kinds[top if top in ("packs", "log", "deks") else "other"]
+            kind[0], kind[1] = kind[0] + 1, kind[1] + path.stat().st_size
+    replica = sum(p.stat().st_size for p in cache.rglob("*") if p.is_file() and not p.is_symlink())
+    assert kinds["packs"][0] == 2 * 2 and kinds["log"][0] == 2 and kinds["deks"][0] >= 1  # two commits
+    objects, total = sum(k[0] for k in kinds.values()), sum(k[1] for k in kinds.values())
+    assert lines[-3:] == [
+        f"Objects:     directory {bucket}: {objects} objects, {_size(total)}; packs there: {_size(in_bucket)}",
+        f"By kind:     packs and indexes {kinds['packs'][0]} ({_short(kinds['packs'][1])}), log {kinds['log'][0]} "
+        f"({_short(kinds['log'][1])}), data keys {kinds['deks'][0]} ({_short(kinds['deks'][1])}), other "
+        f"{kinds['other'][0]} ({_short(kinds['other'][1])})",
+        f"Cache:       {cache} ({_size(history)} of packs; bound 4.0G (4294967296 bytes); {_short(replica)} in all)",
     ]
     assert main(["status", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["remote"] == {
@@ -189,4 +208,10 @@ def test_status_of_a_store_in_object_storage(
         "cache_dir": str(cache),
         "cache_bytes": history,
         "cache_limit_bytes": 4294967296,
+        "bucket": {
+            "objects": objects,
+            "bytes": total,
+            "kinds": {kind: {"objects": n, "bytes": size} for kind, (n, size) in kinds.items()},
+        },
+        "replica_bytes": replica,
     }

@@ -2,13 +2,15 @@
 
 :func:`store_status` gathers it into a :class:`StoreStatus`: where the store is, its format
 version and durability, the files and bytes of the head, the bytes of history on disk, its key
-slots, the last commit, whether a writer holds the lock, and for a store in object storage its
-host's cache.
+slots, the last commit, whether a writer holds the lock, and for a store in object storage the
+objects under its prefix by kind and its host's cache.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
+import stat
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -17,6 +19,7 @@ from typing import Any
 from ..errors import StorageError
 from ..fsutil import StoreLock
 from ..keys.slots import load_slots
+from ..remote.inventory import BucketUsage, usage_of
 from ..remote.layout import PACKS
 from ..store import MemoryStore
 
@@ -62,14 +65,17 @@ class LockStatus:
 
 @dataclass(frozen=True)
 class RemoteStatus:
-    """A store in object storage: who holds its objects, the bytes of its packs there, and this
-    host's cache of it (directory, bytes of packs in it, its bound)."""
+    """A store in object storage: who holds its objects, the bytes of its packs there, the objects
+    under its prefix by kind, and this host's cache of it (directory, bytes of packs in it, its
+    bound, bytes of every file of the replica)."""
 
     description: str
     history_bytes: int
     cache_dir: str
     cache_bytes: int
     cache_limit_bytes: int
+    bucket: BucketUsage
+    replica_bytes: int
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -78,6 +84,8 @@ class RemoteStatus:
             "cache_dir": self.cache_dir,
             "cache_bytes": self.cache_bytes,
             "cache_limit_bytes": self.cache_limit_bytes,
+            "bucket": self.bucket.to_json(),
+            "replica_bytes": self.replica_bytes,
         }
 
 
@@ -135,12 +143,24 @@ def _lock_status(store: MemoryStore) -> LockStatus:
     return LockStatus(held=True) if holder is None else LockStatus(held=True, pid=holder.pid, host=holder.host)
 
 
+def _tree_bytes(root: str | os.PathLike[str]) -> int:
+    """Bytes of the regular files under ``root`` (symbolic links not followed; files that vanish
+    meanwhile not counted)."""
+    total = 0
+    for top, _dirs, files in os.walk(root):
+        for name in files:
+            with contextlib.suppress(OSError):
+                info = os.lstat(os.path.join(top, name))
+                total += info.st_size if stat.S_ISREG(info.st_mode) else 0
+    return total
+
+
 def store_status(store: MemoryStore, location: str | None = None) -> StoreStatus:
     """The status of ``store``; ``location`` is what to call it (default: its directory).
 
     Reads the head (a store in object storage first takes in other hosts' commits), the key
-    slot files and the pack directory; lists the bucket's packs for a store in object storage.
-    Decrypts no content.
+    slot files and the pack directory; for a store in object storage lists every object under
+    its prefix and sizes the replica directory. Decrypts no content.
     """
     commit_id, _seq = store.head
     state = store.state_at(commit_id)
@@ -149,12 +169,15 @@ def store_status(store: MemoryStore, location: str | None = None) -> StoreStatus
     remote = None
     if store.remote is not None:
         objects = store.remote.objects
+        listed = objects.list("")
         remote = RemoteStatus(
             description=objects.description,
-            history_bytes=sum(info.size for info in objects.list(PACKS) if info.key.endswith(".pack")),
+            history_bytes=sum(i.size for i in listed if i.key.startswith(PACKS) and i.key.endswith(".pack")),
             cache_dir=str(store.root),
             cache_bytes=store.git.packs.total_bytes(),
             cache_limit_bytes=store.remote.cache_bytes,
+            bucket=usage_of(listed),
+            replica_bytes=_tree_bytes(store.root),
         )
     branches: tuple[str, ...] = ()
     if store.remote is None:

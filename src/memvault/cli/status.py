@@ -2,7 +2,8 @@
 
 No content and no secret is shown: where the store is, its format and durability, how many files
 and bytes the head holds, the bytes of history on disk, the key slots by kind, the last commit,
-whether another writer holds the lock, and for a store in object storage its host's cache.
+whether another writer holds the lock, and for a store in object storage the objects under its
+prefix by kind and its host's cache.
 """
 
 from __future__ import annotations
@@ -24,6 +25,16 @@ def _size(n: int) -> str:
     from ..protocol.commands import format_size
 
     return f"{format_size(n)} ({n} bytes)" if n >= 1024 else f"{n} bytes"
+
+
+def _short(n: int) -> str:
+    from ..protocol.commands import format_size
+
+    return format_size(n) if n >= 1024 else f"{n} bytes"
+
+
+#: The words for each kind of object under a store's prefix (``remote.layout.OBJECT_KINDS``).
+_KIND_NAMES = {"packs": "packs and indexes", "log": "log", "deks": "data keys", "other": "other"}
 
 
 def _plural(n: int, word: str) -> str:
@@ -65,11 +76,21 @@ def format_status(status: StoreStatus) -> list[str]:
         )
     if status.remote is not None:
         r = status.remote
-        rows.append(("Objects", f"{terminal_safe(r.description)}; packs there: {_size(r.history_bytes)}"))
+        b = r.bucket
+        rows.append(
+            (
+                "Objects",
+                f"{terminal_safe(r.description)}: {_plural(b.objects, 'object')}, {_size(b.bytes)}; "
+                f"packs there: {_size(r.history_bytes)}",
+            )
+        )
+        kinds = ", ".join(f"{_KIND_NAMES[kind]} {u.objects} ({_short(u.bytes)})" for kind, u in b.kinds.items())
+        rows.append(("By kind", kinds))
         rows.append(
             (
                 "Cache",
-                f"{terminal_safe(r.cache_dir)} ({_size(r.cache_bytes)} of packs; bound {_size(r.cache_limit_bytes)})",
+                f"{terminal_safe(r.cache_dir)} ({_size(r.cache_bytes)} of packs; bound {_size(r.cache_limit_bytes)}; "
+                f"{_short(r.replica_bytes)} in all)",
             )
         )
     width = max(len(k) for k, _v in rows) + 1
@@ -95,7 +116,8 @@ def register(sub: Any) -> None:
         help="the store at a glance: location, format, files, bytes, key slots, last commit, lock",
         description="Where the store is, its format version and durability, the files and bytes at the head, "
         "the bytes of history (packs on disk), the key slots by kind, the last commit, whether another writer "
-        "holds the lock, and for a store in object storage this host's cache. No content is shown.",
+        "holds the lock, and for a store in object storage the objects under its prefix by kind and this host's "
+        "cache. No content is shown.",
     )
     s.add_argument("--json", action="store_true", help="machine-readable output")
     s.set_defaults(func=_cmd_status)

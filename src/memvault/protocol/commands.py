@@ -426,11 +426,13 @@ def _edit(
 
     The edit is scrubbed *before* the store's writer lock is taken, on the file as a read shows
     it, so that scanning never holds other writers up; under the lock the file is read again, and
-    only if it changed meanwhile is the edit made and scrubbed again there.
+    only if it changed meanwhile is the edit made and scrubbed again there. That first read takes
+    in no other host's commits (a store in object storage): ``transact`` does, so the command
+    lists the log once.
     """
     early: _Scrubbed | None = None
     try:
-        with store.reading() as snap:
+        with store.reading(pull=False) as snap:
             content = _read_text(snap, path, missing)
         early = _scrub_edit(store, path, content, make(content))
     except MemvaultError:
@@ -539,9 +541,10 @@ def _rename(store: AnyBranch, args: dict[str, Any], actor: str, session: str) ->
         raise PathExistsError("Error: The destination /memories already exists")
     check_path(store, new)
     # Every path below a moved directory gets a new name too: each is checked as create would
-    # check it, before the writer lock is taken (and, under it, any that appeared meanwhile).
+    # check it, before the writer lock is taken (and, under it, any that appeared meanwhile, also
+    # those of other hosts' commits: this read takes none in, transact does).
     checked = {new.text}
-    with store.reading() as snap:
+    with store.reading(pull=False) as snap:
         moving = [_rebase(p, old, new) for p in snap.descendants(old)] if snap.is_dir(old) else []
     for dst in moving:
         check_path(store, dst)

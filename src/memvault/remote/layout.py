@@ -17,6 +17,7 @@ __all__ = [
     "LOG",
     "PACKS",
     "DEKS",
+    "OBJECT_KINDS",
     "LogRecord",
     "VoidRecord",
     "MAX_LOG_BYTES",
@@ -29,7 +30,10 @@ __all__ = [
     "wait_key",
     "wait_of",
     "pack_keys",
+    "pack_name_of",
     "dek_key",
+    "dek_id_of",
+    "object_kind",
     "slot_key",
     "encode_log",
     "decode_log",
@@ -52,6 +56,12 @@ _LOG_KEY = re.compile(r"\Alog/([0-9]{20})(?:\.r([1-9][0-9]{0,5}))?\Z")
 _VOID_KEY = re.compile(r"\Alog/([0-9]{20})\.v(0|[1-9][0-9]{0,5})-[0-9a-f]{16}\Z")
 _WAIT_KEY = re.compile(r"\Alog/([0-9]{20})\.wait-([0-9]{20})-([0-9a-f]{16})\Z")
 _SLOT_KEY = re.compile(r"\Akeys/([0-9a-f]{32})\.json\Z")
+_PACK_KEY = re.compile(r"\Apacks/pack-([0-9a-f]{40})\.(?:pack|idx)\Z")
+_DEK_KEY = re.compile(r"\Adeks/([0-9a-f]{32})\Z")
+#: The kinds of object a prefix holds (``memvault status``): packs and their indexes (``packs/``),
+#: the log (``log/``: records, voids, waiting markers), data key objects (``deks/``), and every
+#: other object (``memvault.json``, key slots, anything else).
+OBJECT_KINDS = ("packs", "log", "deks", "other")
 _MAGIC = b"MVLG"
 _VERSION = 1
 _HEAD = struct.Struct(">4sB16sH")
@@ -110,9 +120,30 @@ def pack_keys(name: str) -> tuple[str, str]:
     return f"{PACKS}pack-{name}.pack", f"{PACKS}pack-{name}.idx"
 
 
+def pack_name_of(key: str) -> str | None:
+    """The pack name (40 hex) of a pack's or its index's key, or None for any other key."""
+    match = _PACK_KEY.match(key)
+    return match.group(1) if match else None
+
+
 def dek_key(dek_id: bytes) -> str:
     """The key of the object holding data key ``dek_id``'s DEK record."""
     return f"{DEKS}{dek_id.hex()}"
+
+
+def dek_id_of(key: str) -> bytes | None:
+    """The data key id a data key object's key names, or None for any other key."""
+    match = _DEK_KEY.match(key)
+    return bytes.fromhex(match.group(1)) if match else None
+
+
+def object_kind(key: str) -> str:
+    """Which of :data:`OBJECT_KINDS` the object at ``key`` (relative to the prefix) is, by its
+    place alone."""
+    for kind, prefix in (("packs", PACKS), ("log", LOG), ("deks", DEKS)):
+        if key.startswith(prefix):
+            return kind
+    return "other"
 
 
 def slot_key(slot_id: str) -> str:

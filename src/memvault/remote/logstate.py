@@ -19,6 +19,7 @@ __all__ = [
     "Voids",
     "LogFinding",
     "findings",
+    "committed",
     "check_seen",
     "obstacle",
     "void_targets",
@@ -168,6 +169,23 @@ def findings(listing: LogListing, voids: Voids, stop: Slot, junk: bool) -> list[
             if slot[1] > chosen[slot[0]]:
                 out.append(LogFinding("stray", slot[0], info.key))
     out += [LogFinding("forged-void", named[0], i.key) for i in voids.forged(listing) if (named := void_of(i.key))]
+    return out
+
+
+def committed(listing: LogListing, voids: Voids, upto: int, where: str) -> list[ObjectInfo]:
+    """The object holding each commit ``0`` to ``upto - 1`` (voids followed), for a listing of the
+    whole log.
+
+    Raises:
+        RollbackDetectedError: one of them is no longer listed (deleted since it was taken in).
+    """
+    voids.load(listing, listing.voids)
+    out: list[ObjectInfo] = []
+    for seq in range(upto):
+        info = voids.resolve(listing, seq)[1]
+        if info is None:
+            raise RollbackDetectedError(f"Rollback detected: {where} no longer holds commit #{seq}.")
+        out.append(info)
     return out
 
 

@@ -56,6 +56,7 @@ from .logstate import (
     Slot,
     Voids,
     check_seen,
+    committed,
     findings,
     junk_error,
     mark_tag,
@@ -522,6 +523,15 @@ class Replica:
         ``repair-log``."""
         listing = LogListing.of(self.objects.list(LOG))
         return findings(listing, self._voids, self._stop, self._junk is not None)
+
+    def committed_records(self) -> list[ObjectInfo]:
+        """The object of each commit up to where the last pull stopped (voids followed), from a
+        listing of the whole log made now; for ``verify --remote``.
+
+        Raises:
+            RollbackDetectedError: one is no longer listed.
+        """
+        return committed(LogListing.of(self.objects.list(LOG)), self._voids, self._stop[0], self.objects.description)
 
     @property
     def next_commit(self) -> int:

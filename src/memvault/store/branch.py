@@ -357,8 +357,9 @@ class BranchStore:
             return Transaction(self, self.state_at(self._walk().commit_id))
 
     @contextmanager
-    def reading(self) -> Iterator[Transaction]:
-        """A view of the branch's head, valid inside the ``with`` block."""
+    def reading(self, *, pull: bool = True) -> Iterator[Transaction]:
+        """A view of the branch's head, valid inside the ``with`` block (``pull``: as for
+        :meth:`MemoryStore.reading`; a branch is never in object storage)."""
         with self._state_lock:
             yield Transaction(self, self._walk())
 

@@ -378,12 +378,18 @@ class MemoryStore(FileReads, Hosting):
             return Transaction(self, self.state_at(self._sync(writer=False).commit_id))
 
     @contextmanager
-    def reading(self) -> Iterator[Transaction]:
+    def reading(self, *, pull: bool = True) -> Iterator[Transaction]:
         """A view of the current head, valid inside the ``with`` block (no copy).
 
         Holds the state lock, so a commit of this process cannot change the state mid-read.
+
+        Args:
+            pull: take in other hosts' commits first (a store in object storage). False reads the
+                replica as this host has it, with no request: only for a read that prepares a
+                command which reads the head again in :meth:`transact`.
         """
-        self.pull()
+        if pull:
+            self.pull()
         with self._state_lock:
             yield Transaction(self, self._sync(writer=False))
 

@@ -42,16 +42,16 @@ class _Open:
 class _Closer:
     """Closes, in a thread of its own, the stores handed to it (started at the first)."""
 
-    def __init__(self, closed: Callable[[str], None]) -> None:
-        self._queue: list[tuple[str, MemoryStore]] = []
+    def __init__(self, closed: Callable[[Memories], None]) -> None:
+        self._queue: list[tuple[str, Memories]] = []
         self._cond = threading.Condition()
         self._thread: threading.Thread | None = None
         self._busy: list[str] = []
         self._closed = closed
 
-    def close_later(self, store_id: str, store: MemoryStore) -> None:
+    def close_later(self, store_id: str, memories: Memories) -> None:
         with self._cond:
-            self._queue.append((store_id, store))
+            self._queue.append((store_id, memories))
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="memvault-closer", daemon=True)
                 self._thread.start()
@@ -70,12 +70,12 @@ class _Closer:
             with self._cond:
                 while not self._queue:
                     self._cond.wait()
-                store_id, store = self._queue.pop(0)
+                store_id, memories = self._queue.pop(0)
                 self._busy.append(store_id)
             try:
-                close_quietly(store)
-                self._closed(store_id)
+                close_quietly(memories.store)
             finally:
+                self._closed(memories)
                 with self._cond:
                     self._busy.remove(store_id)
                     self._cond.notify_all()
@@ -94,12 +94,12 @@ class OpenStores:
         opener: opens the store of an id (its :class:`Memories`); called by one thread per store at once.
         limit: how many stores stay open when no request uses them.
         per_store: how many requests one store may have in progress at once.
-        closed: called with a store's id once it is closed after an eviction (not by :meth:`close`).
+        closed: called with a store's operations once the store is closed (however it is closed).
     """
 
     def __init__(
         self, opener: Callable[[str], Memories], *, limit: int, per_store: int,
-        closed: Callable[[str], None] = lambda _store_id: None,
+        closed: Callable[[Memories], None] = lambda _memories: None,
     ) -> None:  # fmt: skip
         self._opener = opener
         self._limit = max(1, limit)
@@ -163,7 +163,7 @@ class OpenStores:
                 entry = self._open.setdefault(store_id, fresh)  # another gate's open may have won
                 entry.users += 1
             if entry is not fresh:
-                close_quietly(fresh.memories.store)
+                self._close(fresh.memories)
             return entry
 
     def _trim(self) -> None:
@@ -175,21 +175,28 @@ class OpenStores:
                 if self._open[store_id].users == 0:
                     closing.append((store_id, self._open.pop(store_id)))
         for store_id, entry in closing:
-            store = entry.memories.store
             # Recorded reads are merged under the store's writer lock: if it is busy, the store is
             # closed in the background (waiting there), never in this request.
-            if store.flush_access_times(wait=0.0, prune=True):
-                close_quietly(store)
-                self._closed(store_id)
+            if entry.memories.store.flush_access_times(wait=0.0, prune=True):
+                self._close(entry.memories)
             else:
-                self._closer.close_later(store_id, store)
+                self._closer.close_later(store_id, entry.memories)
+
+    def _close(self, memories: Memories, *, quietly: bool = True) -> None:
+        try:
+            if quietly:
+                close_quietly(memories.store)
+            else:
+                memories.store.close()
+        finally:
+            self._closed(memories)
 
     def evict(self, store_id: str) -> None:
         """Close store ``store_id`` now if it is open (its deletion follows)."""
         with self._lock:
             entry = self._open.pop(store_id, None)
         if entry is not None:
-            entry.memories.store.close()
+            self._close(entry.memories, quietly=False)
 
     def indexed(self, store_id: str) -> bool:
         """Whether store ``store_id`` is open with its lineage index built."""
@@ -216,4 +223,4 @@ class OpenStores:
             self._open.clear()
         self._closer.drain()
         for entry in entries:
-            entry.memories.store.close()
+            self._close(entry.memories, quietly=False)

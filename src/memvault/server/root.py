@@ -33,8 +33,9 @@ from ..fsutil import DEFAULT_LOCK_TIMEOUT
 from ..keys.slots import Unlock
 from ..memories import Memories
 from ..paths import parse_path
+from ..remote.replica import cache_dir_for
 from ..settings import KdfParams, StoreSettings
-from ..storage.url import is_remote
+from ..storage.url import is_remote, parse_url
 from ..store import MemoryStore, Transaction
 from .catalog import (
     KEYS_DIR,
@@ -48,6 +49,7 @@ from .catalog import (
     record_bytes,
 )
 from .openstores import OpenStores
+from .replicas import DEFAULT_REPLICAS, ReplicaCache
 
 __all__ = [
     "ServerRoot",
@@ -134,12 +136,15 @@ class ServerRoot:
         lock_timeout: how long a store's writer lock is waited for.
         store_requests: how many requests one memory store may have in progress at once (more:
             :class:`LockedError` at once).
+        cache_replicas, cache_bytes: for a root in object storage, how many replicas of its stores
+            this host keeps in its cache, and how many bytes in them (0: no bound); the least
+            recently used closed ones beyond are deleted (:mod:`.replicas`).
     """
 
     def __init__(
         self, location: str, catalog: MemoryStore, *, cache_dir: str | None = None,
         open_stores: int = DEFAULT_OPEN_STORES, lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
-        store_requests: int = DEFAULT_STORE_REQUESTS,
+        store_requests: int = DEFAULT_STORE_REQUESTS, cache_replicas: int = DEFAULT_REPLICAS, cache_bytes: int = 0,
     ) -> None:  # fmt: skip
         self.location = location
         self.catalog = catalog
@@ -153,7 +158,13 @@ class ServerRoot:
         self._head_cond = threading.Condition()
         self._head_reading = False
         self._head_read_at = float("-inf")
-        self._stores = OpenStores(self._open_store, limit=open_stores, per_store=store_requests)
+        self._open_lock = threading.Lock()
+        self._stores = OpenStores(self._open_store, limit=open_stores, per_store=store_requests, closed=self._closed)
+        bounds = (cache_replicas, cache_bytes) if self._remote else (0, 0)
+        self.replicas = ReplicaCache(self._replica_dir, max_count=bounds[0], max_bytes=bounds[1],
+                                     is_open=self._stores.is_open)  # fmt: skip
+        #: The replica in-use marks of open stores in object storage (:meth:`ReplicaCache.hold`).
+        self._held: dict[int, int] = {}
 
     # -- construction ----------------------------------------------------------------------------
 
@@ -186,7 +197,7 @@ class ServerRoot:
     def open(
         cls, location: str | os.PathLike[str], unlock: Unlock, *, cache_dir: str | None = None,
         open_stores: int = DEFAULT_OPEN_STORES, lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
-        store_requests: int = DEFAULT_STORE_REQUESTS,
+        store_requests: int = DEFAULT_STORE_REQUESTS, cache_replicas: int = DEFAULT_REPLICAS, cache_bytes: int = 0,
     ) -> ServerRoot:  # fmt: skip
         """Open the server root at ``location`` with the catalog's key (the options as for the class).
 
@@ -200,7 +211,7 @@ class ServerRoot:
         catalog = MemoryStore.open(_join(root, CATALOG), unlock=unlock, cache_dir=cache_dir,
                                    lock_timeout=lock_timeout)  # fmt: skip
         return cls(root, catalog, cache_dir=cache_dir, open_stores=open_stores, lock_timeout=lock_timeout,
-                   store_requests=store_requests)  # fmt: skip
+                   store_requests=store_requests, cache_replicas=cache_replicas, cache_bytes=cache_bytes)  # fmt: skip
 
     def derive(self, purpose: str) -> bytes:
         """A 32-byte key of this root for ``purpose`` (cursor keys, key digests, store keys)."""
@@ -374,12 +385,18 @@ class ServerRoot:
     def _destroy(self, store_id: str) -> None:
         from ..erasure.destroy import shred_store
 
+        held = self.replicas.hold(store_id) if self._remote else None  # no trim deletes its replica meanwhile
         try:
-            store = MemoryStore.open(store_location(self.location, store_id), unlock=self.store_unlock(store_id),
-                                     check_head=False, cache_dir=self._cache_for(store_id))  # fmt: skip
-        except StoreNotFoundError:
-            return  # destroyed already
-        shred_store(store)
+            try:
+                store = MemoryStore.open(store_location(self.location, store_id), unlock=self.store_unlock(store_id),
+                                         check_head=False, cache_dir=self._cache_for(store_id))  # fmt: skip
+            except StoreNotFoundError:
+                return  # destroyed already
+            shred_store(store)
+        finally:
+            if held is not None:
+                self.replicas.release(held)
+                self.replicas.forget(store_id)
 
     # -- open stores -------------------------------------------------------------------------------
 
@@ -401,9 +418,30 @@ class ServerRoot:
         self._stores.evict(store_id)
 
     def _open_store(self, store_id: str) -> Memories:
-        store = MemoryStore.open(store_location(self.location, store_id), unlock=self.store_unlock(store_id),
-                                 cache_dir=self._cache_for(store_id), lock_timeout=self._lock_timeout)  # fmt: skip
+        held = self.replicas.hold(store_id) if self._remote else None  # its replica stays while open
+        try:
+            store = MemoryStore.open(store_location(self.location, store_id), unlock=self.store_unlock(store_id),
+                                     cache_dir=self._cache_for(store_id), lock_timeout=self._lock_timeout)  # fmt: skip
+        except BaseException:
+            if held is not None:
+                self.replicas.release(held)
+            raise
+        if held is not None:
+            with self._open_lock:
+                self._held[id(store)] = held
         return Memories(store, store_id, cursor_key=self.derive("cursor"))
+
+    def _closed(self, memories: Memories) -> None:
+        with self._open_lock:
+            held = self._held.pop(id(memories.store), None)
+        if held is not None:
+            self.replicas.release(held)
+            self.replicas.trim_soon(list(self.last_registry().stores))
+
+    def _replica_dir(self, store_id: str) -> Path:
+        if self._cache_dir is not None:
+            return Path(os.path.abspath(self._cache_dir), store_id)
+        return cache_dir_for(str(parse_url(store_location(self.location, store_id))))
 
     @property
     def remote(self) -> bool:

@@ -115,7 +115,8 @@ def test_a_rollback_of_a_store_whose_replica_went_is_still_detected(s3_env: Any,
                for k in s3_env.keys() if k.startswith(prefix)}  # fmt: skip
         write(root, target, "/b.md")
         write(root, other, "/c.md")  # the target is closed
-        assert root.replicas.trim(ids) == [target] and not (cache / target).exists()
+        root.replicas.trim(ids)  # (or the background pass the close started has done it already)
+        assert not (cache / target).exists() and (cache / other).is_dir()
         for k in s3_env.keys():  # the bucket serves the old copy of the store
             if k.startswith(prefix):
                 s3_env.client.delete_object(Bucket=s3_env.bucket, Key=k)

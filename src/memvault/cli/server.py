@@ -243,7 +243,7 @@ def register(sub: Any) -> None:
                        help="a root in object storage: replicas of its stores kept in this host's cache; the least "
                             "recently used closed ones beyond are deleted (default: 256; 0: no bound)")  # fmt: skip
     serve.add_argument("--cache-bytes", type=int, default=0,
-                       help="a root in object storage: bytes kept in those replicas at most (default: 0, no bound)")  # fmt: skip
+                       help="a root in object storage: bytes kept in them at most (default: 0, no bound)")  # fmt: skip
     serve.add_argument("--log-level", choices=("debug", "info", "warning", "error"), default="info",
                        help="level of the server log on stderr; info includes one access line per request")  # fmt: skip
     serve.set_defaults(func=_cmd_serve)

@@ -137,7 +137,7 @@ class OpenStores:
                 count = self._in_progress.pop(store_id) - 1
                 if count:
                     self._in_progress[store_id] = count
-        self._trim()
+            self._trim()
 
     def _take(self, store_id: str) -> _Open:
         with self._lock:

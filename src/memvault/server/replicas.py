@@ -40,6 +40,7 @@ DEFAULT_REPLICAS = 256
 #: The file beside a replica that its users lock (shared) and a deletion locks (exclusive).
 USE_SUFFIX = ".use"
 _ASIDE = ".evicting-"
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
 
 def _size(path: Path) -> int:
@@ -90,7 +91,7 @@ class ReplicaCache:
         the descriptor to give to :meth:`release` once the store is closed."""
         use = self._use_file(store_id)
         use.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        fd = os.open(use, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0), 0o600)
+        fd = os.open(use, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | _NOFOLLOW, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_SH)
             os.utime(fd)
@@ -176,7 +177,8 @@ class ReplicaCache:
     def _delete(self, store_id: str, replica: Path) -> bool:
         if self._is_open(store_id) or any((replica / name).exists() for name in (MARK_FILE, ACCESS_FILE)):
             return False  # open here, or a replica that still keeps what the host must not forget
-        fd = os.open(self._use_file(store_id), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        fd = os.open(self._use_file(store_id), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | _NOFOLLOW, 0o600)
+        aside = replica.with_name(replica.name + _ASIDE + secrets.token_hex(4))
         try:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -184,13 +186,12 @@ class ReplicaCache:
                 return False  # another process (or an open in this one) uses it
             if self._is_open(store_id):
                 return False
-            aside = replica.with_name(replica.name + _ASIDE + secrets.token_hex(4))
             try:
                 with StoreLock(replica / "lock", 0.0).hold():  # no command of another process runs in it
                     os.rename(replica, aside)
             except MemvaultError:
                 return False
-            shutil.rmtree(aside, ignore_errors=True)
-            return True
         finally:
-            os.close(fd)
+            os.close(fd)  # the next open waits no longer: it makes a new replica
+        shutil.rmtree(aside, ignore_errors=True)
+        return True

@@ -23,6 +23,14 @@ Part 5, S3 (``--s3``, moto on loopback behind a proxy that records every request
 sequential round trips of a retrieve and of an update through the server, against in-process
 memvault on the same S3 store. Targets: <= 1 sequential round trip per retrieve, <= 3 per update.
 
+Part 6, many stores (``--parts 6``): a root of ``--many`` stores (one memory each, durability
+``none``, made through the library) served by ``memvault serve --open-stores 64`` as a process;
+every page of the store listing (``limit=100``), then each store's first open through the API (a
+list of its memories, one request per store, in turn). Reports time per page and per first open,
+the most stores open at once (``/metrics``, read after every 10 opens), and the server's resident
+set and open files at the end. Targets: page p99 <= 25 ms, first open p50 <= 20 ms, open stores
+<= ``--open-stores``, open files at the end <= those after the first ``--open-stores`` opens + 16.
+
 Run ``python benchmarks/bench_server.py --help``. Needs ``memvault[server]`` (and moto for --s3);
 makes no request beyond 127.0.0.1.
 """
@@ -61,7 +69,8 @@ from memvault.settings import MIN_KDF  # noqa: E402
 
 PASSPHRASE = "benchmark passphrase, not a secret"
 TARGETS = {"retrieve_p50": 1.5, "retrieve_p99": 10.0, "update_over_inprocess": 1.5, "conn8_over_conn1": 2.0,
-           "workers2_over_workers1": 1.6, "idle_store_mb": 1.0, "s3_retrieve_rt": 1, "s3_update_rt": 3}  # fmt: skip
+           "workers2_over_workers1": 1.6, "idle_store_mb": 1.0, "s3_retrieve_rt": 1, "s3_update_rt": 3,
+           "page_p99_ms": 25.0, "first_open_p50_ms": 20.0, "fds_over_bound": 16}  # fmt: skip
 
 
 def pct(values: list[float], q: float) -> float:
@@ -453,6 +462,116 @@ def part_s3(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     return out
 
 
+# -- part 6 -----------------------------------------------------------------------------------------------
+
+
+def _process_files(pid: int) -> tuple[int, int]:
+    """Open descriptors of process ``pid``: all, and those that are files (not sockets, pipes)."""
+    files = total = 0
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        total += 1
+        files += target.startswith("/")
+    return total, files
+
+
+def _process_rss_mb(pid: int) -> float:
+    with open(f"/proc/{pid}/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 1e6
+
+
+def part_many(args: argparse.Namespace, work: Path) -> dict[str, Any]:
+    path = str(work / "many")
+    started = time.perf_counter()
+    root = ServerRoot.init(path, Unlock(passphrase=PASSPHRASE), kdf=MIN_KDF, durability="none")
+    _record, key = root.create_key("bench", admin=True)
+    for s in range(args.many):
+        store_id = root.create_store(f"bench {s:05d}").id
+        with root.memories(store_id) as m:
+            m.create("/notes/first.md", "a first note\n", actor="bench")
+    root.close()
+    seeded = time.perf_counter() - started
+    env = dict(os.environ, MEMVAULT_PASSPHRASE=PASSPHRASE)
+    limit = 64
+    proc = subprocess.Popen([sys.executable, "-m", "memvault.cli", "serve", path, "--port", "0", "--open-stores",
+                             str(limit), "--log-level", "warning"], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, text=True)  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        match = re.search(r"http://127\.0\.0\.1:(\d+)", proc.stdout.readline())
+        if match is None:
+            raise SystemExit("memvault serve did not start")
+        client = Client(int(match.group(1)), key)
+        start_rss = _process_rss_mb(proc.pid)
+        pages, ids, cursor = [], [], None
+        while True:
+            t = time.perf_counter()
+            status, answer = client.call("GET", "/v1/memory_stores?limit=100" + (f"&page={cursor}" if cursor else ""))
+            pages.append((time.perf_counter() - t) * 1000)
+            assert status == 200, answer
+            ids += [s["id"] for s in answer["data"]]
+            cursor = answer["next_page"]
+            if cursor is None:
+                break
+        assert len(ids) == len(set(ids)) == args.many
+        opens, most_open, fds_at_bound = [], 0, (0, 0)
+        for n, store_id in enumerate(ids, 1):
+            t = time.perf_counter()
+            status, answer = client.call("GET", f"/v1/memory_stores/{store_id}/memories?limit=1")
+            opens.append((time.perf_counter() - t) * 1000)
+            assert status == 200 and len(answer["data"]) == 1, answer
+            if n == limit:
+                fds_at_bound = _process_files(proc.pid)
+            if n % 10 == 0 or n == len(ids):
+                client.conn.request("GET", "/metrics")
+                text = client.conn.getresponse().read().decode()
+                gauge = re.search(r"^memvault_open_stores(?:\{[^}]*\})? ([0-9.e+]+)$", text, re.M)
+                most_open = max(most_open, int(float(gauge.group(1))) if gauge else 0)
+        t = time.perf_counter()
+        for _ in range(200):
+            client.call("GET", f"/v1/memory_stores/{ids[-1]}/memories?limit=1")
+        warm = (time.perf_counter() - t) * 1000 / 200
+        fds_end, rss_end = _process_files(proc.pid), _process_rss_mb(proc.pid)
+        for store_id in ids:  # every store opened once more: what one pass left must not grow
+            client.call("GET", f"/v1/memory_stores/{store_id}/memories?limit=1")
+        fds_again, rss_again = _process_files(proc.pid), _process_rss_mb(proc.pid)
+    finally:
+        proc.terminate()
+        proc.wait()
+    out = {
+        "stores": args.many, "open_stores": limit, "seed_s": seeded, "pages": len(pages),
+        "page_ms": {"p50": statistics.median(pages), "p99": pct(pages, 0.99), "max": max(pages)},
+        "first_open_ms": {"p50": statistics.median(opens), "p99": pct(opens, 0.99), "max": max(opens)},
+        "warm_read_ms": warm, "most_open": most_open,
+        "rss_mb": {"start": start_rss, "end": rss_end, "second_pass": rss_again},
+        "fds": {"after_first_opens": fds_at_bound[0], "files_after_first_opens": fds_at_bound[1],
+                "end": fds_end[0], "files_end": fds_end[1], "files_second_pass": fds_again[1]},
+    }  # fmt: skip
+    print(f"part 6: {args.many} stores (seeded in {seeded:.0f} s), memvault serve --open-stores {limit}")
+    p, o = out["page_ms"], out["first_open_ms"]
+    print(
+        f"  list: {len(pages)} pages of 100, p50 {p['p50']:.2f} ms, p99 {p['p99']:.2f} ms, max {p['max']:.2f} ms "
+        f"-> {verdict(p['p99'] <= TARGETS['page_p99_ms'])} <= 25 ms"
+    )
+    print(
+        f"  first open (a list of the store's memories): p50 {o['p50']:.2f} ms, p99 {o['p99']:.2f} ms, max "
+        f"{o['max']:.2f} ms -> {verdict(o['p50'] <= TARGETS['first_open_p50_ms'])} <= 20 ms; an open store: "
+        f"{warm:.2f} ms"
+    )
+    print(f"  open stores at most {most_open} -> {verdict(most_open <= limit)} <= {limit}")
+    grew = max(fds_end[1], fds_again[1]) - fds_at_bound[1]
+    print(
+        f"  open files: {fds_at_bound[1]} after the first {limit} opens, {fds_end[1]} at the end, "
+        f"{fds_again[1]} after a second pass ({fds_end[0]} descriptors) -> "
+        f"{verdict(grew <= TARGETS['fds_over_bound'])} <= +16; resident set {start_rss:.0f} MB at the start, "
+        f"{rss_end:.0f} MB at the end, {rss_again:.0f} MB after a second pass over every store"
+    )
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--memories", type=int, default=1000, help="memories per store (default 1000)")
@@ -462,7 +581,8 @@ def main() -> None:
     parser.add_argument("--rmw", type=int, default=1000, help="read-modify-write updates in part 3 (default 1000)")
     parser.add_argument("--idle-stores", type=int, default=21, help="stores opened in part 4 (default 21)")
     parser.add_argument("--s3", action="store_true", help="also part 5 on moto's S3 (needs moto[server])")
-    parser.add_argument("--parts", default="1,2,3,4", help="which parts (default 1,2,3,4; --s3 adds 5)")
+    parser.add_argument("--many", type=int, default=1000, help="stores of part 6 (default 1000)")
+    parser.add_argument("--parts", default="1,2,3,4", help="which parts (default 1,2,3,4; --s3 adds 5; 6: many stores)")
     parser.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
     parser.add_argument("--measure-idle", nargs="+", metavar="ARG", help=argparse.SUPPRESS)  # part 4's child
     args = parser.parse_args()
@@ -474,7 +594,7 @@ def main() -> None:
     results: dict[str, Any] = {"memories": args.memories, "time": time.strftime("%Y-%m-%d %H:%M")}
     with tempfile.TemporaryDirectory(prefix="bench-server-") as tmp:
         work = Path(tmp)
-        runs = {1: part_latency, 2: part_concurrency, 3: part_nothing_lost, 4: part_memory, 5: part_s3}
+        runs = {1: part_latency, 2: part_concurrency, 3: part_nothing_lost, 4: part_memory, 5: part_s3, 6: part_many}
         for number in sorted(parts):
             results[f"part{number}"] = runs[number](args, work)
     if args.json:

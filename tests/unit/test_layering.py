@@ -100,7 +100,7 @@ ORDER = {
     "admin": ["keys", "config", "status", "audit"],
     "agent": ["mcphttp", "tool", "remote", "mcp", "demo"],
     "memories": ["ids", "model", "paths", "cursor", "index", "versions", "ops"],
-    "server": ["catalog", "errors", "root", "ops", "views", "app", "run"],
+    "server": ["catalog", "errors", "openstores", "replicas", "root", "ops", "views", "app", "run"],
     "server/views": ["base", "health", "memories", "stores", "versions", "tool"],
     "ui": ["textview", "sessions", "jobs", "backend", "views", "app"],
     "ui/views": ["base", "login", "tree", "file", "history", "commit", "checks", "dreams", "erase", "undo"],

@@ -147,6 +147,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     options = ServeOptions(
         args.root, _unlock(), host=args.host, port=args.port, workers=args.workers, allow_remote=args.allow_remote,
         rate=args.rate, burst=args.burst, open_stores=args.open_stores, log_level=args.log_level,
+        store_requests=args.store_requests, cache_replicas=args.cache_replicas, cache_bytes=args.cache_bytes,
     )  # fmt: skip
 
     def announce(url: str) -> None:
@@ -235,6 +236,14 @@ def register(sub: Any) -> None:
     serve.add_argument("--burst", type=int, default=0, help="burst size of the rate limit (default: 2 x rate)")
     serve.add_argument("--open-stores", type=int, default=64,
                        help="memory stores kept open per worker (default: 64)")  # fmt: skip
+    serve.add_argument("--store-requests", type=int, default=16,
+                       help="requests one memory store may have in progress per worker; more get 503 at once, so a "
+                            "slow or locked store cannot take every thread (default: 16)")  # fmt: skip
+    serve.add_argument("--cache-replicas", type=int, default=256,
+                       help="a root in object storage: replicas of its stores kept in this host's cache; the least "
+                            "recently used closed ones beyond are deleted (default: 256; 0: no bound)")  # fmt: skip
+    serve.add_argument("--cache-bytes", type=int, default=0,
+                       help="a root in object storage: bytes kept in them at most (default: 0, no bound)")  # fmt: skip
     serve.add_argument("--log-level", choices=("debug", "info", "warning", "error"), default="info",
                        help="level of the server log on stderr; info includes one access line per request")  # fmt: skip
     serve.set_defaults(func=_cmd_serve)

@@ -8,9 +8,12 @@ and key names are validated here with the limits of the memory-stores API.
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import json
 import re
 import unicodedata
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -215,9 +218,27 @@ class Registry:
     #: path -> (content digest, record): records are parsed again only when their file changed.
     parsed: dict[str, tuple[bytes, StoreRecord | ApiKeyRecord]] = field(default_factory=dict)
 
-    def live_stores(self) -> list[StoreRecord]:
-        """The stores the API shows (not being deleted), oldest first."""
-        return sorted((s for s in self.stores.values() if not s.deleting), key=lambda s: (s.created_at, s.id))
+    #: The live stores in listing order, sorted once per registry (a registry is never changed
+    #: after it is made; :meth:`with_store` makes a copy without it).
+    _live: tuple[StoreRecord, ...] | None = field(default=None, init=False, repr=False, compare=False)
+    _positions: list[tuple[float, str]] = field(default_factory=list, init=False, repr=False, compare=False)
+
+    def live_stores(self) -> tuple[StoreRecord, ...]:
+        """The stores the API shows (not being deleted), oldest first (sorted once per registry)."""
+        live = self._live
+        if live is None:
+            alive = (s for s in self.stores.values() if not s.deleting)
+            live = tuple(sorted(alive, key=lambda s: (s.created_at, s.id)))
+            self._positions = [(s.created_at, s.id) for s in live]
+            self._live = live
+        return live
+
+    def live_after(self, position: tuple[float, str] | None) -> Iterator[StoreRecord]:
+        """The live stores after ``position`` (``(created_at, id)`` of the last one a page showed;
+        None: from the first), oldest first: found by bisection, so a page costs what it shows."""
+        live = self.live_stores()
+        start = 0 if position is None else bisect.bisect_right(self._positions, position)
+        return itertools.islice(live, start, None)
 
     def with_store(self, record: StoreRecord) -> Registry:
         """A copy with ``record`` added or replaced (for answers right after a commit)."""

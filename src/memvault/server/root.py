@@ -21,7 +21,6 @@ import os
 import re
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
@@ -29,13 +28,14 @@ from pathlib import Path
 from typing import Any
 
 from .. import crypto
-from ..errors import InvalidInputError, MemvaultError, NotFoundError, StoreExistsError, StoreNotFoundError
+from ..errors import InvalidInputError, NotFoundError, StoreExistsError, StoreNotFoundError
 from ..fsutil import DEFAULT_LOCK_TIMEOUT
 from ..keys.slots import Unlock
 from ..memories import Memories
 from ..paths import parse_path
+from ..remote.replica import cache_dir_for
 from ..settings import KdfParams, StoreSettings
-from ..storage.url import is_remote
+from ..storage.url import is_remote, parse_url
 from ..store import MemoryStore, Transaction
 from .catalog import (
     KEYS_DIR,
@@ -48,6 +48,8 @@ from .catalog import (
     parse_store,
     record_bytes,
 )
+from .openstores import OpenStores
+from .replicas import DEFAULT_REPLICAS, ReplicaCache
 
 __all__ = [
     "ServerRoot",
@@ -68,6 +70,10 @@ API_STORE_SETTINGS = StoreSettings(
 )  # fmt: skip
 #: Open memory stores kept per process (least recently used closed first).
 DEFAULT_OPEN_STORES = 64
+#: Requests one memory store may have in progress in a process at once; more are refused (503) at
+#: once, so requests waiting on one slow or locked store never take every thread of the server's
+#: pool (40) from the others.
+DEFAULT_STORE_REQUESTS = 16
 _SERVER_ACTOR = "memvault-server"
 _STORE_ID = re.compile(r"memstore_[0-9a-f]{32}")
 
@@ -119,14 +125,6 @@ def new_id(prefix: str) -> str:
     return prefix + crypto.random_bytes(16).hex()
 
 
-class _Open:
-    """An open memory store and how many requests use it now."""
-
-    def __init__(self, memories: Memories) -> None:
-        self.memories = memories
-        self.users = 0
-
-
 class ServerRoot:
     """An open server root. Thread-safe. Use :meth:`init` or :meth:`open`.
 
@@ -135,17 +133,23 @@ class ServerRoot:
         catalog: the open catalog store.
         cache_dir: where replicas of stores in object storage live (default: the cache root).
         open_stores: how many memory stores stay open at once.
+        lock_timeout: how long a store's writer lock is waited for.
+        store_requests: how many requests one memory store may have in progress at once (more:
+            :class:`LockedError` at once).
+        cache_replicas, cache_bytes: for a root in object storage, how many replicas of its stores
+            this host keeps in its cache, and how many bytes in them (0: no bound); the least
+            recently used closed ones beyond are deleted (:mod:`.replicas`).
     """
 
     def __init__(
         self, location: str, catalog: MemoryStore, *, cache_dir: str | None = None,
         open_stores: int = DEFAULT_OPEN_STORES, lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
+        store_requests: int = DEFAULT_STORE_REQUESTS, cache_replicas: int = DEFAULT_REPLICAS, cache_bytes: int = 0,
     ) -> None:  # fmt: skip
         self.location = location
         self.catalog = catalog
         self._remote = is_remote(location)
         self._cache_dir = cache_dir
-        self._open_limit = max(1, open_stores)
         self._lock_timeout = lock_timeout
         master = catalog.master_keys()[min(catalog.master_keys())]
         self._secret = crypto.hkdf(master, salt=catalog.store_id, info=b"memvault/v1/server")
@@ -154,9 +158,13 @@ class ServerRoot:
         self._head_cond = threading.Condition()
         self._head_reading = False
         self._head_read_at = float("-inf")
-        self._open: OrderedDict[str, _Open] = OrderedDict()
         self._open_lock = threading.Lock()
-        self._opening: dict[str, threading.Lock] = {}
+        self._stores = OpenStores(self._open_store, limit=open_stores, per_store=store_requests, closed=self._closed)
+        bounds = (cache_replicas, cache_bytes) if self._remote else (0, 0)
+        self.replicas = ReplicaCache(self._replica_dir, max_count=bounds[0], max_bytes=bounds[1],
+                                     is_open=self._stores.is_open)  # fmt: skip
+        #: The replica in-use marks of open stores in object storage (:meth:`ReplicaCache.hold`).
+        self._held: dict[int, int] = {}
 
     # -- construction ----------------------------------------------------------------------------
 
@@ -189,8 +197,9 @@ class ServerRoot:
     def open(
         cls, location: str | os.PathLike[str], unlock: Unlock, *, cache_dir: str | None = None,
         open_stores: int = DEFAULT_OPEN_STORES, lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
+        store_requests: int = DEFAULT_STORE_REQUESTS, cache_replicas: int = DEFAULT_REPLICAS, cache_bytes: int = 0,
     ) -> ServerRoot:  # fmt: skip
-        """Open the server root at ``location`` with the catalog's key.
+        """Open the server root at ``location`` with the catalog's key (the options as for the class).
 
         Raises:
             StoreNotFoundError: no server root there. WrongKeyError, ProviderError, IntegrityError,
@@ -201,7 +210,8 @@ class ServerRoot:
             raise StoreNotFoundError("Error: No memvault server root here (run `memvault server init` first).")
         catalog = MemoryStore.open(_join(root, CATALOG), unlock=unlock, cache_dir=cache_dir,
                                    lock_timeout=lock_timeout)  # fmt: skip
-        return cls(root, catalog, cache_dir=cache_dir, open_stores=open_stores, lock_timeout=lock_timeout)
+        return cls(root, catalog, cache_dir=cache_dir, open_stores=open_stores, lock_timeout=lock_timeout,
+                   store_requests=store_requests, cache_replicas=cache_replicas, cache_bytes=cache_bytes)  # fmt: skip
 
     def derive(self, purpose: str) -> bytes:
         """A 32-byte key of this root for ``purpose`` (cursor keys, key digests, store keys)."""
@@ -217,11 +227,7 @@ class ServerRoot:
 
     def close(self) -> None:
         """Close every open store and the catalog."""
-        with self._open_lock:
-            entries = list(self._open.values())
-            self._open.clear()
-        for entry in entries:
-            entry.memories.store.close()
+        self._stores.close()
         self.catalog.close()
 
     # -- the registry ------------------------------------------------------------------------------
@@ -379,74 +385,63 @@ class ServerRoot:
     def _destroy(self, store_id: str) -> None:
         from ..erasure.destroy import shred_store
 
+        held = self.replicas.hold(store_id) if self._remote else None  # no trim deletes its replica meanwhile
         try:
-            store = MemoryStore.open(store_location(self.location, store_id), unlock=self.store_unlock(store_id),
-                                     check_head=False, cache_dir=self._cache_for(store_id))  # fmt: skip
-        except StoreNotFoundError:
-            return  # destroyed already
-        shred_store(store)
+            try:
+                store = MemoryStore.open(store_location(self.location, store_id), unlock=self.store_unlock(store_id),
+                                         check_head=False, cache_dir=self._cache_for(store_id))  # fmt: skip
+            except StoreNotFoundError:
+                return  # destroyed already
+            shred_store(store)
+        finally:
+            if held is not None:
+                self.replicas.release(held)
+                self.replicas.forget(store_id)
 
     # -- open stores -------------------------------------------------------------------------------
 
     @contextmanager
     def memories(self, store_id: str, registry: Registry | None = None) -> Iterator[Memories]:
         """The operations on live store ``store_id`` (checked in ``registry``, default: the
-        catalog's head), opened once and kept open (LRU).
+        catalog's head), opened once and kept open (LRU). Opening a store waits only for another
+        opening of the same store, never for other stores.
 
         Raises:
-            NotFoundError: no live store has this id. And what opening a store raises.
+            NotFoundError: no live store has this id. LockedError: the store has ``store_requests``
+            requests in progress already. And what opening a store raises.
         """
         self.store(store_id, registry)
-        entry = self._take(store_id)
-        try:
-            yield entry.memories
-        finally:
-            with self._open_lock:
-                entry.users -= 1
-            self._trim()
-
-    def _take(self, store_id: str) -> _Open:
-        with self._open_lock:
-            entry = self._open.get(store_id)
-            if entry is not None:
-                self._open.move_to_end(store_id)
-                entry.users += 1
-                return entry
-            gate = self._opening.setdefault(store_id, threading.Lock())
-        with gate:
-            with self._open_lock:
-                entry = self._open.get(store_id)
-                if entry is not None:
-                    entry.users += 1
-                    return entry
-            store = MemoryStore.open(store_location(self.location, store_id), unlock=self.store_unlock(store_id),
-                                     cache_dir=self._cache_for(store_id), lock_timeout=self._lock_timeout)  # fmt: skip
-            entry = _Open(Memories(store, store_id, cursor_key=self.derive("cursor")))
-            with self._open_lock:
-                entry.users += 1
-                self._open[store_id] = entry
-                self._opening.pop(store_id, None)
-            return entry
-
-    def _trim(self) -> None:
-        closing: list[_Open] = []
-        with self._open_lock:
-            for store_id in list(self._open):
-                if len(self._open) - len(closing) <= self._open_limit:
-                    break
-                if self._open[store_id].users == 0:
-                    closing.append(self._open.pop(store_id))
-        for entry in closing:
-            try:
-                entry.memories.store.close()
-            except MemvaultError:
-                pass  # a store that fails to close keeps its leftovers for the next writer
+        with self._stores.use(store_id) as memories:
+            yield memories
 
     def _evict(self, store_id: str) -> None:
+        self._stores.evict(store_id)
+
+    def _open_store(self, store_id: str) -> Memories:
+        held = self.replicas.hold(store_id) if self._remote else None  # its replica stays while open
+        try:
+            store = MemoryStore.open(store_location(self.location, store_id), unlock=self.store_unlock(store_id),
+                                     cache_dir=self._cache_for(store_id), lock_timeout=self._lock_timeout)  # fmt: skip
+        except BaseException:
+            if held is not None:
+                self.replicas.release(held)
+            raise
+        if held is not None:
+            with self._open_lock:
+                self._held[id(store)] = held
+        return Memories(store, store_id, cursor_key=self.derive("cursor"))
+
+    def _closed(self, memories: Memories) -> None:
         with self._open_lock:
-            entry = self._open.pop(store_id, None)
-        if entry is not None:
-            entry.memories.store.close()
+            held = self._held.pop(id(memories.store), None)
+        if held is not None:
+            self.replicas.release(held)
+            self.replicas.trim_soon(list(self.last_registry().stores))
+
+    def _replica_dir(self, store_id: str) -> Path:
+        if self._cache_dir is not None:
+            return Path(os.path.abspath(self._cache_dir), store_id)
+        return cache_dir_for(str(parse_url(store_location(self.location, store_id))))
 
     @property
     def remote(self) -> bool:
@@ -465,14 +460,11 @@ class ServerRoot:
             return False
         if store_id is None:
             return True
-        with self._open_lock:
-            entry = self._open.get(store_id)
-        return entry is not None and entry.memories.index.seq >= 0
+        return self._stores.indexed(store_id)
 
     def open_count(self) -> int:
-        """How many memory stores are open now."""
-        with self._open_lock:
-            return len(self._open)
+        """How many memory stores are open now (kept for requests, or being closed)."""
+        return self._stores.count()
 
     # -- API keys ----------------------------------------------------------------------------------
 

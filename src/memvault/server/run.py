@@ -81,7 +81,8 @@ class ServeOptions:
     def __init__(
         self, location: str, unlock: Unlock, *, host: str = "127.0.0.1", port: int = 8080, workers: int = 1,
         allow_remote: bool = False, rate: float = 0.0, burst: int = 0, open_stores: int = 64,
-        cache_dir: str | None = None, log_level: str = "info",
+        cache_dir: str | None = None, log_level: str = "info", store_requests: int = 16, cache_replicas: int = 256,
+        cache_bytes: int = 0,
     ) -> None:  # fmt: skip
         self.location = location
         self.unlock = unlock
@@ -92,6 +93,9 @@ class ServeOptions:
         self.rate = rate
         self.burst = burst
         self.open_stores = open_stores
+        self.store_requests = store_requests
+        self.cache_replicas = cache_replicas
+        self.cache_bytes = cache_bytes
         self.cache_dir = cache_dir
         self.log_level = log_level
 
@@ -156,7 +160,8 @@ def _run_worker(
     from .root import ServerRoot
 
     root = ServerRoot.open(options.location, options.unlock, cache_dir=options.cache_dir,
-                           open_stores=options.open_stores)  # fmt: skip
+                           open_stores=options.open_stores, store_requests=options.store_requests,
+                           cache_replicas=options.cache_replicas, cache_bytes=options.cache_bytes)  # fmt: skip
     try:
         root.finish_deletions()
     except Exception as err:  # the next worker or start tries again

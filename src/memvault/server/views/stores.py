@@ -6,6 +6,7 @@ need an admin key. An archived store refuses an update (400) and stays readable.
 
 from __future__ import annotations
 
+import itertools
 import time
 from dataclasses import replace
 from typing import Any
@@ -41,16 +42,17 @@ class StoresView(ApiView):
         limit = call.limit("basic")
         query = {"list": "stores", "gte": gte, "lte": lte, "archived": archived, "key": call.key.id}
         after = self.app.store_cursors.open(call.query["page"], query) if "page" in call.query else None
-        records = [
-            s for s in call.registry.live_stores()
+        position = None if after is None else (float(after[0]), str(after[1]))
+        ordered = call.registry.live_after(position)  # oldest first: past `lte`, nothing more matches
+        in_window = itertools.takewhile(lambda s: lte is None or micros(s.created_at) <= lte, ordered)
+        records = (
+            s for s in in_window
             if call.key.may_use(s.id) and (archived or s.archived_at is None)
-            and (gte is None or micros(s.created_at) >= gte) and (lte is None or micros(s.created_at) <= lte)
-        ]  # fmt: skip
-        if after is not None:
-            position = (float(after[0]), str(after[1]))
-            records = [s for s in records if (s.created_at, s.id) > position]
-        page, rest = records[:limit], records[limit:]
-        cursor = self.app.store_cursors.seal(query, [page[-1].created_at, page[-1].id]) if rest and page else None
+            and (gte is None or micros(s.created_at) >= gte)
+        )  # fmt: skip
+        page = list(itertools.islice(records, limit + 1))  # one more: whether a next page exists
+        page, more = page[:limit], len(page) > limit
+        cursor = self.app.store_cursors.seal(query, [page[-1].created_at, page[-1].id]) if more else None
         return 200, {"data": [s.to_json() for s in page], "next_page": cursor}
 
 

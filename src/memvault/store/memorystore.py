@@ -49,7 +49,7 @@ from .head import Head
 from .hosting import Hosting
 from .reads import FileReads
 from .replicated import run_racing
-from .state import PLAINTEXT_CACHE_BYTES, OpenedCommit, StateReader, StoreState
+from .state import PLAINTEXT_CACHE_BYTES, OpenedCommit, StateReader, StoreState, shard_of
 from .transaction import Committed, Transaction
 
 __all__ = ["MemoryStore"]
@@ -71,6 +71,21 @@ def _meta(state: StoreState, actor: str, session: str, command: str, paths: Any 
           extra: Any = None) -> CommitMeta:  # fmt: skip
     """The metadata of the commit after ``state``."""
     return CommitMeta(state.seq + 1, _now(), actor, session, command, paths, dict(findings or {}), extra=extra or {})
+
+
+class _LiveTokens:
+    """The path tokens of the head's files as far as its decoded shards tell: a token whose
+    shard was not decoded counts as live (access times are pruned only where known, so closing
+    a store that read one file does not decode the others)."""
+
+    def __init__(self, state: StoreState) -> None:
+        self._state = state
+
+    def __contains__(self, token: object) -> bool:
+        if not isinstance(token, bytes) or not token:
+            return False
+        nodes = self._state.decoded(shard_of(token))
+        return nodes is None or token in nodes
 
 
 class MemoryStore(FileReads, Hosting):
@@ -122,9 +137,9 @@ class MemoryStore(FileReads, Hosting):
         self.access_log = AccessLog(
             self.access_times, self.keyring, self._lock, self._state_lock, durable=self._durable,
             chained=lambda: chains_key_changes(self.format_version) and self.remote is None,
-            live=lambda: {n.token for n in self._sync(writer=False).nodes.values()},
+            live=lambda: _LiveTokens(self._sync(writer=False)),
         )  # fmt: skip
-        self._reader = StateReader(git, self.keyring, self._keys, store_id, self._token_mac)
+        self._reader = StateReader(git, self.keyring, self._keys, store_id, self._token_mac, lock=self._state_lock)
         self._reader.fold = sibling_key(settings)
         #: This host's anchor of the store directory (docs/format.md §14.2); None for a replica.
         self.anchor = anchor_for(root, store_id, self._keys.keyring, self.keyring.recorded_commits)
@@ -548,17 +563,22 @@ class MemoryStore(FileReads, Hosting):
         return records.decode_shard(self._keys.index, self.store_id, shard, blob)
 
     def state_at(self, commit_id: bytes) -> StoreState:
-        """The full decrypted state of an authentic commit (does not touch the head cache)."""
+        """The decrypted state of an authentic commit (does not touch the head cache; for the
+        head, a copy that later commits do not change). Its index shards are decoded when first
+        needed (:class:`~memvault.store.state.StoreState`)."""
         with self._state_lock:
             head = self._sync(writer=False)
             if commit_id == head.commit_id:
-                frozen = StoreState(head.commit_id, head.seq, head.tree_id, fold=head.fold)
-                frozen.nodes = dict(head.nodes)
-                frozen.children = {k: dict(v) for k, v in head.children.items()}
-                frozen.file_count, frozen.total_bytes = head.file_count, head.total_bytes
-                return frozen
+                return head.copy()
             opened = self._reader.open_commit(commit_id)
             return self._reader.load_state(commit_id, opened.seq, opened.tree_id, None)
+
+    @property
+    def shards_decoded(self) -> int:
+        """How many index shards this store object has decoded (authenticated and opened) so
+        far: what its commands cost in index work (an open decodes none; a read, the shards of
+        the path and its parents)."""
+        return self._reader.shards_decoded
 
     # -- writing ----------------------------------------------------------------------------------
 

@@ -196,15 +196,18 @@ class StateReader:
         return self._token(path.encode("utf-8"))
 
     def check_top(self, tree_id: bytes) -> None:
-        """Check the top of a commit's tree (the root and the trees one level below it: at most
-        33 small trees, whatever the store's size) against the layouts; the trees below are
-        checked when a shard there is first located (:meth:`locate_shard`) or all at once
-        (:meth:`all_shard_blobs`).
+        """Check every tree of a commit's tree but the leaves that grow with the store against
+        the layouts (docs/format.md §8, *Lazy decoding*): layout 2 the root and its fan-out
+        trees (at most 17 trees of at most 16 entries), layout 1 the root, the index subtree
+        whole and the content subtree's two fan-out levels (at most 35 such trees). The leaves
+        (``<h0>/<h1>``, ``c/<h0>/<h1>``) are checked when their shard is first located
+        (:meth:`locate_shard`) or all at once (:meth:`all_shard_blobs`).
 
         Raises:
             IntegrityError: a tree does not fit.
         """
-        _refuse(self._layout.problem(tree_id, levels=1))
+        root = self.git.tree_entries(tree_id)
+        _refuse(self._layout.problem(tree_id, levels=2 if b"i" in root else 1))
 
     def locate_shard(self, tree_id: bytes, shard: bytes) -> bytes | None:
         """The index blob id of ``shard`` in a commit's tree (None: no such shard), the trees on
@@ -218,17 +221,13 @@ class StateReader:
         h0, h1 = shard[:1], shard[1:]
         if b"i" in root:  # layout 1: the shard at i/<h0>/<h1>, its content below c/<h0>/<h1>
             content = root.get(b"c")
-            if content is not None:
-                fan = self.git.tree_entries(content[1]).get(h0)
-                if fan is not None:
-                    _refuse(self._layout.problem(fan[1], "c1", levels=0))
-                    leaf = self.git.tree_entries(fan[1]).get(h1)
-                    if leaf is not None:
-                        _refuse(self._layout.problem(leaf[1], "c2"))
+            fan = self.git.tree_entries(content[1]).get(h0) if content is not None else None
+            leaf = self.git.tree_entries(fan[1]).get(h1) if fan is not None else None
+            if leaf is not None:
+                _refuse(self._layout.problem(leaf[1], "c2"))
             fan = self.git.tree_entries(root[b"i"][1]).get(h0)
             if fan is None:
                 return None
-            _refuse(self._layout.problem(fan[1], "i1"))
             found = self.git.tree_entries(fan[1]).get(h1)
             return found[1] if found is not None else None
         fan = root.get(h0)

@@ -180,30 +180,33 @@ class StoreState:
         if self._complete:
             return
         with self.reader.lock, gc_paused():
-            if self._complete:
-                return
-            blobs = self.reader.all_shard_blobs(self.tree_id)
-            shards = {s: n for s, n in self.shards.items() if self._blobs.get(s) == blobs.get(s)}
-            for shard, blob in blobs.items():
-                if shard not in shards:
-                    shards[shard] = self._decoded(shard, blob)
-            children: dict[str, dict[str, str]] = {}
-            files = size = 0
-            every = [n for nodes in shards.values() for n in nodes.values()]
-            every.sort(key=lambda n: n.path.count("/"))
-            for node in every:
-                files, size = files + (not node.is_dir), size + node.size
-                _link(children, node, self.fold)
-            paths = {n.path: n for n in every}
-            for node in every:
-                parent = node.path.rpartition("/")[0]
-                if parent != ROOT and (parent not in paths or not paths[parent].is_dir):
-                    raise IntegrityError("The store's index is inconsistent.")
-            self.shards = shards
-            self._blobs = dict(blobs)
-            self._children, self._file_count, self._total_bytes = children, files, size
-            self._rooted.clear()
-            self._complete = self._located_all = True
+            if not self._complete:
+                self._load_all_unpaused()
+
+    def _load_all_unpaused(self) -> None:
+        # The body of load_all, with the collector paused (gc_paused).
+        blobs = self.reader.all_shard_blobs(self.tree_id)
+        shards = {s: n for s, n in self.shards.items() if self._blobs.get(s) == blobs.get(s)}
+        for shard, blob in blobs.items():
+            if shard not in shards:
+                shards[shard] = self._decoded(shard, blob)
+        children: dict[str, dict[str, str]] = {}
+        files = size = 0
+        every = [n for nodes in shards.values() for n in nodes.values()]
+        every.sort(key=lambda n: n.path.count("/"))
+        for node in every:
+            files, size = files + (not node.is_dir), size + node.size
+            _link(children, node, self.fold)
+        paths = {n.path: n for n in every}
+        for node in every:
+            parent = node.path.rpartition("/")[0]
+            if parent != ROOT and (parent not in paths or not paths[parent].is_dir):
+                raise IntegrityError("The store's index is inconsistent.")
+        self.shards = shards
+        self._blobs = dict(blobs)
+        self._children, self._file_count, self._total_bytes = children, files, size
+        self._rooted.clear()
+        self._complete = self._located_all = True
 
     @property
     def children(self) -> dict[str, dict[str, str]]:

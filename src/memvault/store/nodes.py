@@ -117,6 +117,8 @@ class StoreState:
             IntegrityError: the shard (or one of the path's ancestors') is not authentic, or
                 an ancestor is not a directory.
         """
+        if path == ROOT:
+            return None  # the root has no node
         token = self.reader.token_of(path)
         node = self.shard(_SHARD_NAMES[token[0]]).get(token)
         if node is None or node.path != path:

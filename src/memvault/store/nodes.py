@@ -51,6 +51,8 @@ def split_path(path: str) -> tuple[str, str]:
     return parent, name
 
 
+#: Paths a state remembers it looked up (:meth:`StoreState.node`).
+_SEEN_PATHS = 1024
 #: In ``StoreState._blobs``: a shard not located yet.
 _UNKNOWN = b"?"
 #: How the placeholder path of a redacted version starts (docs/format.md §5.7).
@@ -98,8 +100,9 @@ class StoreState:
         self._children: dict[str, dict[str, str]] = {}
         self._file_count = 0
         self._total_bytes = 0
-        #: Tokens of nodes whose ancestors were checked to be directories (a partial state).
-        self._rooted: set[bytes] = set()
+        #: Paths looked up lately and their nodes, their ancestors checked to be directories
+        #: (a repeated look-up costs one dict access, not a path token; bounded).
+        self._seen: dict[str, Node] = {}
         #: Canonical path -> node, decoding what a look-up needs.
         self.nodes = NodeMap(self)
 
@@ -117,19 +120,24 @@ class StoreState:
             IntegrityError: the shard (or one of the path's ancestors') is not authentic, or
                 an ancestor is not a directory.
         """
+        node = self._seen.get(path)
+        if node is not None:
+            return node
         if path == ROOT:
             return None  # the root has no node
         token = self.reader.token_of(path)
         node = self.shard(_SHARD_NAMES[token[0]]).get(token)
         if node is None or node.path != path:
             return None  # absent, or a redacted version (its placeholder path is not looked up)
-        if not self._complete and token not in self._rooted:
+        if not self._complete:  # a complete state checked every node's parent when it was loaded
             parent = path.rpartition("/")[0]
             if parent != ROOT:
                 above = self.node(parent)
                 if above is None or not above.is_dir:
                     raise IntegrityError("The store's index is inconsistent.")
-            self._rooted.add(token)
+        if len(self._seen) >= _SEEN_PATHS:
+            self._seen.clear()
+        self._seen[path] = node
         return node
 
     def redacted(self, token: bytes) -> Node | None:
@@ -207,7 +215,6 @@ class StoreState:
         self.shards = shards
         self._blobs = dict(blobs)
         self._children, self._file_count, self._total_bytes = children, files, size
-        self._rooted.clear()
         self._complete = self._located_all = True
 
     @property
@@ -260,7 +267,7 @@ class StoreState:
                 _link(self._children, node, self.fold)
                 self._file_count += not node.is_dir
                 self._total_bytes += node.size
-        self._rooted.clear()
+        self._seen.clear()
         self.commit_id, self.seq, self.tree_id = made
 
     def follow(self, commit_id: bytes, seq: int, tree_id: bytes) -> StoreState:
@@ -314,7 +321,6 @@ class StoreState:
             new = StoreState(self.commit_id, self.seq, self.tree_id, self.reader, current=self.current)
             new.shards, new._blobs = dict(self.shards), dict(self._blobs)
             new._located_all = self._complete or self._located_all
-            new._rooted = set(self._rooted)
             return new
 
 

@@ -29,6 +29,8 @@ class ShardSource(Protocol):
 
     def token_of(self, path: str) -> bytes: ...
 
+    def is_head(self, commit_id: bytes) -> bool: ...
+
     def locate_shard(self, tree_id: bytes, shard: bytes) -> bytes | None: ...
 
     def all_shard_blobs(self, tree_id: bytes) -> dict[bytes, bytes]: ...
@@ -73,7 +75,8 @@ class StoreState:
         commit_id, seq, tree_id: the commit.
         reader: decodes and authenticates the shards.
         complete: every shard is present already (a new store's empty state, or one being built).
-        current: the state of ``main``'s head: a node whose data key was destroyed is an error.
+        current: the state of ``main``'s head: a node whose data key was destroyed is an error
+            (while the commit is still the head).
     """
 
     def __init__(
@@ -172,8 +175,9 @@ class StoreState:
 
     def _decoded(self, shard: bytes, blob: bytes | None) -> dict[bytes, Node]:
         nodes = self.reader.shard_nodes(shard, blob) if blob is not None else {}
-        if self.current and any(n.redacted for n in nodes.values()):
-            # Redaction removes a version from the head before destroying its key.
+        if self.current and any(n.redacted for n in nodes.values()) and self.reader.is_head(self.commit_id):
+            # Redaction removes a version from the head before destroying its key. (A state the
+            # branch has left since, a copy kept by a reader, may hold versions redacted since.)
             raise IntegrityError("The current state refers to a destroyed data key.")
         return nodes
 

@@ -195,6 +195,15 @@ class StateReader:
         """The path token ``HMAC(K_name, path)`` of a canonical path."""
         return self._token(path.encode("utf-8"))
 
+    def is_head(self, commit_id: bytes) -> bool:
+        """Whether ``commit_id`` is ``main``'s head now: the branch's value, or the commit the
+        keyring records on top of it (docs/format.md §8 step 3)."""
+        if self.git.head() == commit_id:
+            return True
+        self._keyring.refresh()
+        hw = self._keyring.high_water
+        return hw is not None and hw.commit_id == commit_id
+
     def check_top(self, tree_id: bytes) -> None:
         """Check every tree of a commit's tree but the leaves that grow with the store against
         the layouts (docs/format.md §8, *Lazy decoding*): layout 2 the root and its fan-out

@@ -54,7 +54,7 @@ def split_path(path: str) -> tuple[str, str]:
 
 
 #: Paths a state remembers it looked up (:meth:`StoreState.node`).
-_SEEN_PATHS = 1024
+_SEEN_PATHS = 256
 #: In ``StoreState._blobs``: a shard not located yet.
 _UNKNOWN = b"?"
 #: How the placeholder path of a redacted version starts (docs/format.md §5.7).
@@ -106,10 +106,13 @@ class StoreState:
         #: Paths looked up lately and their nodes, their ancestors checked to be directories
         #: (a repeated look-up costs one dict access, not a path token; bounded).
         self._seen: dict[str, Node] = {}
-        #: Canonical path -> node, decoding what a look-up needs.
-        self.nodes = NodeMap(self)
 
     # -- look-ups --------------------------------------------------------------------------------
+
+    @property
+    def nodes(self) -> NodeMap:
+        """Canonical path -> node, decoding what a look-up needs (a view: no reference cycle)."""
+        return NodeMap(self)
 
     @property
     def complete(self) -> bool:

@@ -42,9 +42,9 @@ class VersionRecord:
 
     ``token`` locates the node in its commit's tree (for a ``deleted`` version: in the parent's);
     ``dek_id`` is the data key of the version's node (b"" for ``deleted``); ``path`` is the API
-    path (None if the node was already redacted when indexed); ``sha256``/``size`` describe the
-    content (None for ``deleted`` or unknown); ``binary`` marks a file kept as bytes (no memory of
-    the API)."""
+    path (None if the node was already redacted when indexed); ``digest`` (the SHA-256 of the
+    content, :attr:`sha256` in hex) and ``size`` describe the content (None for ``deleted`` or
+    unknown); ``binary`` marks a file kept as bytes (no memory of the API)."""
 
     seq: int
     file_id: bytes
@@ -52,9 +52,14 @@ class VersionRecord:
     token: bytes
     dek_id: bytes
     path: str | None
-    sha256: str | None
+    digest: bytes | None
     size: int | None
     binary: bool
+
+    @property
+    def sha256(self) -> str | None:
+        """The SHA-256 of the content in hex (None for ``deleted`` or unknown)."""
+        return self.digest.hex() if self.digest is not None else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,11 +84,10 @@ class LineageIndex:
         self.seq = -1
         self.commit_id = b""
         self.commits: dict[int, CommitInfo] = {}
+        #: Every version, ordered by ``(seq, file_id)`` (:meth:`record` and :meth:`written_by`
+        #: search it: no dict per version, so an idle store's index stays small).
         self.versions: list[VersionRecord] = []
-        self.by_key: dict[tuple[int, bytes], VersionRecord] = {}
         self.by_file: dict[bytes, list[VersionRecord]] = {}
-        #: seq -> the versions that commit made (in lineage order).
-        self.written: dict[int, list[VersionRecord]] = {}
         #: Head: lineage -> (token, API path) of each text file; sorted API paths of those files.
         self.head: dict[bytes, tuple[bytes, str]] = {}
         self.sorted_paths: list[str] = []
@@ -180,14 +184,12 @@ class LineageIndex:
                 record = VersionRecord(meta.seq, fid, operation, node.token, node.dek_id, None, None, None, False)
             else:
                 record = VersionRecord(meta.seq, fid, operation, node.token, node.dek_id, _api(node.path),
-                                       node.sha256.hex(), node.size, node.binary)  # fmt: skip
+                                       node.sha256, node.size, node.binary)  # fmt: skip
             self._record(record)
 
     def _record(self, record: VersionRecord) -> None:
         self.versions.append(record)
-        self.by_key[(record.seq, record.file_id)] = record
         self.by_file.setdefault(record.file_id, []).append(record)
-        self.written.setdefault(record.seq, []).append(record)
         fid = record.file_id
         old = self.head.pop(fid, None)
         if old is not None:
@@ -221,10 +223,22 @@ class LineageIndex:
         info = self.commits.get(seq)
         if info is None:
             return None
-        for record in self.written.get(seq, ()):
+        for record in self.written_by(seq):
             if record.path == path:
                 return record.file_id
         return None
+
+    def record(self, seq: int, fid: bytes) -> VersionRecord | None:
+        """The version commit ``seq`` made of lineage ``fid``, or None."""
+        i = bisect.bisect_left(self.versions, (seq, fid), key=_order)
+        if i < len(self.versions) and _order(self.versions[i]) == (seq, fid):
+            return self.versions[i]
+        return None
+
+    def written_by(self, seq: int) -> list[VersionRecord]:
+        """The versions commit ``seq`` made (in lineage order)."""
+        lo = bisect.bisect_left(self.versions, seq, key=_seq)
+        return self.versions[lo : bisect.bisect_right(self.versions, seq, lo=lo, key=_seq)]
 
     def owner(self, path: str) -> bytes | None:
         """The lineage of the text file at API path ``path`` at the indexed head, if any."""
@@ -245,6 +259,14 @@ class LineageIndex:
             if record.operation == "created":
                 return record
         return None
+
+
+def _order(record: VersionRecord) -> tuple[int, bytes]:
+    return record.seq, record.file_id
+
+
+def _seq(record: VersionRecord) -> int:
+    return record.seq
 
 
 def _api(path: str | None) -> str | None:

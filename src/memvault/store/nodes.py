@@ -382,7 +382,7 @@ class NodeMap(Mapping[str, Node]):
             raise KeyError(path)
         return node
 
-    def get(self, path: str, default: Any = None) -> Any:  # type: ignore[override]
+    def get(self, path: str, default: Node | None = None) -> Node | None:  # type: ignore[override]
         node = self._find(path)
         return default if node is None else node
 

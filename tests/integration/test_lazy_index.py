@@ -174,3 +174,20 @@ def test_a_complete_state_follows_another_writer_and_stays_complete(store_path: 
         assert reader.read_text(_path(9)) == "changed\n"
         assert len(decodes) - after_writer <= 2  # the changed shards only
         assert listed > 200
+
+
+def test_closing_after_the_memory_tool_read_one_file_decodes_nothing_more(
+    store_path: Path, decodes: list[bytes]
+) -> None:
+    """close() prunes the read times of files that are gone: it judges the reads it records (their
+    shards are decoded already) and the shards it decoded, not the whole store."""
+    _seed(store_path)
+    store = _open(store_path)
+    out = memvault.MemoryTool(store).call({"command": "view", "path": _path(21)})
+    assert isinstance(out, str) and "note 21" in out
+    viewed = len(decodes)
+    assert store.access_times.dirty  # the read is recorded, to be merged at close
+    store.close()
+    assert len(decodes) == viewed <= 2
+    with _open(store_path) as again:
+        assert set(again.access_times.last_read()) == {again.token(_path(21))}

@@ -113,6 +113,11 @@ class AccessTimes:
     def dirty(self) -> bool:
         return bool(self._pending)
 
+    def pending(self) -> frozenset[bytes]:
+        """The path tokens of the reads recorded and not yet merged into the file."""
+        with self._lock:
+            return frozenset(self._pending)
+
     def due(self) -> bool:
         """Whether reads are pending and the last flush was :data:`FLUSH_SECONDS` ago or more."""
         return bool(self._pending) and time.monotonic() - self._flushed_at >= FLUSH_SECONDS

@@ -74,18 +74,26 @@ def _meta(state: StoreState, actor: str, session: str, command: str, paths: Any 
 
 
 class _LiveTokens:
-    """The path tokens of the head's files as far as its decoded shards tell: a token whose
-    shard was not decoded counts as live (access times are pruned only where known, so closing
-    a store that read one file does not decode the others)."""
+    """The path tokens of the head's files, for pruning read times: exact for the tokens in
+    ``exact`` (the reads this store object records: their shards are decoded if need be) and
+    for those whose shard is decoded; any other token counts as live (so closing a store that
+    read one file does not decode every shard; its read time is pruned by a store object that
+    decoded its shard)."""
 
-    def __init__(self, state: StoreState) -> None:
+    def __init__(self, state: StoreState, exact: frozenset[bytes]) -> None:
         self._state = state
+        self._exact = exact
 
     def __contains__(self, token: object) -> bool:
         if not isinstance(token, bytes) or not token:
             return False
-        nodes = self._state.decoded(shard_of(token))
-        return nodes is None or token in nodes
+        shard = shard_of(token)
+        nodes = self._state.decoded(shard)
+        if nodes is None:
+            if token not in self._exact:
+                return True
+            nodes = self._state.shard(shard)
+        return token in nodes
 
 
 class MemoryStore(FileReads, Hosting):
@@ -137,7 +145,7 @@ class MemoryStore(FileReads, Hosting):
         self.access_log = AccessLog(
             self.access_times, self.keyring, self._lock, self._state_lock, durable=self._durable,
             chained=lambda: chains_key_changes(self.format_version) and self.remote is None,
-            live=lambda: _LiveTokens(self._sync(writer=False)),
+            live=lambda: _LiveTokens(self._sync(writer=False), self.access_times.pending()),
         )  # fmt: skip
         self._reader = StateReader(git, self.keyring, self._keys, store_id, self._token_mac, lock=self._state_lock)
         self._reader.fold = sibling_key(settings)

@@ -106,6 +106,9 @@ class StoreState:
         #: Paths looked up lately and their nodes, their ancestors checked to be directories
         #: (a repeated look-up costs one dict access, not a path token; bounded).
         self._seen: dict[str, Node] = {}
+        #: Canonical path -> node of every node; kept only once complete (a look-up is then one
+        #: dict access, as listings need).
+        self._paths: dict[str, Node] = {}
 
     # -- look-ups --------------------------------------------------------------------------------
 
@@ -126,6 +129,8 @@ class StoreState:
             IntegrityError: the shard (or one of the path's ancestors') is not authentic, or
                 an ancestor is not a directory.
         """
+        if self._complete:
+            return self._paths.get(path)
         node = self._seen.get(path)
         if node is not None:
             return node
@@ -135,12 +140,11 @@ class StoreState:
         node = self.shard(_SHARD_NAMES[token[0]]).get(token)
         if node is None or node.path != path:
             return None  # absent, or a redacted version (its placeholder path is not looked up)
-        if not self._complete:  # a complete state checked every node's parent when it was loaded
-            parent = path.rpartition("/")[0]
-            if parent != ROOT:
-                above = self.node(parent)
-                if above is None or not above.is_dir:
-                    raise IntegrityError("The store's index is inconsistent.")
+        parent = path.rpartition("/")[0]
+        if parent != ROOT:
+            above = self.node(parent)
+            if above is None or not above.is_dir:
+                raise IntegrityError("The store's index is inconsistent.")
         if len(self._seen) >= _SEEN_PATHS:
             self._seen.clear()
         self._seen[path] = node
@@ -222,6 +226,7 @@ class StoreState:
         self.shards = shards
         self._blobs = dict(blobs)
         self._children, self._file_count, self._total_bytes = children, files, size
+        self._paths, self._seen = paths, {}
         self._complete = self._located_all = True
 
     @property
@@ -251,7 +256,13 @@ class StoreState:
     def every_node(self) -> list[Node]:
         """Every node of the state (decodes every shard)."""
         self.load_all()
-        return [n for nodes in self.shards.values() for n in nodes.values()]
+        return list(self._paths.values())
+
+    def paths(self) -> dict[str, Node]:
+        """Canonical path -> node of every node, redacted versions under their placeholder
+        paths (decodes every shard). The caller must not change the dict."""
+        self.load_all()
+        return self._paths
 
     # -- changes -----------------------------------------------------------------------------------
 
@@ -267,10 +278,12 @@ class StoreState:
             self.shards[shard] = nodes
         if self._complete:
             for node in sorted(removed, key=lambda n: -n.path.count("/")):
+                self._paths.pop(node.path, None)
                 _unlink(self._children, node, self.fold)
                 self._file_count -= not node.is_dir
                 self._total_bytes -= node.size
             for node in sorted(added, key=lambda n: n.path.count("/")):
+                self._paths[node.path] = node
                 _link(self._children, node, self.fold)
                 self._file_count += not node.is_dir
                 self._total_bytes += node.size
@@ -294,12 +307,13 @@ class StoreState:
             return new
         with gc_paused():
             blobs = reader.all_shard_blobs(tree_id)
-            children = self._children
+            children, paths = self._children, self._paths
             files, size = self._file_count, self._total_bytes
             shards = dict(self.shards)
             for shard in list(shards):
                 if self._blobs.get(shard) != blobs.get(shard):
                     for node in sorted(shards.pop(shard).values(), key=lambda n: -len(n.path)):
+                        paths.pop(node.path, None)
                         _unlink(children, node, self.fold)
                         files, size = files - (not node.is_dir), size - node.size
             added: list[Node] = []
@@ -308,9 +322,10 @@ class StoreState:
                     shards[shard] = new._decoded(shard, blob)
                     added.extend(shards[shard].values())
             for node in sorted(added, key=lambda n: n.path.count("/")):
+                paths[node.path] = node
                 _link(children, node, self.fold)
                 files, size = files + (not node.is_dir), size + node.size
-            new.shards, new._blobs = shards, dict(blobs)
+            new.shards, new._blobs, new._paths = shards, dict(blobs), paths
             new._children, new._file_count, new._total_bytes = children, files, size
             new._complete = new._located_all = True
             for node in added:
@@ -373,7 +388,7 @@ class NodeMap(Mapping[str, Node]):
         if not isinstance(path, str):
             return None
         if path.startswith(PLACEHOLDER):  # a redacted version: not found by its token
-            return next((n for n in self._state.every_node() if n.redacted and n.path == path), None)
+            return self._state.paths().get(path)
         return self._state.node(path)
 
     def __getitem__(self, path: str) -> Node:
@@ -390,13 +405,13 @@ class NodeMap(Mapping[str, Node]):
         return self._find(path) is not None
 
     def _paths(self) -> dict[str, Node]:
-        return {n.path: n for n in self._state.every_node()}
+        return self._state.paths()
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._paths())
 
     def __len__(self) -> int:
-        return len(self._state.every_node())
+        return len(self._state.paths())
 
     def keys(self) -> KeysView[str]:
         return self._paths().keys()

@@ -78,7 +78,7 @@ class Transaction:
         key = str(path)
         if key in self.changes:
             return self.changes[key]
-        return self._base.nodes.get(key)
+        return self._base.node(key)
 
     @property
     def total_bytes(self) -> int:

@@ -373,6 +373,11 @@ class Keyring:
     def has(self, dek_id: bytes) -> bool:
         return dek_id in self._sealed
 
+    def forget_keys(self) -> None:
+        """Drop the data keys unwrapped so far (each is unwrapped again from its record when next
+        needed): after a walk of the history they are keys of versions the head no longer needs."""
+        self._deks.clear()
+
     def dek_record(self, dek_id: bytes, dek: bytes, epoch: int) -> bytes:
         """Encode a DEK record for :meth:`append` (and remember the key)."""
         body = fr.DEK_HEAD.pack(dek_id, epoch) + crypto.seal(self._wrap_keys[epoch], dek, self._dek_aad(dek_id, epoch))

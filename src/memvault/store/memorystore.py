@@ -536,12 +536,13 @@ class MemoryStore(FileReads, Hosting):
             yield
 
     def trim_caches(self) -> None:
-        """Drop the caches of history reads (commits, index shards, trees), keeping the head's
-        state and decrypted contents: for a store object that walked its whole history once (an
-        index built) and now mostly serves the head."""
+        """Drop the caches of history reads (commits, index shards, trees, unwrapped data keys),
+        keeping the head's state and decrypted contents: for a store object that walked its whole
+        history once (an index built) and now mostly serves the head."""
         with self._state_lock:
             self._reader.forget_history()
             self.git.forget_trees()
+            self.keyring.forget_keys()
 
     def forget_cached_plaintext(self) -> None:
         """Drop every decrypted content and node kept in memory (after a redaction)."""

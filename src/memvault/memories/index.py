@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import bisect
 import threading
+from array import array
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -71,6 +72,48 @@ class CommitInfo:
     actor: Actor
 
 
+class CommitTable:
+    """``seq -> CommitInfo`` of the indexed commits, kept compact (a raw id and a time in arrays,
+    one object per actor): ``commits[seq]`` and ``commits.get(seq)`` make the :class:`CommitInfo`."""
+
+    def __init__(self) -> None:
+        self._ids = bytearray()  # 20 raw bytes per commit
+        self._times = array("d")
+        self._actors: list[Actor] = []
+        #: seq -> position, once the sequence numbers stop being 0, 1, 2, ... (None until then).
+        self._positions: dict[int, int] | None = None
+
+    def add(self, seq: int, info: CommitInfo) -> None:
+        """Record commit ``seq`` (each once, oldest first)."""
+        n = len(self._times)
+        if self._positions is None and seq != n:
+            self._positions = {i: i for i in range(n)}
+        if self._positions is not None:
+            self._positions[seq] = n
+        self._ids += bytes.fromhex(info.commit_id.decode("ascii"))
+        self._times.append(info.time)
+        self._actors.append(info.actor)
+
+    def get(self, seq: int) -> CommitInfo | None:
+        """Commit ``seq``, or None."""
+        i = seq if self._positions is None else self._positions.get(seq, -1)
+        if not 0 <= i < len(self._times):
+            return None
+        return CommitInfo(self._ids[20 * i : 20 * i + 20].hex().encode("ascii"), self._times[i], self._actors[i])
+
+    def __getitem__(self, seq: int) -> CommitInfo:
+        info = self.get(seq)
+        if info is None:
+            raise KeyError(seq)
+        return info
+
+    def __contains__(self, seq: object) -> bool:
+        return isinstance(seq, int) and self.get(seq) is not None
+
+    def __len__(self) -> int:
+        return len(self._times)
+
+
 class LineageIndex:
     """The versions of every memory of one store's ``main``; thread-safe.
 
@@ -83,13 +126,14 @@ class LineageIndex:
         self._lock = threading.Lock()
         self.seq = -1
         self.commit_id = b""
-        self.commits: dict[int, CommitInfo] = {}
+        self.commits = CommitTable()
         #: Every version, ordered by ``(seq, file_id)`` (:meth:`record` and :meth:`written_by`
         #: search it: no dict per version, so an idle store's index stays small).
         self.versions: list[VersionRecord] = []
         self.by_file: dict[bytes, list[VersionRecord]] = {}
-        #: Head: lineage -> (token, API path) of each text file; sorted API paths of those files.
-        self.head: dict[bytes, tuple[bytes, str]] = {}
+        #: Head: lineage -> its newest version (token, API path) of each text file; sorted API
+        #: paths of those files.
+        self.head: dict[bytes, VersionRecord] = {}
         self.sorted_paths: list[str] = []
         self._path_owner: dict[str, bytes] = {}
         self._live: dict[bytes, bytes] = {}  # token -> lineage of every file at the head
@@ -130,7 +174,7 @@ class LineageIndex:
         parent_tree = self._store.commit(parent)[1] if parent is not None else None
         created, deleted, modified = shard_diff(self._store, tree_id, parent_tree)
         actor = actor_of(meta)
-        self.commits[meta.seq] = CommitInfo(commit_id, meta.time, self._actors.setdefault(actor, actor))
+        self.commits.add(meta.seq, CommitInfo(commit_id, meta.time, self._actors.setdefault(actor, actor)))
         before: dict[bytes, tuple[bytes, str | None]] = {}  # lineage -> (token, path) in the parent
         after: dict[bytes, Node] = {}
         for node in deleted:
@@ -192,15 +236,15 @@ class LineageIndex:
         self.by_file.setdefault(record.file_id, []).append(record)
         fid = record.file_id
         old = self.head.pop(fid, None)
-        if old is not None:
-            self._drop_path(old[1], fid)
+        if old is not None and old.path is not None:
+            self._drop_path(old.path, fid)
         self._binary.discard(fid)
         if record.operation == "deleted" or record.path is None:
             return
         if record.binary:
             self._binary.add(fid)
             return
-        self.head[fid] = (record.token, record.path)
+        self.head[fid] = record
         owner = self._path_owner.get(record.path)
         if owner is not None and owner != fid:  # a lineage replaced another at the same path
             self.head.pop(owner, None)

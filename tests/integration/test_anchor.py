@@ -74,6 +74,25 @@ def test_a_running_process_notices_the_store_put_back(redacted: Path, store_path
     store.close()
 
 
+def test_a_running_process_notices_a_keyring_put_back_in_place(redacted: Path, store_path: Path) -> None:
+    """The older copy's keyring written over the file in place (or a new file given the number of
+    the one just deleted, as file systems do): the same inode, fewer bytes. A running process
+    reads it again from the start and sees the store went back."""
+    store = _open(store_path)
+    keyring = store_path / "keyring"
+    older = (redacted / "keyring").read_bytes()
+    inode = keyring.stat().st_ino
+    shutil.rmtree(store_path / "repo")
+    shutil.copytree(redacted / "repo", store_path / "repo")
+    with open(keyring, "r+b") as f:
+        f.write(older)
+        f.truncate()
+    assert keyring.stat().st_ino == inode
+    with pytest.raises(RollbackDetectedError):
+        _cmd(store, command="view", path=PATH)
+    store.close()
+
+
 def test_verify_reports_the_store_put_back(redacted: Path, store_path: Path) -> None:
     _put_back(redacted, store_path)
     with memvault.MemoryStore.open(store_path, passphrase=PASSPHRASE, check_head=False) as store:

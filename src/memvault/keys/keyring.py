@@ -140,8 +140,11 @@ class Keyring:
                 st = os.fstat(f.fileno())
                 if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_KEYRING_BYTES:
                     raise IntegrityError("The store's keyring is not a regular file of a size memvault writes.")
-                if self._inode is not None and self._inode != (st.st_dev, st.st_ino):
-                    self._reset()  # rewritten by a redaction: read the new file from the start
+                if self._inode is not None and (self._inode != (st.st_dev, st.st_ino) or st.st_size < self._offset):
+                    # Rewritten by a redaction, or replaced (an older copy put back; the file system
+                    # may give a new file the number of one just deleted, and a file written in
+                    # place keeps its own; the keyring only grows): read it from the start.
+                    self._reset()
                 self._inode = (st.st_dev, st.st_ino)
                 if self._offset == fr.HEADER.size:
                     magic, version, store_id = fr.HEADER.unpack(f.read(fr.HEADER.size).ljust(fr.HEADER.size, b"\0"))
@@ -629,7 +632,7 @@ class Keyring:
             st = os.stat(self._path)
         except FileNotFoundError:
             return True
-        return self._inode is not None and self._inode != (st.st_dev, st.st_ino)
+        return self._inode is not None and (self._inode != (st.st_dev, st.st_ino) or st.st_size < self._offset)
 
     def add_wrap_key(self, epoch: int, key: bytes) -> None:
         """Make a new epoch's wrap key known (after a master-key rotation)."""

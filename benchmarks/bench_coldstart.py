@@ -12,7 +12,10 @@ interleaved in a shuffled order every round) of:
 - ``memvault-lib``: ``MemoryStore.open`` + ``memvault.protocol.commands.run_command`` (the same command
   without the SDK adapter: the store path);
 - ``memvault-cli``: the ``memvault`` entry point, ``memvault --store S ls`` (every path, kind and
-  size).
+  size);
+- ``memvault-read``: ``MemoryStore.open`` + ``store.read_text`` of one file (a process that needs
+  one file: what opening costs before any listing);
+- ``memvault-cat``: the entry point, ``memvault --store S cat <one file>``.
 
 Each child also reports its own phases (import, open, view) measured with ``perf_counter``, and
 whether ``anthropic`` ended up in ``sys.modules``. Finally ``python -X importtime`` runs the
@@ -45,8 +48,10 @@ from typing import Any
 
 KEY_FILE = "store.key"
 NOTE = "# Note {i}\n\n" + ("- agent memory note about the customer meeting and the follow-up owner\n" * 28)
-VARIANTS = ("baseline", "reference", "memvault-tool", "memvault-lib", "memvault-cli")
+VARIANTS = ("baseline", "reference", "memvault-tool", "memvault-lib", "memvault-cli", "memvault-read", "memvault-cat")
 VIEW = {"command": "view", "path": "/memories"}
+#: The file ``memvault-read`` and ``memvault-cat`` read (note 7, in either layout).
+ONE_FILE = {"flat": "/memories/notes/note_00007.md", "nested": "/memories/notes/d000/note_00007.md"}
 
 
 # -- child side: keep imports lazy, so each variant pays only for what it uses --------------------
@@ -66,6 +71,17 @@ def child(mode: str, target: str, report: str) -> int:
         t2 = time.perf_counter()
         out = str(tool.call(VIEW))
         t3 = time.perf_counter()
+        phases = {"import": t1 - t0, "open": t2 - t1, "view": t3 - t2}
+    elif mode == "memvault-read":
+        import memvault
+
+        t1 = time.perf_counter()
+        store = memvault.MemoryStore.open(target, key_file=os.path.join(target, "..", KEY_FILE))
+        t2 = time.perf_counter()
+        layout = "flat" if store.exists(ONE_FILE["flat"]) else "nested"
+        out = store.read_text(ONE_FILE[layout])
+        t3 = time.perf_counter()
+        store.close()
         phases = {"import": t1 - t0, "open": t2 - t1, "view": t3 - t2}
     elif mode in ("memvault-tool", "memvault-lib"):
         import memvault
@@ -159,12 +175,15 @@ def setup(base: Path, files: int, layout: str) -> dict[str, float]:
     return times
 
 
-def command_for(variant: str, base: Path, report: Path) -> tuple[list[str], dict[str, str]]:
+def command_for(variant: str, base: Path, report: Path, layout: str) -> tuple[list[str], dict[str, str]]:
     env = dict(os.environ)
     if variant == "memvault-cli":
         # The installed entry point itself (no wrapper): what a user or a hook runs.
         env["MEMVAULT_KEY_FILE"] = str(base / KEY_FILE)
         return [*cli_prog(), "--store", str(base / "store"), "ls"], env
+    if variant == "memvault-cat":
+        env["MEMVAULT_KEY_FILE"] = str(base / KEY_FILE)
+        return [*cli_prog(), "--store", str(base / "store"), "cat", ONE_FILE[layout]], env
     target = base / "ref" if variant == "reference" else base / "store"
     script = os.path.abspath(__file__)
     return [sys.executable, script, "--child", variant, "--target", str(target), "--report", str(report)], env
@@ -242,7 +261,7 @@ def main(argv: list[str] | None = None) -> int:
             rng.shuffle(order)
             _progress(f"round {r + 1}/{args.runs}: {', '.join(order)}")
             for variant in order:
-                cmd, env = command_for(variant, base, report)
+                cmd, env = command_for(variant, base, report, args.layout)
                 t0 = time.perf_counter()
                 report.unlink(missing_ok=True)
                 proc = subprocess.run(cmd, env=env, capture_output=True, check=False)
@@ -287,7 +306,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def render(res: dict[str, Any]) -> str:
-    out = ["cold start: fresh process -> open -> view /memories (whole process, timed from outside)"]
+    out = ["cold start: fresh process -> open -> view /memories, or read one file (memvault-read, memvault-cat);"
+           " whole process, timed from outside"]  # fmt: skip
     out.append(f"command: {res['command']}")
     out.append(f"date:    {res['date']}")
     out.append(f"store:   {res['files']:,} files, layout {res['layout']}; {res['runs']} runs per variant, "

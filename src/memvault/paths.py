@@ -63,7 +63,7 @@ from typing import Final
 from memvault.errors import InvalidPathError
 from memvault.settings import StoreSettings
 
-__all__ = ["ROOT", "MemoryPath", "Reason", "parse_path", "fold_key", "sibling_key", "display"]
+__all__ = ["ROOT", "MemoryPath", "Reason", "parse_path", "fold_key", "exact_key", "sibling_key", "display"]
 
 ROOT: Final[str] = "/memories"
 _PREFIX: Final[str] = ROOT + "/"
@@ -354,11 +354,12 @@ def sibling_key(settings: StoreSettings | None) -> Callable[[str], str]:
     """How a store tells sibling names apart: :func:`fold_key` (names equal after case folding
     collide) under memvault's grammar, the name itself under the API grammar (case-sensitive)."""
     if settings is not None and settings.path_grammar == "api":
-        return _same
+        return exact_key
     return fold_key
 
 
-def _same(segment: str) -> str:
+def exact_key(segment: str) -> str:
+    """The name itself: siblings collide only when equal (the API grammar's :func:`sibling_key`)."""
     return segment
 
 

@@ -201,7 +201,7 @@ def test_view_overlapping_a_commit_on_a_shared_store(store_path: Path, monkeypat
     in_view, writer_started = threading.Event(), threading.Event()
     real_reading = store.reading
     folds: list[str] = []
-    real_add = StoreState.add
+    real_fold = StoreState.fold_commit
 
     @contextlib.contextmanager
     def reading(*, pull: bool = True) -> Any:
@@ -218,12 +218,12 @@ def test_view_overlapping_a_commit_on_a_shared_store(store_path: Path, monkeypat
 
     fold_log: list[int] = []
 
-    def add(self: StoreState, node: Any) -> None:
+    def fold_commit(self: StoreState, *args: Any) -> None:
         fold_log.append(1)
-        real_add(self, node)
+        real_fold(self, *args)
 
     monkeypatch.setattr(store, "reading", reading)
-    monkeypatch.setattr(StoreState, "add", add)
+    monkeypatch.setattr(StoreState, "fold_commit", fold_commit)
     outcome: dict[str, Any] = {}
 
     def reader() -> None:

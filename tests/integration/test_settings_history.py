@@ -356,7 +356,8 @@ def test_an_open_waits_for_another_hosts_settings_change_in_progress(s3_env: Any
 
 def test_verify_reports_a_head_that_refers_to_a_destroyed_key(tmp_path: Path, key: Path) -> None:
     """Redaction deletes a version from the head before destroying its key; a head that still holds
-    one does not open, and verify says why (before: no problem at all, or only a warning)."""
+    one is refused as soon as that version's shard is needed (a read of it, a listing), and verify
+    says why (before: no problem at all, or only a warning)."""
     root = tmp_path / "s"
     with MemoryStore.create(root, key_file=key) as store:
         store.put_file("/memories/a.md", "one\n")
@@ -366,8 +367,11 @@ def test_verify_reports_a_head_that_refers_to_a_destroyed_key(tmp_path: Path, ke
             node = view.get("/memories/a.md")
         assert node is not None
         store.keyring.destroy({node.dek_id}, {"actor": "x", "reason": "test", "time": 1.0}, durable=True)
-    with pytest.raises(IntegrityError, match="destroyed data key"):
-        _open(root, key)
+    with _open(root, key) as store:
+        with pytest.raises(IntegrityError, match="destroyed data key"):
+            store.read_text("/memories/a.md")
+        with pytest.raises(IntegrityError, match="destroyed data key"):
+            store.list()
     with _open(root, key, check_head=False) as store:
         report = verify(store)
         head = store.git.head()

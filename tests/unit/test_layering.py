@@ -72,6 +72,7 @@ ORDER = {
         "config",
         "atimes",
         "access",
+        "nodes",
         "state",
         "head",
         "transaction",

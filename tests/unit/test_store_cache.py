@@ -43,31 +43,33 @@ def test_loading_a_state_pauses_the_garbage_collector_and_resumes_it(
     s.put_file("/memories/a.md", "alpha\n")
     s.close()
     seen: list[bool] = []
-    real = store_module.StateReader._load_state_unpaused
+    real = store_module.StoreState._load_all_unpaused
 
-    def spy(self: memvault.MemoryStore, *args: Any) -> store_module.StoreState:
+    def spy(self: store_module.StoreState) -> None:
         seen.append(gc.isenabled())
-        return real(self, *args)
+        real(self)
 
-    monkeypatch.setattr(store_module.StateReader, "_load_state_unpaused", spy)
+    monkeypatch.setattr(store_module.StoreState, "_load_all_unpaused", spy)
     opened = memvault.MemoryStore.open(tmp_path / "s", passphrase=PASSPHRASE)
-    assert seen == [False] and gc.isenabled()
     assert opened.snapshot().read(parse_path("/memories/a.md")) == b"alpha\n"
+    assert seen == []  # an open and a read decode no whole state
+    assert [e.path for e in opened.list()] == ["/memories/a.md"]  # a listing does
+    assert seen == [False] and gc.isenabled()
     # An application that disabled the collector keeps it disabled.
     gc.disable()
     try:
-        memvault.MemoryStore.open(tmp_path / "s", passphrase=PASSPHRASE)
+        memvault.MemoryStore.open(tmp_path / "s", passphrase=PASSPHRASE).list()
         assert not gc.isenabled()
     finally:
         gc.enable()
 
     # A load that fails resumes it too.
-    def broken(self: memvault.MemoryStore, *args: Any) -> store_module.StoreState:
+    def broken(self: store_module.StoreState) -> None:
         raise IntegrityError("damaged")
 
-    monkeypatch.setattr(store_module.StateReader, "_load_state_unpaused", broken)
+    monkeypatch.setattr(store_module.StoreState, "_load_all_unpaused", broken)
     with pytest.raises(IntegrityError):
-        memvault.MemoryStore.open(tmp_path / "s", passphrase=PASSPHRASE)
+        memvault.MemoryStore.open(tmp_path / "s", passphrase=PASSPHRASE).list()
     assert gc.isenabled()
 
 

@@ -497,7 +497,7 @@ def restore(
     if not vpath.is_root and vpath.text not in state.nodes:
         # A redacted version lost its name with its key; its token, which the path determines, stays.
         token = store.token(vpath.text)
-        gone = next((n for n in state.nodes.values() if n.redacted and n.token == token), None)
+        gone = state.redacted(token)
         if gone is not None:
             try:
                 store.read_node(gone)

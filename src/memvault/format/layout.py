@@ -179,35 +179,52 @@ class LayoutChecker:
     def __init__(self, read: Callable[[bytes], Entries]) -> None:
         self._read = read
         self._ok: dict[tuple[bytes, str], None] = {}
+        #: Trees whose top ``levels`` passed: ``(tree id, role, levels)``.
+        self._top_ok: dict[tuple[bytes, str, int], None] = {}
 
     def forget(self) -> None:
         """Forget the trees already checked (each is checked again when next met)."""
         self._ok.clear()
+        self._top_ok.clear()
 
-    def problem(self, tree_id: bytes, role: str = "root") -> str | None:
+    def problem(self, tree_id: bytes, role: str = "root", *, levels: int | None = None) -> str | None:
         """A description of the first thing in the tree ``tree_id`` that does not fit, or None.
+
+        Args:
+            role: what the tree is (its place in the layout).
+            levels: check the tree and only the subtrees this many levels below it (0: the tree
+                alone); None: every subtree.
 
         Raises:
             IntegrityError: a tree in it cannot be read.
         """
         key = (tree_id, role)
-        if key in self._ok:
+        if key in self._ok or (levels is not None and (tree_id, role, levels) in self._top_ok):
             return None
         entries = self._read(tree_id)
         problem = shape_problem(entries, role)
         if problem is not None:
             return problem
-        if role == "root":
+        if levels == 0:
+            children: list[tuple[bytes, str]] = []
+        elif role == "root":
             roles = root_roles(entries) or {}
             children = [(entries[name][1], child_role) for name, child_role in roles.items()]
         else:
             child = ROLES[role][2]
             children = [(obj_id, child) for _mode, obj_id in entries.values()] if child is not None else []
+        below = None if levels is None else levels - 1
         for obj_id, child_role in children:
-            problem = self.problem(obj_id, child_role)
+            problem = self.problem(obj_id, child_role, levels=below)
             if problem is not None:
                 return problem
-        if len(self._ok) >= _CHECKED_ENTRIES:
-            self._ok.clear()
-        self._ok[key] = None
+        # A tree of blobs has nothing below it: checked at any level, it is checked whole.
+        if levels is None or (role != "root" and ROLES[role][2] is None):
+            if len(self._ok) >= _CHECKED_ENTRIES:
+                self._ok.clear()
+            self._ok[key] = None
+        else:
+            if len(self._top_ok) >= _CHECKED_ENTRIES:
+                self._top_ok.clear()
+            self._top_ok[(tree_id, role, levels)] = None
         return None

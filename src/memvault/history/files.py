@@ -150,7 +150,7 @@ def read_at(store: AnyBranch, path: str, rev: str | bytes = "HEAD") -> bytes:
     if node is None:
         # A redacted version keeps only its opaque token, which the path still determines.
         token = store.token(vpath)
-        node = next((n for n in state.nodes.values() if n.redacted and n.token == token), None)
+        node = state.redacted(token)
     if vpath == ROOT or (node is not None and node.is_dir):
         raise InvalidPathError(f"Error: {vpath} is a directory, not a file.")
     if node is None:

@@ -141,8 +141,9 @@ class Keyring:
                 if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_KEYRING_BYTES:
                     raise IntegrityError("The store's keyring is not a regular file of a size memvault writes.")
                 if self._inode is not None and (self._inode != (st.st_dev, st.st_ino) or st.st_size < self._offset):
-                    # Rewritten by a redaction, or another keyring put in its place (a file only
-                    # grows while it is the same keyring): read it from the start.
+                    # Rewritten by a redaction, or replaced (an older copy put back; the file system
+                    # may give a new file the number of one just deleted, and a file written in
+                    # place keeps its own; the keyring only grows): read it from the start.
                     self._reset()
                 self._inode = (st.st_dev, st.st_ino)
                 if self._offset == fr.HEADER.size:
@@ -374,6 +375,11 @@ class Keyring:
 
     def has(self, dek_id: bytes) -> bool:
         return dek_id in self._sealed
+
+    def forget_keys(self) -> None:
+        """Drop the data keys unwrapped so far (each is unwrapped again from its record when next
+        needed): after a walk of the history they are keys of versions the head no longer needs."""
+        self._deks.clear()
 
     def dek_record(self, dek_id: bytes, dek: bytes, epoch: int) -> bytes:
         """Encode a DEK record for :meth:`append` (and remember the key)."""

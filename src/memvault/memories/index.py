@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import bisect
 import threading
+from array import array
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -42,9 +43,9 @@ class VersionRecord:
 
     ``token`` locates the node in its commit's tree (for a ``deleted`` version: in the parent's);
     ``dek_id`` is the data key of the version's node (b"" for ``deleted``); ``path`` is the API
-    path (None if the node was already redacted when indexed); ``digest`` (the content's raw
-    SHA-256) and ``size`` describe the content (None for ``deleted`` or unknown); ``binary`` marks
-    a file kept as bytes (no memory of the API)."""
+    path (None if the node was already redacted when indexed); ``digest`` (the SHA-256 of the
+    content, :attr:`sha256` in hex) and ``size`` describe the content (None for ``deleted`` or
+    unknown); ``binary`` marks a file kept as bytes (no memory of the API)."""
 
     seq: int
     file_id: bytes
@@ -58,7 +59,7 @@ class VersionRecord:
 
     @property
     def sha256(self) -> str | None:
-        """The content's SHA-256 in hex, as the API shows it."""
+        """The SHA-256 of the content in hex (None for ``deleted`` or unknown)."""
         return self.digest.hex() if self.digest is not None else None
 
 
@@ -69,6 +70,48 @@ class CommitInfo:
     commit_id: bytes
     time: float
     actor: Actor
+
+
+class CommitTable:
+    """``seq -> CommitInfo`` of the indexed commits, kept compact (a raw id and a time in arrays,
+    one object per actor): ``commits[seq]`` and ``commits.get(seq)`` make the :class:`CommitInfo`."""
+
+    def __init__(self) -> None:
+        self._ids = bytearray()  # 20 raw bytes per commit
+        self._times = array("d")
+        self._actors: list[Actor] = []
+        #: seq -> position, once the sequence numbers stop being 0, 1, 2, ... (None until then).
+        self._positions: dict[int, int] | None = None
+
+    def add(self, seq: int, info: CommitInfo) -> None:
+        """Record commit ``seq`` (each once, oldest first)."""
+        n = len(self._times)
+        if self._positions is None and seq != n:
+            self._positions = {i: i for i in range(n)}
+        if self._positions is not None:
+            self._positions[seq] = n
+        self._ids += bytes.fromhex(info.commit_id.decode("ascii"))
+        self._times.append(info.time)
+        self._actors.append(info.actor)
+
+    def get(self, seq: int) -> CommitInfo | None:
+        """Commit ``seq``, or None."""
+        i = seq if self._positions is None else self._positions.get(seq, -1)
+        if not 0 <= i < len(self._times):
+            return None
+        return CommitInfo(self._ids[20 * i : 20 * i + 20].hex().encode("ascii"), self._times[i], self._actors[i])
+
+    def __getitem__(self, seq: int) -> CommitInfo:
+        info = self.get(seq)
+        if info is None:
+            raise KeyError(seq)
+        return info
+
+    def __contains__(self, seq: object) -> bool:
+        return isinstance(seq, int) and self.get(seq) is not None
+
+    def __len__(self) -> int:
+        return len(self._times)
 
 
 class LineageIndex:
@@ -83,12 +126,13 @@ class LineageIndex:
         self._lock = threading.Lock()
         self.seq = -1
         self.commit_id = b""
-        self.commits: dict[int, CommitInfo] = {}
-        #: Every version, in history order (by sequence number, then lineage).
+        self.commits = CommitTable()
+        #: Every version, ordered by ``(seq, file_id)`` (:meth:`record` and :meth:`written_by`
+        #: search it: no dict per version, so an idle store's index stays small).
         self.versions: list[VersionRecord] = []
         self.by_file: dict[bytes, list[VersionRecord]] = {}
-        #: Head: lineage -> the version of each text file there (its token and API path); sorted
-        #: API paths of those files.
+        #: Head: lineage -> its newest version (token, API path) of each text file; sorted API
+        #: paths of those files.
         self.head: dict[bytes, VersionRecord] = {}
         self.sorted_paths: list[str] = []
         self._path_owner: dict[str, bytes] = {}
@@ -130,7 +174,7 @@ class LineageIndex:
         parent_tree = self._store.commit(parent)[1] if parent is not None else None
         created, deleted, modified = shard_diff(self._store, tree_id, parent_tree)
         actor = actor_of(meta)
-        self.commits[meta.seq] = CommitInfo(commit_id, meta.time, self._actors.setdefault(actor, actor))
+        self.commits.add(meta.seq, CommitInfo(commit_id, meta.time, self._actors.setdefault(actor, actor)))
         before: dict[bytes, tuple[bytes, str | None]] = {}  # lineage -> (token, path) in the parent
         after: dict[bytes, Node] = {}
         for node in deleted:
@@ -218,25 +262,27 @@ class LineageIndex:
 
     # -- queries -------------------------------------------------------------------------------------
 
-    def written(self, seq: int) -> list[VersionRecord]:
-        """The versions commit ``seq`` made, in lineage order (a slice of :attr:`versions`)."""
-        start = bisect.bisect_left(self.versions, seq, key=_seq)
-        end = bisect.bisect_right(self.versions, seq, lo=start, key=_seq)
-        return self.versions[start:end]
-
-    def version(self, seq: int, fid: bytes) -> VersionRecord | None:
-        """The version commit ``seq`` made of lineage ``fid``, if any."""
-        for record in self.written(seq):
-            if record.file_id == fid:
-                return record
-        return None
-
     def file_at(self, seq: int, path: str) -> bytes | None:
         """The lineage commit ``seq`` wrote at API path ``path`` (None if it wrote none there)."""
-        for record in self.written(seq):
+        info = self.commits.get(seq)
+        if info is None:
+            return None
+        for record in self.written_by(seq):
             if record.path == path:
                 return record.file_id
         return None
+
+    def record(self, seq: int, fid: bytes) -> VersionRecord | None:
+        """The version commit ``seq`` made of lineage ``fid``, or None."""
+        i = bisect.bisect_left(self.versions, (seq, fid), key=_order)
+        if i < len(self.versions) and _order(self.versions[i]) == (seq, fid):
+            return self.versions[i]
+        return None
+
+    def written_by(self, seq: int) -> list[VersionRecord]:
+        """The versions commit ``seq`` made (in lineage order)."""
+        lo = bisect.bisect_left(self.versions, seq, key=_seq)
+        return self.versions[lo : bisect.bisect_right(self.versions, seq, lo=lo, key=_seq)]
 
     def owner(self, path: str) -> bytes | None:
         """The lineage of the text file at API path ``path`` at the indexed head, if any."""
@@ -257,6 +303,10 @@ class LineageIndex:
             if record.operation == "created":
                 return record
         return None
+
+
+def _order(record: VersionRecord) -> tuple[int, bytes]:
+    return record.seq, record.file_id
 
 
 def _seq(record: VersionRecord) -> int:

@@ -119,7 +119,7 @@ class Memories:
     def _current(self, txn: Transaction, fid: bytes) -> tuple[Node, MemoryPath]:
         """The head node of lineage ``fid`` and its store path (NotFoundError if none)."""
         found = self.index.head.get(fid)
-        if found is not None:
+        if found is not None and found.path is not None:
             vpath = to_store_path(found.path, self.store.settings)
             node = txn.get(vpath)
             if node is not None and not node.is_dir and node.file_id == fid:
@@ -191,7 +191,7 @@ class Memories:
         first try takes the path the index knew (no read of the head: the transaction checks it)."""
         known = self.index.head.get(fid)
         for attempt in range(_MOVE_TRIES):
-            if attempt == 0 and known is not None:
+            if attempt == 0 and known is not None and known.path is not None:
                 vpath = to_store_path(known.path, self.store.settings)
             else:
                 vpath = self._read(lambda txn: self._current(txn, fid)[1])

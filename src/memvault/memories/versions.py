@@ -44,7 +44,7 @@ class VersionReader:
 
     def record(self, key: tuple[int, bytes] | None) -> VersionRecord:
         """The indexed version ``(seq, file_id)`` (NotFoundError if none)."""
-        record = self._index.version(*key) if key is not None else None
+        record = self._index.record(*key) if key is not None else None
         if record is None:
             raise NotFoundError(_NOT_FOUND)
         return record

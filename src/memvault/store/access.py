@@ -5,7 +5,7 @@ access-time file under the writer lock, the file named in the keyring's MAC chai
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Container
 
 from ..errors import MemvaultError
 from ..fsutil import StoreLock
@@ -25,7 +25,8 @@ class AccessLog:
         state_lock: the store object's state lock (the keyring is read under it).
         chained: whether new files are named in the keyring (format version 3, a store of its
             own directory; a replica's file is the host's own).
-        live: the path tokens of the head's files (read under the state lock).
+        live: the path tokens of the head's files (read under the state lock); a token it
+            does not contain loses its read time at a pruning flush.
         durable: sync the file (durability ``full``).
     """
 
@@ -37,7 +38,7 @@ class AccessLog:
         state_lock: threading.RLock,
         *,
         chained: Callable[[], bool],
-        live: Callable[[], set[bytes]],
+        live: Callable[[], Container[bytes]],
         durable: bool,
     ) -> None:
         self.times = times

@@ -22,7 +22,7 @@ import os
 import struct
 import threading
 import time
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Container, Mapping
 from pathlib import Path
 from typing import Final
 
@@ -113,6 +113,11 @@ class AccessTimes:
     def dirty(self) -> bool:
         return bool(self._pending)
 
+    def pending(self) -> frozenset[bytes]:
+        """The path tokens of the reads recorded and not yet merged into the file."""
+        with self._lock:
+            return frozenset(self._pending)
+
     def due(self) -> bool:
         """Whether reads are pending and the last flush was :data:`FLUSH_SECONDS` ago or more."""
         return bool(self._pending) and time.monotonic() - self._flushed_at >= FLUSH_SECONDS
@@ -184,7 +189,7 @@ class AccessTimes:
                     hours[token] = hour
         return {token: float(hour * RESOLUTION) for token, hour in hours.items()}
 
-    def flush(self, live: Collection[bytes] | None = None, *, durable: bool = True) -> None:
+    def flush(self, live: Container[bytes] | None = None, *, durable: bool = True) -> None:
         """Merge the pending reads into the file, dropping tokens not in ``live`` (when given).
 
         The caller holds the store's writer lock. A damaged file is replaced by this session's

@@ -407,7 +407,7 @@ class BranchStore:
             if self._ref.head() is not None or self.store.keyring.branches.mark(branch_id(self.name)) is not None:
                 raise InvalidInputError(f"The dream branch {self.name} exists already.")
             commit_id, seq = self.store.head
-            start = StoreState(commit_id, seq, self.store.opened_commit(commit_id).tree_id, fold=self._reader.fold)
+            start = self._reader.load_state(commit_id, seq, self.store.opened_commit(commit_id).tree_id, None)
             meta = _fork_commit_meta(start, self.name, actor, session, extra or {}, tracked=self._tracked)
             self.write(start, Transaction(self, start), meta, first=True)
 

@@ -145,15 +145,17 @@ class CommitWriter:
         base_tree: bytes | None = state.tree_id
         if relayout:
             layout, base_tree = 2, None
-            for node in state.nodes.values():
+            for node in state.every_node():
                 if not node.is_dir and not node.redacted:
                     tree_changes[content_path(node.token, 2)] = (MODE_BLOB, node.blob_id)
             for shard, shard_blob in state.shard_blobs.items():
                 tree_changes[shard_path(shard, 2)] = (MODE_BLOB, shard_blob)
 
         def shard_view(shard: bytes) -> dict[bytes, Node]:
+            # A copy of the whole shard as the state has it (decoded now if it was not yet):
+            # the new index blob holds every entry of the shard, not only the changed ones.
             if shard not in shard_nodes:
-                shard_nodes[shard] = dict(state.shards.get(shard, {}))
+                shard_nodes[shard] = dict(state.shard(shard))
             return shard_nodes[shard]
 
         # In random order: data key records, blobs and records are then written in an order that
@@ -191,7 +193,7 @@ class CommitWriter:
             touched_shards.add(shard)
             shard_view(shard)[node.token] = node
             new_nodes[path] = node
-        new_shard_blobs: dict[bytes, bytes | None] = {}
+        new_shard_blobs: dict[bytes, tuple[bytes | None, dict[bytes, Node]]] = {}
         for shard in touched_shards:
             nodes = shard_nodes[shard]
             path_key = shard_path(shard, layout)
@@ -202,10 +204,10 @@ class CommitWriter:
                 blob = GitStore.blob(shard_bytes)
                 objects.append(blob)
                 tree_changes[path_key] = (MODE_BLOB, blob.id)
-                new_shard_blobs[shard] = blob.id
+                new_shard_blobs[shard] = (blob.id, nodes)
             else:
                 tree_changes[path_key] = None
-                new_shard_blobs[shard] = None
+                new_shard_blobs[shard] = (None, nodes)
         if stored_limit is not None and txn.contents:
             stored = self.git.packs.total_bytes()
             if stored + sum(len(o.as_raw_string()) for o in objects) > stored_limit:
@@ -308,7 +310,7 @@ class CommitWriter:
         txn: Transaction,
         appended: bytes,
         new_nodes: dict[str, Node | None],
-        new_shard_blobs: dict[bytes, bytes | None],
+        new_shard_blobs: dict[bytes, tuple[bytes | None, dict[bytes, Node]]],
         made: tuple[bytes, int, bytes],
         recorded: bool,
     ) -> bytes:
@@ -336,7 +338,7 @@ class CommitWriter:
         state: StoreState,
         txn: Transaction,
         new_nodes: dict[str, Node | None],
-        new_shard_blobs: dict[bytes, bytes | None],
+        new_shard_blobs: dict[bytes, tuple[bytes | None, dict[bytes, Node]]],
         records: bytes,
         made: tuple[bytes, int, bytes],
     ) -> bytes:
@@ -358,29 +360,18 @@ class CommitWriter:
         state: StoreState,
         txn: Transaction,
         new_nodes: dict[str, Node | None],
-        new_shard_blobs: dict[bytes, bytes | None],
+        new_shard_blobs: dict[bytes, tuple[bytes | None, dict[bytes, Node]]],
         made: tuple[bytes, int, bytes],
     ) -> None:
         """Fold a published commit ``(id, seq, tree id)`` into the cached ``state`` (or drop it)."""
         try:
-            for path in sorted(new_nodes, key=lambda p: -p.count("/")):
-                previous = state.nodes.get(path)
-                if previous is not None:
-                    state.remove(previous)
-            for _path, added in sorted(new_nodes.items(), key=lambda kv: kv[0].count("/")):
-                if added is not None:
-                    state.add(added)
-            for shard, blob_id in new_shard_blobs.items():
-                if blob_id is None:
-                    state.shard_blobs.pop(shard, None)
-                    state.shards.pop(shard, None)
-                else:
-                    state.shard_blobs[shard] = blob_id
+            removed = [old for path in new_nodes if (old := state.nodes.get(path)) is not None]
+            added = [node for node in new_nodes.values() if node is not None]
+            state.fold_commit(new_shard_blobs, removed, added, made)
             for path, data in txn.contents.items():
-                cached = state.nodes.get(path)
+                cached = new_nodes.get(path)
                 if cached is not None:
                     self._reader.cache_content(cached.blob_id, data)
-            state.commit_id, state.seq, state.tree_id = made
         except Exception:
             # The commit stands (the branch moved): report success, rebuild the cache lazily.
             self._on_stale()
@@ -468,4 +459,4 @@ class CommitWriter:
         self.keyring.append(record, durable=self._durable)
         if not self.git.compare_and_swap(None, commit.id):
             raise InternalError()
-        return StoreState(commit.id, 0, empty.id, fold=self._reader.fold)
+        return StoreState(commit.id, 0, empty.id, self._reader, complete=True, current=True)

@@ -97,11 +97,9 @@ class Head:
             if not self._anchored(hw, ref, retry=not writer and attempt < attempts - 1):
                 continue
             self.state = None  # an incremental load consumes the old state
-            loaded = self._reader.load_state(head, seq, tree_id, state)
-            if any(n.redacted for n in loaded.nodes.values()):
-                # Redaction removes a version from the head before destroying its key.
-                raise IntegrityError("The current state refers to a destroyed data key.")
-            self.state = loaded
+            # Shards are decoded when first needed; one whose node refers to a destroyed data
+            # key is then refused (StoreState.current; docs/format.md §8 step 6).
+            self.state = self._reader.load_state(head, seq, tree_id, state, current=True)
             self._served_ref = ref
             return self.state
         raise AssertionError("unreachable")

@@ -49,7 +49,7 @@ from .head import Head
 from .hosting import Hosting
 from .reads import FileReads
 from .replicated import run_racing
-from .state import PLAINTEXT_CACHE_BYTES, OpenedCommit, StateReader, StoreState
+from .state import PLAINTEXT_CACHE_BYTES, OpenedCommit, StateReader, StoreState, shard_of
 from .transaction import Committed, Transaction
 
 __all__ = ["MemoryStore"]
@@ -71,6 +71,29 @@ def _meta(state: StoreState, actor: str, session: str, command: str, paths: Any 
           extra: Any = None) -> CommitMeta:  # fmt: skip
     """The metadata of the commit after ``state``."""
     return CommitMeta(state.seq + 1, _now(), actor, session, command, paths, dict(findings or {}), extra=extra or {})
+
+
+class _LiveTokens:
+    """The path tokens of the head's files, for pruning read times: exact for the tokens in
+    ``exact`` (the reads this store object records: their shards are decoded if need be) and
+    for those whose shard is decoded; any other token counts as live (so closing a store that
+    read one file does not decode every shard; its read time is pruned by a store object that
+    decoded its shard)."""
+
+    def __init__(self, state: StoreState, exact: frozenset[bytes]) -> None:
+        self._state = state
+        self._exact = exact
+
+    def __contains__(self, token: object) -> bool:
+        if not isinstance(token, bytes) or not token:
+            return False
+        shard = shard_of(token)
+        nodes = self._state.decoded(shard)
+        if nodes is None:
+            if token not in self._exact:
+                return True
+            nodes = self._state.shard(shard)
+        return token in nodes
 
 
 class MemoryStore(FileReads, Hosting):
@@ -122,9 +145,9 @@ class MemoryStore(FileReads, Hosting):
         self.access_log = AccessLog(
             self.access_times, self.keyring, self._lock, self._state_lock, durable=self._durable,
             chained=lambda: chains_key_changes(self.format_version) and self.remote is None,
-            live=lambda: {n.token for n in self._sync(writer=False).nodes.values()},
+            live=lambda: _LiveTokens(self._sync(writer=False), self.access_times.pending()),
         )  # fmt: skip
-        self._reader = StateReader(git, self.keyring, self._keys, store_id, self._token_mac)
+        self._reader = StateReader(git, self.keyring, self._keys, store_id, self._token_mac, lock=self._state_lock)
         self._reader.fold = sibling_key(settings)
         #: This host's anchor of the store directory (docs/format.md §14.2); None for a replica.
         self.anchor = anchor_for(root, store_id, self._keys.keyring, self.keyring.recorded_commits)
@@ -519,12 +542,13 @@ class MemoryStore(FileReads, Hosting):
             yield
 
     def trim_caches(self) -> None:
-        """Drop the caches of history reads (commits, index shards, trees), keeping the head's
-        state and decrypted contents: for a store object that walked its whole history once (an
-        index built) and now mostly serves the head."""
+        """Drop the caches of history reads (commits, index shards, trees, unwrapped data keys),
+        keeping the head's state and decrypted contents: for a store object that walked its whole
+        history once (an index built) and now mostly serves the head."""
         with self._state_lock:
             self._reader.forget_history()
             self.git.forget_trees()
+            self.keyring.forget_keys()
 
     def forget_cached_plaintext(self) -> None:
         """Drop every decrypted content and node kept in memory (after a redaction)."""
@@ -554,17 +578,22 @@ class MemoryStore(FileReads, Hosting):
         return records.decode_shard(self._keys.index, self.store_id, shard, blob)
 
     def state_at(self, commit_id: bytes) -> StoreState:
-        """The full decrypted state of an authentic commit (does not touch the head cache)."""
+        """The decrypted state of an authentic commit (does not touch the head cache; for the
+        head, a copy that later commits do not change). Its index shards are decoded when first
+        needed (:class:`~memvault.store.state.StoreState`)."""
         with self._state_lock:
             head = self._sync(writer=False)
             if commit_id == head.commit_id:
-                frozen = StoreState(head.commit_id, head.seq, head.tree_id, fold=head.fold)
-                frozen.nodes = dict(head.nodes)
-                frozen.children = {k: dict(v) for k, v in head.children.items()}
-                frozen.file_count, frozen.total_bytes = head.file_count, head.total_bytes
-                return frozen
+                return head.copy()
             opened = self._reader.open_commit(commit_id)
             return self._reader.load_state(commit_id, opened.seq, opened.tree_id, None)
+
+    @property
+    def shards_decoded(self) -> int:
+        """How many index shards this store object has decoded (authenticated and opened) so
+        far: what its commands cost in index work (an open decodes none; a read, the shards of
+        the path and its parents)."""
+        return self._reader.shards_decoded
 
     # -- writing ----------------------------------------------------------------------------------
 

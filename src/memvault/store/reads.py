@@ -136,4 +136,4 @@ class FileReads:
 
 def _redacted(state: StoreState, token: bytes) -> Node | None:
     """The redacted version whose path has ``token`` (its path went with its key; the token stays)."""
-    return next((n for n in state.nodes.values() if n.redacted and n.token == token), None)
+    return state.redacted(token)

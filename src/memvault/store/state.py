@@ -1,17 +1,19 @@
-"""The decrypted state of a commit, and the reader that authenticates and decrypts history.
+"""The reader that authenticates and decrypts a store's history.
 
 :class:`StateReader` opens commits (each authenticated once, then cached), index shards and
-file contents, and builds a :class:`StoreState` incrementally from the shards that changed.
+file contents, and makes the :class:`~memvault.store.nodes.StoreState` of a commit, which
+decodes its shards through it when first needed (docs/format.md §8, *Lazy decoding*).
 """
 
 from __future__ import annotations
 
-import gc
+import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import Any
 
 from .. import crypto
 from ..errors import IntegrityError, RedactedError
@@ -21,9 +23,10 @@ from ..format.records import CommitMeta, Node
 from ..git.repo import GitStore
 from ..keys.keyring import ZERO_ID, Keyring
 from ..keys.slots import Subkeys
-from ..paths import ROOT, fold_key
+from ..paths import fold_key
+from .nodes import PLACEHOLDER, NodeMap, StoreState, shard_of, split_path
 
-__all__ = ["StoreState", "OpenedCommit", "StateReader", "shard_of", "split_path", "PLAINTEXT_CACHE_BYTES"]
+__all__ = ["StoreState", "NodeMap", "OpenedCommit", "StateReader", "shard_of", "split_path", "PLAINTEXT_CACHE_BYTES"]
 
 #: Default budget of decrypted file contents kept in memory for repeated views (bytes).
 PLAINTEXT_CACHE_BYTES = 8 * 1024 * 1024
@@ -34,87 +37,6 @@ _COMMIT_CACHE_ENTRIES = 4096
 #: Subtrees whose shards :meth:`StateReader.shard_blobs` remembers (a history walk then reads only
 #: the subtrees each commit changed, not all of its tree's).
 _SUBTREE_CACHE_ENTRIES = 65536
-#: Shard name of each first token byte (two lowercase hex digits).
-_SHARD_NAMES = tuple(b"%02x" % i for i in range(256))
-
-
-def shard_of(token: bytes) -> bytes:
-    """The index shard (two hex digits) of a path token."""
-    return _SHARD_NAMES[token[0]] if token else b""
-
-
-def split_path(path: str) -> tuple[str, str]:
-    """``(parent, name)`` of a canonical path."""
-    parent, _, name = path.rpartition("/")
-    return parent, name
-
-
-@dataclass
-class StoreState:
-    """The decrypted state at one commit. Mutated only by the store, under its state lock."""
-
-    commit_id: bytes
-    seq: int
-    tree_id: bytes
-    shard_blobs: dict[bytes, bytes] = field(default_factory=dict)  #: shard -> index blob id
-    shards: dict[bytes, dict[bytes, Node]] = field(default_factory=dict)  #: shard -> token -> node
-    nodes: dict[str, Node] = field(default_factory=dict)  #: canonical path -> node
-    children: dict[str, dict[str, str]] = field(default_factory=dict)  #: dir -> fold(name) -> name
-    file_count: int = 0
-    total_bytes: int = 0  #: plaintext bytes of all files
-    #: The key siblings are unique by in :attr:`children` (``paths.sibling_key`` of the store's grammar).
-    fold: Callable[[str], str] = field(default=fold_key, compare=False, repr=False)
-
-    def add(self, node: Node) -> None:
-        self.nodes[node.path] = node
-        self.shards.setdefault(shard_of(node.token), {})[node.token] = node
-        parent, name = split_path(node.path)
-        self.children.setdefault(parent, {})[self.fold(name)] = name
-        if node.is_dir:
-            self.children.setdefault(node.path, {})
-        else:
-            self.file_count += 1
-            self.total_bytes += node.size
-
-    def remove(self, node: Node) -> None:
-        """Forget one node. A directory's child list survives while it still has children:
-        an incremental reload removes and re-adds a directory whose shard changed while its
-        children, in other shards, stay."""
-        del self.nodes[node.path]
-        shard = self.shards[shard_of(node.token)]
-        del shard[node.token]
-        parent, name = split_path(node.path)
-        siblings = self.children.get(parent)
-        if siblings is not None:
-            siblings.pop(self.fold(name), None)
-            if not siblings and parent != ROOT and parent not in self.nodes:
-                del self.children[parent]
-        if node.is_dir:
-            if not self.children.get(node.path):
-                self.children.pop(node.path, None)
-        else:
-            self.file_count -= 1
-            self.total_bytes -= node.size
-
-
-@contextmanager
-def gc_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector while a state is decoded (and resume it after).
-
-    Decoding keeps almost every object it makes (nodes, index entries) and makes no cycles, yet
-    the collector would run dozens of times meanwhile; in a process with a large heap (one that
-    imported the ``anthropic`` SDK: ~175,000 objects) one full collection triggered by the load
-    walks all of them. Nothing is lost: the collector resumes with the new objects in its
-    youngest generation. If it was already disabled (by the application), it is left alone.
-    """
-    if not gc.isenabled():
-        yield
-        return
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
 
 
 @dataclass(frozen=True)
@@ -133,7 +55,8 @@ class OpenedCommit:
 class StateReader:
     """Authenticates and decrypts a store's history; keeps the caches that make it cheap.
 
-    Not thread-safe: the store calls it under its state lock.
+    Not thread-safe: the store calls it under its state lock (``lock``), and so do the states it
+    makes when they decode a shard.
 
     Args:
         git: the store's repository.
@@ -141,12 +64,18 @@ class StateReader:
         keys: the subkeys of the store's first epoch (index, metadata and chain keys).
         store_id: the store's id.
         token: ``HMAC(K_name, path)`` of a UTF-8 path.
+        lock: the store's state lock (re-entrant).
     """
 
     def __init__(
-        self, git: GitStore, keyring: Keyring, keys: Subkeys, store_id: bytes, token: Callable[[bytes], bytes]
-    ) -> None:
+        self, git: GitStore, keyring: Keyring, keys: Subkeys, store_id: bytes, token: Callable[[bytes], bytes],
+        lock: AbstractContextManager[Any] | None = None,
+    ) -> None:  # fmt: skip
         self.git = git
+        self.lock: AbstractContextManager[Any] = lock if lock is not None else threading.RLock()
+        #: How many index shards this reader has decoded (authenticated and opened) in all: the
+        #: work a command did on the index, for tests and benchmarks.
+        self.shards_decoded = 0
         self._keyring = keyring
         self._keys = keys
         self._store_id = store_id
@@ -235,6 +164,7 @@ class StateReader:
             self._shards.move_to_end(key)
             return cached
         nodes = self._decode_shard(shard, blob_id)
+        self.shards_decoded += 1
         self._shards[key] = nodes
         if len(self._shards) > _SHARD_CACHE_ENTRIES:
             self._shards.popitem(last=False)
@@ -248,7 +178,7 @@ class StateReader:
             if keyring.is_destroyed(dek_id):
                 # Redacted version: its name and content went with its key. The placeholder path
                 # uses characters the path grammar refuses, so it can never collide.
-                placeholder = f"{ROOT}/<redacted:{token.hex()[:16]}>"
+                placeholder = f"{PLACEHOLDER}{token.hex()[:16]}>"
                 node = Node(placeholder, "file", token, b"", 0, dek_id, sealed=sealed, redacted=True)
                 if shard_of(token) != shard or token in nodes:
                     raise IntegrityError()
@@ -261,41 +191,94 @@ class StateReader:
             nodes[token] = node
         return nodes
 
-    def load_state(self, commit_id: bytes, seq: int, tree_id: bytes, old: StoreState | None) -> StoreState:
-        with gc_paused():
-            return self._load_state_unpaused(commit_id, seq, tree_id, old)
+    def token_of(self, path: str) -> bytes:
+        """The path token ``HMAC(K_name, path)`` of a canonical path."""
+        return self._token(path.encode("utf-8"))
 
-    def _load_state_unpaused(self, commit_id: bytes, seq: int, tree_id: bytes, old: StoreState | None) -> StoreState:
-        # The whole tree has memvault's layout (subtrees already checked are remembered by id).
-        problem = self._layout.problem(tree_id)
-        if problem is not None:
-            raise IntegrityError(f"The store's git repository holds a tree memvault did not write: {problem}.")
-        blob_ids = self.shard_blobs(tree_id)
-        state = StoreState(commit_id, seq, tree_id, fold=self.fold)
-        if old is not None:
-            # Incremental: keep shards whose index blob did not change.
-            state.nodes, state.children = old.nodes, old.children
-            state.file_count, state.total_bytes = old.file_count, old.total_bytes
-            state.shards, state.shard_blobs = old.shards, old.shard_blobs
-            for shard in list(state.shard_blobs):
-                if blob_ids.get(shard) != state.shard_blobs[shard]:
-                    for node in sorted(state.shards.get(shard, {}).values(), key=lambda n: -len(n.path)):
-                        state.remove(node)
-                    del state.shard_blobs[shard]
-                    state.shards.pop(shard, None)
-        added: list[Node] = []
-        for shard, blob_id in blob_ids.items():
-            if state.shard_blobs.get(shard) == blob_id:
-                continue
-            added.extend(self.shard_nodes(shard, blob_id).values())
-            state.shard_blobs[shard] = blob_id
-        for node in sorted(added, key=lambda n: n.path.count("/")):
-            state.add(node)
-        for node in added:
-            parent = node.path.rpartition("/")[0]
-            if parent != ROOT and (parent not in state.nodes or not state.nodes[parent].is_dir):
-                raise IntegrityError("The store's index is inconsistent.")
-        return state
+    def is_head(self, commit_id: bytes) -> bool:
+        """Whether ``commit_id`` is ``main``'s head now: the branch's value, or the commit the
+        keyring records on top of it (docs/format.md §8 step 3)."""
+        if self.git.head() == commit_id:
+            return True
+        self._keyring.refresh()
+        hw = self._keyring.high_water
+        return hw is not None and hw.commit_id == commit_id
+
+    def check_top(self, tree_id: bytes) -> None:
+        """Check every tree of a commit's tree but the leaves that grow with the store against
+        the layouts (docs/format.md §8, *Lazy decoding*): layout 2 the root and its fan-out
+        trees (at most 17 trees of at most 16 entries), layout 1 the root, the index subtree
+        whole and the content subtree's two fan-out levels (at most 35 such trees). The leaves
+        (``<h0>/<h1>``, ``c/<h0>/<h1>``) are checked when their shard is first located
+        (:meth:`locate_shard`) or all at once (:meth:`all_shard_blobs`).
+
+        Raises:
+            IntegrityError: a tree does not fit.
+        """
+        root = self.git.tree_entries(tree_id)
+        _refuse(self._layout.problem(tree_id, levels=2 if b"i" in root else 1))
+
+    def locate_shard(self, tree_id: bytes, shard: bytes) -> bytes | None:
+        """The index blob id of ``shard`` in a commit's tree (None: no such shard), the trees on
+        the way and those holding the shard's content blobs checked against the layouts.
+
+        Raises:
+            IntegrityError: a tree there does not fit.
+        """
+        self.check_top(tree_id)
+        root = self.git.tree_entries(tree_id)
+        h0, h1 = shard[:1], shard[1:]
+        if b"i" in root:  # layout 1: the shard at i/<h0>/<h1>, its content below c/<h0>/<h1>
+            content = root.get(b"c")
+            fan = self.git.tree_entries(content[1]).get(h0) if content is not None else None
+            leaf = self.git.tree_entries(fan[1]).get(h1) if fan is not None else None
+            if leaf is not None:
+                _refuse(self._layout.problem(leaf[1], "c2"))
+            fan = self.git.tree_entries(root[b"i"][1]).get(h0)
+            if fan is None:
+                return None
+            found = self.git.tree_entries(fan[1]).get(h1)
+            return found[1] if found is not None else None
+        fan = root.get(h0)
+        if fan is None:
+            return None
+        leaf = self.git.tree_entries(fan[1]).get(h1)
+        if leaf is None:
+            return None
+        _refuse(self._layout.problem(leaf[1], "s2"))
+        found = self.git.tree_entries(leaf[1]).get(b"i")
+        return found[1] if found is not None else None
+
+    def all_shard_blobs(self, tree_id: bytes) -> dict[bytes, bytes]:
+        """``shard -> index blob id`` of a commit's tree, the whole tree checked against the
+        layouts (subtrees already checked are remembered by id).
+
+        Raises:
+            IntegrityError: a tree does not fit.
+        """
+        _refuse(self._layout.problem(tree_id))
+        return self.shard_blobs(tree_id)
+
+    def load_state(
+        self, commit_id: bytes, seq: int, tree_id: bytes, old: StoreState | None, *, current: bool = False
+    ) -> StoreState:
+        """The state of an authentic commit, its shards decoded when first needed; ``old``, a
+        state of an earlier commit of the same history, is consumed: its decoded shards whose
+        index blob did not change are kept (and a complete state stays complete).
+
+        Args:
+            current: the state of ``main``'s head (a node whose data key was destroyed is an
+                error when its shard is decoded).
+
+        Raises:
+            IntegrityError: the top of the tree does not have memvault's layout; for a complete
+                ``old``, as :meth:`StoreState.load_all`.
+        """
+        self.check_top(tree_id)
+        if old is None:
+            return StoreState(commit_id, seq, tree_id, self, current=current)
+        old.current = current
+        return old.follow(commit_id, seq, tree_id)
 
     # -- file contents -------------------------------------------------------------------------------
 
@@ -371,6 +354,11 @@ class StateReader:
         self._contents_size = 0
         self._shards.clear()
         self._commits.clear()
+
+
+def _refuse(problem: str | None) -> None:
+    if problem is not None:
+        raise IntegrityError(f"The store's git repository holds a tree memvault did not write: {problem}.")
 
 
 def _when(value: object) -> str:

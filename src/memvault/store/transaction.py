@@ -9,7 +9,7 @@ from typing import Generic, Protocol, TypeVar
 from .. import crypto
 from ..errors import LimitExceededError, PathExistsError
 from ..format.records import Node
-from ..paths import MemoryPath
+from ..paths import MemoryPath, exact_key
 from ..settings import StoreSettings
 from .state import StoreState, split_path
 
@@ -78,7 +78,7 @@ class Transaction:
         key = str(path)
         if key in self.changes:
             return self.changes[key]
-        return self._base.nodes.get(key)
+        return self._base.node(key)
 
     @property
     def total_bytes(self) -> int:
@@ -137,8 +137,11 @@ class Transaction:
 
     def _check_new_name(self, path: MemoryPath) -> None:
         """Refuse a name whose case-folded form collides with a different existing sibling."""
+        if self._base.fold is exact_key:
+            return  # siblings collide only when equal: the same path, never another one
         parent, folded = path.parent.text, self._base.fold(path.name)
         overlay = self._child_overlay.get(parent, {})
+        # The parent's child list needs every shard decoded (siblings' tokens are spread over all).
         existing = overlay[folded] if folded in overlay else self._base.children.get(parent, {}).get(folded)
         if existing is not None and existing != path.name:
             raise PathExistsError(

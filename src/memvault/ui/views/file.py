@@ -49,7 +49,7 @@ def node_at(ctx: Ctx, commit_id: bytes, path: str) -> tuple[str, Node | None, di
     node = state.nodes.get(vpath)
     if node is None:
         token = store.token(vpath)  # a redacted version keeps only its token, which the path determines
-        gone = next((n for n in state.nodes.values() if n.redacted and n.token == token), None)
+        gone = state.redacted(token)
         if gone is not None:
             return vpath, None, tombstone(store, gone.dek_id)
         raise UiError(404, "No file at this path at this revision.")

@@ -191,3 +191,36 @@ def test_closing_after_the_memory_tool_read_one_file_decodes_nothing_more(
     assert len(decodes) == viewed <= 2
     with _open(store_path) as again:
         assert set(again.access_times.last_read()) == {again.token(_path(21))}
+
+
+def test_a_commit_carries_a_damaged_shard_over_by_id_and_restoring_the_object_repairs_every_head(
+    store_path: Path,
+) -> None:
+    """A commit carries over by id every object it does not change (content blobs always did; an
+    index shard no command needed now too): damage in one such shard is refused wherever it is
+    needed and reported by verify, at every head that carries it, and putting the object back
+    repairs them all (docs/format.md §8, *Lazy decoding*)."""
+    from memvault.verify import verify
+
+    _seed(store_path)
+    with _open(store_path) as store:
+        target, other, blob_id = _victim(store)
+        head = store.head
+    pack_dir = store_path / "repo" / "objects" / "pack"
+    original = {p.name: p.read_bytes() for p in pack_dir.iterdir()}
+    rewrite_packed_object(store_path, blob_id, lambda d: d[:100] + bytes([d[100] ^ 1]) + d[101:])
+    with _open(store_path) as store:
+        store.put_file(other, "x\n")  # smaller: needs neither the damaged shard nor a count
+        assert store.head[1] == head[1] + 1
+        assert blob_id in store.index_blobs(store.commit(store.head[0])[1]).values()
+        with pytest.raises(IntegrityError, match="integrity check failed"):
+            store.read_text(target)
+        report = verify(store)
+        assert "bad-index" in [p.code for p in report.errors]
+    for name, data in original.items():  # the damaged object put back from a copy
+        (pack_dir / name).chmod(0o600)
+        (pack_dir / name).write_bytes(data)
+    with _open(store_path) as store:
+        assert store.read_text(target) == f"note {int(target[-7:-3])}\n"
+        assert store.read_text(other) == "x\n"
+        assert verify(store).errors == []

@@ -149,6 +149,8 @@ def test_bad_input_is_refused_when_added(store: memvault.MemoryStore) -> None:
         batch.put("/memories/fake.png", "not an image")
     with pytest.raises(InvalidInputError):
         batch.put("/memories/bin.md", b"\xff\xfe")
+    with pytest.raises(InvalidInputError, match="lone surrogate"):
+        batch.put("/memories/s.md", "\ud800")
     with pytest.raises(InvalidInputError):
         batch.put("/memories/a.md", "x", expected_sha256="abc")
     with pytest.raises(memvault.errors.LimitExceededError):

@@ -27,7 +27,7 @@ from ..paths import MemoryPath, parse_path
 from ..scrub.guard import check_path
 from ..store import MemoryStore, Transaction
 from .files import file_content
-from .writes import check_precondition, expected_digest, file_path
+from .writes import check_precondition, encode_text, expected_digest, file_path
 
 __all__ = ["Batch", "BatchResult"]
 
@@ -120,12 +120,7 @@ class Batch:
         if expected is not None and must_not_exist:
             raise InvalidInputError("Error: Give at most one of expected_sha256 and must_not_exist.")
         if isinstance(data, str):
-            try:
-                raw = data.encode("utf-8")
-            except UnicodeEncodeError:
-                raise InvalidInputError(
-                    f"Error: The content for {vpath.text} is not valid Unicode text (it contains a lone surrogate)."
-                ) from None
+            raw = encode_text(data, f"The content for {vpath.text}")
         elif isinstance(data, bytes):
             raw = data
         else:

@@ -84,7 +84,8 @@ def check_precondition(path: MemoryPath, node: Node | None, expected: str | None
     raise ConflictError(f"Error: {path.text} changed since you read it (expected sha256 {expected[:12]}…, now {now})")
 
 
-def _encode_text(text: str, what: str) -> bytes:
+def encode_text(text: str, what: str) -> bytes:
+    """``text`` as UTF-8 (InvalidInputError naming ``what`` for a lone surrogate)."""
     try:
         return text.encode("utf-8")
     except UnicodeEncodeError:
@@ -129,7 +130,7 @@ def write(
     if expected is not None and must_not_exist:
         raise ValueError("give at most one of expected_sha256 and must_not_exist")
     binary = isinstance(data, bytes)
-    raw = data if isinstance(data, bytes) else _encode_text(data, "The content")
+    raw = data if isinstance(data, bytes) else encode_text(data, "The content")
 
     def apply(txn: Transaction) -> None:
         check_precondition(vpath, txn.get(vpath), expected, must_not_exist)
@@ -158,8 +159,8 @@ def edit(
     expected = expected_digest(expected_sha256)
     if old == "":
         raise EditError("Error: `old` must not be empty.")
-    _encode_text(old, "`old`")
-    _encode_text(new, "`new`")
+    encode_text(old, "`old`")
+    encode_text(new, "`new`")
 
     def apply(txn: Transaction) -> bytes:
         node = txn.get(vpath)

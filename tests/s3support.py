@@ -184,6 +184,23 @@ class S3Env:
         pages = self.client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket)
         return [item["Key"] for page in pages for item in page.get("Contents", [])]
 
+    def copy_prefix(self, prefix: str) -> dict[str, bytes]:
+        """Every object under ``prefix/`` (key -> bytes), read straight from moto."""
+        return {
+            k: self.client.get_object(Bucket=self.bucket, Key=k)["Body"].read()
+            for k in self.keys()
+            if k.startswith(prefix + "/")
+        }
+
+    def put_back_prefix(self, prefix: str, copy: dict[str, bytes]) -> None:
+        """Replace everything under ``prefix/`` with ``copy`` (from :meth:`copy_prefix`): what a
+        writer of the bucket does when it serves an older copy of a store."""
+        for k in self.keys():
+            if k.startswith(prefix + "/"):
+                self.client.delete_object(Bucket=self.bucket, Key=k)
+        for k, v in copy.items():
+            self.client.put_object(Bucket=self.bucket, Key=k, Body=v)
+
 
 def _environment(endpoint: str) -> dict[str, str]:
     no_proxy = ",".join(filter(None, [os.environ.get("NO_PROXY", ""), "127.0.0.1", "localhost"]))

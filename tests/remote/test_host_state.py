@@ -37,22 +37,6 @@ def _cmd(store: memvault.MemoryStore, **command: object) -> str:
     return str(run_command(store, command, actor="tester", session="s"))
 
 
-def _prefix_copy(s3_env, prefix: str) -> dict[str, bytes]:
-    return {
-        k: s3_env.client.get_object(Bucket=s3_env.bucket, Key=k)["Body"].read()
-        for k in s3_env.keys()
-        if k.startswith(prefix + "/")
-    }
-
-
-def _restore(s3_env, prefix: str, copy: dict[str, bytes]) -> None:
-    for k in s3_env.keys():
-        if k.startswith(prefix + "/"):
-            s3_env.client.delete_object(Bucket=s3_env.bucket, Key=k)
-    for k, v in copy.items():
-        s3_env.client.put_object(Bucket=s3_env.bucket, Key=k, Body=v)
-
-
 def _put(s3_env, key: str, data: bytes) -> None:
     s3_env.client.put_object(Bucket=s3_env.bucket, Key=key, Body=data)
 
@@ -82,7 +66,7 @@ def test_another_store_id_in_the_bucket_is_refused_and_an_older_copy_stays_detec
     url = s3_env.url("t")
     host = _create(url, tmp_path / "a")
     _cmd(host, command="create", path=SECRET_PATH, file_text=SECRET_TEXT + "\n")
-    before_redaction = _prefix_copy(s3_env, "t")
+    before_redaction = s3_env.copy_prefix("t")
     shred_file(host, SECRET_PATH, actor="dpo", reason="erasure request")
     real_id = host.store_id
     host.close()
@@ -94,7 +78,7 @@ def test_another_store_id_in_the_bucket_is_refused_and_an_older_copy_stays_detec
         _open(url, tmp_path / "a")
     refused = info.value
 
-    _restore(s3_env, "t", before_redaction)  # the older copy of the whole prefix, put back
+    s3_env.put_back_prefix("t", before_redaction)  # the older copy of the whole prefix, put back
     try:
         reopened = _open(url, tmp_path / "a")
     except RollbackDetectedError:
@@ -210,11 +194,11 @@ def test_a_deleted_cache_keeps_the_high_water_mark(s3_env, tmp_path: Path) -> No
     url = s3_env.url("t")
     host = _create(url, tmp_path / "a")
     _cmd(host, command="create", path=SECRET_PATH, file_text=SECRET_TEXT + "\n")
-    old = _prefix_copy(s3_env, "t")
+    old = s3_env.copy_prefix("t")
     _cmd(host, command="delete", path=SECRET_PATH)
     host.close()
     shutil.rmtree(tmp_path / "a")
-    _restore(s3_env, "t", old)
+    s3_env.put_back_prefix("t", old)
     with pytest.raises(RollbackDetectedError):
         _open(url, tmp_path / "a")
 
@@ -343,14 +327,14 @@ def test_an_older_copy_of_the_same_store_is_accepted_on_purpose_and_its_read_tim
     url = s3_env.url("t")
     host = _create(url, tmp_path / "a")
     _cmd(host, command="create", path="/memories/a.md", file_text="a\n")
-    old = _prefix_copy(s3_env, "t")
+    old = s3_env.copy_prefix("t")
     _cmd(host, command="view", path="/memories/a.md")
     _cmd(host, command="create", path="/memories/b.md", file_text="b\n")
     assert host.host is not None
     access = host.host.access_path
     host.close()
     kept = access.read_bytes()
-    _restore(s3_env, "t", old)
+    s3_env.put_back_prefix("t", old)
     with pytest.raises(RollbackDetectedError):
         _open(url, tmp_path / "a")
     assert forget_at_url(url, tmp_path / "a", 5.0) == (host.store_id, host.store_id)

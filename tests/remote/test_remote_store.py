@@ -281,22 +281,6 @@ def test_a_view_of_an_unchanged_head_is_one_request(s3_faulty, tmp_path: Path) -
 # -- rollback and tampering -----------------------------------------------------------------------
 
 
-def _prefix_copy(s3_env, prefix: str) -> dict[str, bytes]:
-    return {
-        k: s3_env.client.get_object(Bucket=s3_env.bucket, Key=k)["Body"].read()
-        for k in s3_env.keys()
-        if k.startswith(prefix + "/")
-    }
-
-
-def _restore(s3_env, prefix: str, copy: dict[str, bytes]) -> None:
-    for k in s3_env.keys():
-        if k.startswith(prefix + "/"):
-            s3_env.client.delete_object(Bucket=s3_env.bucket, Key=k)
-    for k, v in copy.items():
-        s3_env.client.put_object(Bucket=s3_env.bucket, Key=k, Body=v)
-
-
 def _store_with_history(s3_env, tmp_path: Path, prefix: str) -> memvault.MemoryStore:
     store = _create(s3_env.url(prefix), tmp_path / "a")
     for i in range(3):
@@ -327,9 +311,9 @@ def test_replacing_the_newest_log_record_is_detected(s3_env, tmp_path: Path) -> 
 
 def test_serving_an_old_copy_of_the_prefix_is_detected(s3_env, tmp_path: Path) -> None:
     store = _store_with_history(s3_env, tmp_path, "t")
-    old = _prefix_copy(s3_env, "t")
+    old = s3_env.copy_prefix("t")
     _cmd(store, command="create", path="/memories/later.md", file_text="later\n")
-    _restore(s3_env, "t", old)
+    s3_env.put_back_prefix("t", old)
     with pytest.raises(RollbackDetectedError):
         _cmd(store, command="view", path="/memories")
     store.close()

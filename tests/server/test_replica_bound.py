@@ -108,20 +108,15 @@ def test_with_the_host_state_off_no_replica_is_deleted(
 def test_a_rollback_of_a_store_whose_replica_went_is_still_detected(s3_env: Any, tmp_path: Path) -> None:
     root, ids, cache = make_root(s3_env, tmp_path, 2, open_stores=1, cache_replicas=1)
     target, other = ids
-    prefix = f"root/stores/{target}/"
+    prefix = f"root/stores/{target}"
     try:
         write(root, target, "/a.md")
-        old = {k: s3_env.client.get_object(Bucket=s3_env.bucket, Key=k)["Body"].read()
-               for k in s3_env.keys() if k.startswith(prefix)}  # fmt: skip
+        old = s3_env.copy_prefix(prefix)
         write(root, target, "/b.md")
         write(root, other, "/c.md")  # the target is closed
         root.replicas.trim(ids)  # (or the background pass the close started has done it already)
         assert not (cache / target).exists() and (cache / other).is_dir()
-        for k in s3_env.keys():  # the bucket serves the old copy of the store
-            if k.startswith(prefix):
-                s3_env.client.delete_object(Bucket=s3_env.bucket, Key=k)
-        for k, v in old.items():
-            s3_env.client.put_object(Bucket=s3_env.bucket, Key=k, Body=v)
+        s3_env.put_back_prefix(prefix, old)  # the bucket serves the old copy of the store
         with pytest.raises(RollbackDetectedError):
             with root.memories(target) as memories:
                 memories.list()

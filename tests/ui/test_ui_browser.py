@@ -37,6 +37,14 @@ from memvault import history  # noqa: E402
 pytest_plugins = ["uisupport"]  # the fixtures: review, browser, page
 
 
+def _expect(target: Any) -> Any:
+    """Playwright's assertions, which wait for the page to get there (a form's answer, a script's
+    change), imported when used: without playwright the fixtures skip these tests first."""
+    from playwright.sync_api import expect
+
+    return expect(target)
+
+
 def _login(page: Watched, review: Review) -> None:
     """Log the page's browser context in: with the printed address the first time, later (the
     token works once) with a session cookie made by the application."""
@@ -131,7 +139,8 @@ def test_a_tampered_csrf_token_is_refused_and_changes_nothing(review: Review, pa
     head = review.store.head
     p.evaluate("document.querySelectorAll('input[name=csrf]').forEach(i => { i.value = '0'.repeat(64); })")
     p.click("form.confirm button[type=submit]")
-    assert p.inner_text("h1") == "Refused" and "CSRF" in p.inner_text("main")
+    _expect(p.locator("h1")).to_have_text("Refused")
+    assert "CSRF" in p.inner_text("main")
     assert review.store.head == head and review.store.branches() == [f"dream/{DREAM}"]
 
 
@@ -147,7 +156,7 @@ def test_dream_review_and_merge(review: Review, page: Watched) -> None:
     assert p.inner_text("ins") == " (confirmed)"
     p.click("text=Merge into main…")
     p.click("form.confirm button[type=submit]")
-    assert p.inner_text("h1") == f"Merged dream {DREAM}"
+    _expect(p.locator("h1")).to_have_text(f"Merged dream {DREAM}")
     meta = review.store.commit_meta(review.store.head[0])
     assert (meta.command, meta.actor, meta.extra["dream"]) == ("dream-merge", "ui:tester", DREAM)
     assert history.read_at(review.store, NOTES).endswith(b"owner: sam (confirmed)\n")
@@ -160,13 +169,14 @@ def test_dream_discard_with_the_typed_word(review: Review, page: Watched) -> Non
     p.click("text=Discard…")
     button = p.locator("form.confirm button[type=submit]")
     word = p.get_attribute("input#word", "data-word")
-    assert word and button.is_disabled()
+    assert word
+    _expect(button).to_be_disabled()
     p.fill("input#word", "discard")
-    assert button.is_disabled()
+    _expect(button).to_be_disabled()
     p.fill("input#word", word)
-    assert button.is_enabled()
+    _expect(button).to_be_enabled()
     button.click()
-    assert p.inner_text("h1") == f"Discarded dream {DREAM}"
+    _expect(p.locator("h1")).to_have_text(f"Discarded dream {DREAM}")
     assert review.store.branches() == []
 
 
@@ -182,10 +192,10 @@ def test_redaction_shows_the_dry_run_then_needs_the_word(review: Review, page: W
     assert rows.count() == 3  # created, edited twice
     head = review.store.head
     button = p.locator("form.confirm button[type=submit]")
-    assert button.is_disabled()
+    _expect(button).to_be_disabled()
     p.fill("input#word", p.get_attribute("input#word", "data-word") or "")
     button.click()
-    assert p.inner_text("h1") == "Redacted"
+    _expect(p.locator("h1")).to_have_text("Redacted")
     assert review.store.head[1] == head[1] + 1
     p.goto(f"{review.url}/file/versions?path={NOTES}&rev=%233")
     assert "redacted by ui:tester" in p.inner_text("main")
@@ -201,12 +211,12 @@ def test_revert_and_restore_from_their_previews(review: Review, page: Watched) -
     p.wait_for_selector("form.confirm")
     assert "modified" in p.inner_text("ul.changes")
     p.click("form.confirm button[type=submit]")
-    assert p.inner_text("h1") == "Reverted"
+    _expect(p.locator("h1")).to_have_text("Reverted")
     assert b"monday" in history.read_at(review.store, NOTES)
     p.goto(f"{review.url}/file?path={NOTES}&rev=%232")
     p.click("text=Restore this version…")
     p.click("form.confirm button[type=submit]")
-    assert p.inner_text("h1") == "Restored"
+    _expect(p.locator("h1")).to_have_text("Restored")
     assert history.read_at(review.store, NOTES) == b"the user likes tea\nmeeting on monday\nowner: sam\n"
 
 

@@ -64,7 +64,6 @@ sys.path.insert(0, str(HERE.parent / "tests"))
 from memvault.keys.slots import Unlock  # noqa: E402
 from memvault.server.app import ServerApp  # noqa: E402
 from memvault.server.root import ServerRoot  # noqa: E402
-from memvault.server.run import bind  # noqa: E402
 from memvault.settings import MIN_KDF  # noqa: E402
 
 PASSPHRASE = "benchmark passphrase, not a secret"
@@ -106,20 +105,13 @@ def make_root(
 @contextmanager
 def in_thread(root: ServerRoot) -> Iterator[int]:
     """Serve ``root`` in this process (uvicorn in a thread); yields the port."""
-    import uvicorn
+    from serversupport import serve_asgi, stop_server
 
-    app = ServerApp(root)
-    sock = bind("127.0.0.1", 0)
-    server = uvicorn.Server(uvicorn.Config(app.asgi, log_level="warning", access_log=False))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    while not server.started:
-        time.sleep(0.01)
+    server, thread, port = serve_asgi(ServerApp(root).asgi, lifespan="on")
     try:
-        yield sock.getsockname()[1]
+        yield port
     finally:
-        server.should_exit = True
-        thread.join()
+        stop_server(server, thread)
 
 
 @contextmanager

@@ -25,19 +25,18 @@ import os
 import shutil
 import statistics
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
-import uvicorn
-
 import memvault
 from memvault.history import resolve
 from memvault.paths import parse_path
-from memvault.server.run import bind
 from memvault.settings import KdfParams, StoreSettings
 from memvault.ui.app import ReviewApp
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from serversupport import serve_asgi, stop_server  # noqa: E402  (the tests' loopback server)
 
 PASSPHRASE = "bench-ui passphrase, not a secret"
 TARGET_MS = 200.0
@@ -137,14 +136,8 @@ def main() -> int:
     store = memvault.MemoryStore.open(location, passphrase=PASSPHRASE)
     open_seconds = time.monotonic() - opened
     app = ReviewApp.local(store, actor="ui:bench", name=str(location))
-    sock = bind("127.0.0.1", 0)
-    port = sock.getsockname()[1]
+    server, thread, port = serve_asgi(app.asgi)
     app.allow_port(port)
-    server = uvicorn.Server(uvicorn.Config(app.asgi, log_level="warning", access_log=False, lifespan="off"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    while not server.started:
-        time.sleep(0.01)
     cookie = f"{app.cookie_name}={app.sessions.new().id}"
     head, seq = store.head
     middle = resolve(store, f"#{seq // 2}").decode()
@@ -191,8 +184,7 @@ def main() -> int:
             flag = "" if max(samples) < TARGET_MS and first < TARGET_MS else "  OVER"
             print(f"{name:34} {status}  first {first:8.1f} ms  median {statistics.median(samples):7.1f} ms  "
                   f"max {max(samples):7.1f} ms  ready after {ready:6.2f} s{flag}", flush=True)  # fmt: skip
-    server.should_exit = True
-    thread.join(timeout=60)
+    stop_server(server, thread)
     store.close()
     summary = {"files": args.files, "commits": args.commits, "open_s": round(open_seconds, 2), "pages": results}
     if args.json:

@@ -14,19 +14,19 @@ Chromium at /usr/bin/chromium (Debian: ``apt-get install chromium``); nothing is
 from __future__ import annotations
 
 import argparse
+import sys
 import tempfile
-import threading
-import time
 from pathlib import Path
 
-import uvicorn
 from playwright.sync_api import sync_playwright
 
 import memvault
 from memvault.protocol.commands import run_command
-from memvault.server.run import bind
 from memvault.settings import KdfParams, StoreSettings
 from memvault.ui.app import ReviewApp
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from serversupport import serve_asgi, stop_server  # noqa: E402  (the tests' loopback server)
 
 OUT = Path(__file__).parent.parent / "docs" / "img"
 CHROMIUM = "/usr/bin/chromium"
@@ -87,14 +87,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         store = build(Path(tmp) / "store")
         app = ReviewApp.local(store, actor="ui:reviewer", name="~/agents/acme-memory")
-        sock = bind("127.0.0.1", 0)
-        port = sock.getsockname()[1]
+        server, thread, port = serve_asgi(app.asgi)
         app.allow_port(port)
-        server = uvicorn.Server(uvicorn.Config(app.asgi, log_level="warning", access_log=False, lifespan="off"))
-        thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-        thread.start()
-        while not server.started:
-            time.sleep(0.01)
         base = f"http://127.0.0.1:{port}"
         suffix = "-dark" if args.dark else ""
         assert app.token is not None
@@ -124,8 +118,7 @@ def main() -> None:
                 page.screenshot(path=str(OUT / f"ui-redact{suffix}.png"))
                 browser.close()
         finally:
-            server.should_exit = True
-            thread.join(timeout=30)
+            stop_server(server, thread)
             store.close()
     print(f"wrote {OUT}/ui-*{suffix}.png")
 

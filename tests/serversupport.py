@@ -73,12 +73,12 @@ class Served:
         return response.status, answer_headers, parsed
 
 
-def serve_root(root: ServerRoot, **app_options: Any) -> tuple[uvicorn.Server, threading.Thread, int, ServerApp]:
-    """Serve ``root`` in a thread on a free loopback port; returns the server, thread, port and app."""
-    app = ServerApp(root, **app_options)
+def serve_asgi(asgi: Any, *, lifespan: str = "off") -> tuple[uvicorn.Server, threading.Thread, int]:
+    """Serve ``asgi`` (uvicorn in a thread) on a free port of 127.0.0.1; returns the server, its
+    thread and the port once it accepts connections. Stop it with :func:`stop_server`."""
     sock = bind("127.0.0.1", 0)
     port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app.asgi, log_level="warning", access_log=False, lifespan="on"))
+    server = uvicorn.Server(uvicorn.Config(asgi, log_level="warning", access_log=False, lifespan=lifespan))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + 20
@@ -86,4 +86,17 @@ def serve_root(root: ServerRoot, **app_options: Any) -> tuple[uvicorn.Server, th
         if time.monotonic() > deadline or not thread.is_alive():
             raise RuntimeError("the test server did not start")
         time.sleep(0.01)
+    return server, thread, port
+
+
+def stop_server(server: uvicorn.Server, thread: threading.Thread) -> None:
+    """Stop a server :func:`serve_asgi` started and wait for its thread."""
+    server.should_exit = True
+    thread.join(timeout=30)
+
+
+def serve_root(root: ServerRoot, **app_options: Any) -> tuple[uvicorn.Server, threading.Thread, int, ServerApp]:
+    """Serve ``root`` in a thread on a free loopback port; returns the server, thread, port and app."""
+    app = ServerApp(root, **app_options)
+    server, thread, port = serve_asgi(app.asgi, lifespan="on")
     return server, thread, port, app

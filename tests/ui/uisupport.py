@@ -19,7 +19,6 @@ import http.client
 import os
 import re
 import shutil
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -28,15 +27,14 @@ from typing import Any
 from urllib.parse import urlencode, urlsplit
 
 import pytest
-import uvicorn
 
 import memvault
 import needs
 from conftest import make_store
 from memvault.history import resolve
 from memvault.protocol.commands import run_command
-from memvault.server.run import bind
 from memvault.settings import StoreSettings
+from serversupport import serve_asgi, stop_server
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -140,26 +138,6 @@ class Client:
         return found.group(1)
 
 
-def serve(asgi: Any) -> tuple[uvicorn.Server, threading.Thread, int]:
-    """Serve ``asgi`` in a thread on a free port of 127.0.0.1."""
-    sock = bind("127.0.0.1", 0)
-    port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(asgi, log_level="warning", access_log=False, lifespan="off"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        if time.monotonic() > deadline or not thread.is_alive():
-            raise RuntimeError("the test server did not start")
-        time.sleep(0.01)
-    return server, thread, port
-
-
-def stop(server: uvicorn.Server, thread: threading.Thread) -> None:
-    server.should_exit = True
-    thread.join(timeout=30)
-
-
 @dataclass
 class Review:
     """``memvault ui``'s application over a seeded store, served on loopback."""
@@ -237,12 +215,12 @@ def review(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Review]:
     seed(store)
     app = ReviewApp.local(store, actor="ui:tester", name="review-test")
     token = app.token.value
-    server, thread, port = serve(app.asgi)
+    server, thread, port = serve_asgi(app.asgi)
     app.allow_port(port)
     try:
         yield Review(store, app, port, token)
     finally:
-        stop(server, thread)
+        stop_server(server, thread)
         store.close()
 
 

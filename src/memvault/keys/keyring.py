@@ -11,6 +11,7 @@ every reading rule.
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import stat
@@ -448,8 +449,10 @@ class Keyring:
         far: the MAC chain and the sequence numbers are checked; nothing changes."""
         saved = dict(vars(self))
         for name, value in saved.items():  # the trial parses copies; the originals stay untouched
-            if isinstance(value, (dict, list)):
+            if isinstance(value, (dict, list, set, SealedKeys)):
                 setattr(self, name, value.copy())
+            elif isinstance(value, BranchMarks):
+                setattr(self, name, copy.deepcopy(value))
         accepted = 0
         try:
             for run in runs:

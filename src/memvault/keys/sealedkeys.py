@@ -102,6 +102,14 @@ class SealedKeys:
         self._gone.add(dek_id)
         return bytes(self._base[i * _SIZE : (i + 1) * _SIZE])
 
+    def copy(self) -> SealedKeys:
+        """A table holding the same records that changes independently of this one (the sorted
+        part, never changed in place, is shared)."""
+        other = SealedKeys()
+        other._base, other._count = self._base, self._count
+        other._recent, other._gone = dict(self._recent), set(self._gone)
+        return other
+
     def ids(self) -> Iterator[bytes]:
         """Every kept id (sorted part first, in id order; then the recent ones)."""
         base = self._base
@@ -125,7 +133,7 @@ class SealedKeys:
             records = [r for r in records if r[:_ID] not in gone]
         records.extend(sorted(self._recent.values()))
         records.sort()  # two sorted runs: merged in linear time; ids are unique, so bodies sort by id
-        self._base = bytearray(b"".join(records))
+        self._base = bytearray(b"".join(records))  # a new object: copies share the old one
         self._count = len(records)
         self._recent = {}
         self._gone = set()

@@ -5,6 +5,7 @@ only once their log record is created in the bucket (publish). docs/format.md §
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import random
 import re
@@ -23,7 +24,7 @@ from ..errors import (
     ServiceError,
     StoreExistsError,
 )
-from ..fsutil import atomic_write, cache_root, wipe_file
+from ..fsutil import atomic_write, cache_root, read_bounded, wipe_file
 from ..git.repo import GitStore
 from ..hoststate import HighWaterMark
 from ..keys.keyring import Keyring
@@ -66,7 +67,7 @@ from .logstate import (
 from .lostkeys import LostKeys
 from .packmap import PackMap
 
-__all__ = ["Replica", "RaceLost", "PACKMAP_FILE", "LOST_FILE", "CACHE_BYTES", "cache_dir_for"]
+__all__ = ["Replica", "RaceLost", "PACKMAP_FILE", "LOST_FILE", "POSITION_FILE", "CACHE_BYTES", "cache_dir_for"]
 
 #: Requests a replica makes at once (uploads of a commit, downloads of a pull).
 WORKERS = 16
@@ -75,6 +76,9 @@ PACKMAP_FILE = "remote-packs"
 #: The data keys a pull found missing from object storage (fetched again at each pull), in the
 #: replica directory.
 LOST_FILE = "remote-lost-keys"
+#: The log position of the newest log record the replica took in, in the replica directory (a
+#: hint, checked against the keyring at each pull; docs/format.md §12.4).
+POSITION_FILE = "remote-position"
 #: Bytes of packs a replica keeps before it evicts the least recently written ones (fetched again
 #: when read); ``$MEMVAULT_CACHE_BYTES`` overrides it.
 CACHE_BYTES = 4 * 1024**3
@@ -85,6 +89,9 @@ COURTESY_SECONDS = 1.0
 #: Rounds of :meth:`Replica.void` (each voids what stops commits at the number, then reads again).
 MAX_VOID_ROUNDS = 1000
 _PACK_NAME = re.compile(r"\A[0-9a-f]{40}\Z")
+#: Where side branches' refs live in the replica's repository (``refs/heads/dream/<16 hex>``, the
+#: names of docs/format.md §5.8; their 8-byte keyring id is the hex).
+_SIDE_PREFIX = "dream/"
 T = TypeVar("T")
 K = TypeVar("K")
 
@@ -150,6 +157,8 @@ class Replica:
         self._junk: ObjectInfo | None = None
         self._void_key = mark.key if mark is not None else None
         self._voids = Voids(lambda keys: self._all(self.objects.get, keys), self._void_key or b"", store_id)
+        #: The side branches' refs were brought to the keyring's records once (first pull).
+        self._sides_caught_up = False
 
     def close(self) -> None:
         """Stop the request threads."""
@@ -212,9 +221,12 @@ class Replica:
             raise ValueError("a replica made for an upload has no high-water mark to pull with")
         self.stats["pulls"] += 1
         self.keyring.refresh()
-        hw = self.keyring.high_water
-        local = hw.seq if hw is not None else -1
+        local = self._position()
         self._catch_up_branch()
+        if not self._sides_caught_up:  # a pull stopped between its keyring append and its ref moves
+            for branch in self.keyring.branches.recorded():
+                self._catch_up_side(branch, create=False)
+            self._sides_caught_up = True
         mark = self._mark.read()
         first = local if mark is None else min(local, mark[0])
         listing = self._listing = self._list_log(first, courtesy)
@@ -234,10 +246,20 @@ class Replica:
                     batch.append(((seq + len(batch), attempt), info))
             # The object the last pull found no record at this same point of the chain: not fetched again.
             known = bool(batch) and (batch[0][0], batch[0][1]) == (self._stop, self._junk)
-            logs, junk = self._authentic(batch) if not known else ([], batch[0])
+            logs, junk, applied = self._authentic(batch) if not known else ([], batch[0], [])
+            if applied:  # records the keyring holds already: the position hint lagged behind them
+                (last, attempt), info = batch[len(applied) - 1]
+                for branch in {log.branch for log in applied if log.branch is not None}:
+                    self._catch_up_side(branch, create=True)
+                self._save_position(last, applied[-1])
+                self._mark.write(last, mark_tag(attempt, info.tag), durable=self._durable)
+                seq += len(applied)
+                local = seq - 1
+                continue
             if logs:
                 missing |= self._apply(logs)
                 (last, attempt), info = batch[len(logs) - 1]
+                self._save_position(last, logs[-1])
                 self._mark.write(last, mark_tag(attempt, info.tag), durable=self._durable)
                 count += len(logs)
             seq += len(logs)
@@ -270,10 +292,12 @@ class Replica:
 
     def _authentic(
         self, batch: list[tuple[Slot, ObjectInfo]]
-    ) -> tuple[list[LogRecord], tuple[Slot, ObjectInfo] | None]:
-        """Fetch the objects of ``batch`` (consecutive commits' places) and return the log records
-        of its authentic beginning (each extends the keyring's MAC chain), and the first place
-        whose object is not such a record (None if every one is)."""
+    ) -> tuple[list[LogRecord], tuple[Slot, ObjectInfo] | None, list[LogRecord]]:
+        """Fetch the objects of ``batch`` (consecutive log positions) and return the log records
+        of its authentic beginning (each extends the keyring's MAC chain), the first place whose
+        object is not such a record (None if every one is), and, when the first record does not
+        extend the chain, the records at the batch's beginning that the keyring holds already
+        (taken in before the position hint was written: they are stepped over, not applied)."""
         small = [i for i, (_slot, info) in enumerate(batch) if info.size <= MAX_LOG_BYTES]
         datas = dict(zip(small, self._all(self.objects.get, [batch[i][1].key for i in small]), strict=True))
         logs: list[LogRecord] = []
@@ -287,8 +311,64 @@ class Replica:
                 logs.append(decode_log(data, self.store_id, seq))
             except IntegrityError:
                 break
-        logs = logs[: self.keyring.accepts([log.chained for log in logs])]
-        return logs, batch[len(logs)] if len(logs) < len(batch) else None
+        accepted = self.keyring.accepts([log.chained for log in logs])
+        if accepted == 0 and logs:
+            applied = self._already_applied(logs)
+            if applied:
+                return [], None, applied
+        logs = logs[:accepted]
+        return logs, batch[len(logs)] if len(logs) < len(batch) else None, []
+
+    def _already_applied(self, logs: list[LogRecord]) -> list[LogRecord]:
+        """The records at the beginning of ``logs`` whose chained records the keyring holds
+        already (their MACs chain each to its predecessor, so only the record a keyring took in
+        at that point can match)."""
+        chained = split_append(self.keyring.records())[1]
+        out: list[LogRecord] = []
+        for log in logs:
+            if log.chained not in chained:
+                break
+            out.append(log)
+        return out
+
+    def _position(self) -> int:
+        """The log position of the newest record the replica took in: the hint in
+        :data:`POSITION_FILE` when the keyring's newest commit of ``main`` (or of the side branch
+        the hint names) is the commit the hint names, else ``main``'s newest sequence number (a
+        lower bound: each position holds one commit); a pull steps over records beyond it that
+        the keyring holds already."""
+        hw = self.keyring.high_water
+        floor = hw.seq if hw is not None else -1
+        try:
+            hint = json.loads(read_bounded(self.root / POSITION_FILE, 4096))
+            position, commit, branch = hint["position"], hint["commit"].encode("ascii"), bytes.fromhex(hint["branch"])
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            return floor
+        if type(position) is not int or position < floor:
+            return floor
+        newest = self.keyring.branches.mark(branch) if branch else hw
+        return position if newest is not None and newest.commit_id == commit else floor
+
+    def _save_position(self, position: int, log: LogRecord) -> None:
+        """Write the position hint: the record at ``position`` is ``log``."""
+        hint = {"branch": (log.branch or b"").hex(), "commit": log.commit_id.decode("ascii"), "position": position}
+        atomic_write(self.root / POSITION_FILE, json.dumps(hint, sort_keys=True).encode() + b"\n", durable=False)
+
+    def _catch_up_side(self, branch: bytes, *, create: bool) -> None:
+        """Move side branch ``branch``'s ref (8-byte id) to the keyring's newest record of it when
+        its objects are here (the keyring's MAC chain vouches for the commit id, and every reader
+        of the branch authenticates the commit itself); ``create``: also make a ref that is
+        missing (log records of the branch were just taken in: a branch a copied store's records
+        name but whose ref was removed before the copy, a discarded one, is not made again)."""
+        mark = self.keyring.branches.mark(branch)
+        if mark is None or not self.git.contains(mark.commit_id):
+            return
+        ref = self.git.side_branch(_SIDE_PREFIX + branch.hex())
+        head = ref.head()
+        if head is None and not create:
+            return
+        if head != mark.commit_id and not ref.compare_and_swap(head, mark.commit_id):
+            ref.remove_lock()
 
     def evict(self) -> int:
         """Remove the least recently written packs while the replica's packs hold more than
@@ -369,6 +449,8 @@ class Replica:
             assert idx_bytes is not None  # _get_required never gives None
             self.packmap.add(name, idx_bytes)
         self._catch_up_branch()
+        for branch in {log.branch for log in logs if log.branch is not None}:
+            self._catch_up_side(branch, create=True)
         if self.keyring.destroyed_ids != destroyed:
             self.keyring.purge()  # keys another host destroyed leave this cache too
             # ... and the bucket, again: the redacting host may have stopped before deleting them.
@@ -431,17 +513,19 @@ class Replica:
 
     # -- publish ----------------------------------------------------------------------------------
 
-    def publish(self, seq: int, pack: tuple[str, bytes, bytes], append: bytes) -> None:
-        """Make a commit: upload its pack and data keys, then create its log record (the commit
-        point). The caller appends ``append`` to the replica's keyring afterwards.
+    def publish(self, pack: tuple[str, bytes, bytes], append: bytes) -> None:
+        """Make a commit, of ``main`` or of a side branch: upload its pack and data keys, then
+        create its log record at the next log position (the commit point). The caller appends
+        ``append`` to the replica's keyring afterwards (and moves the branch).
 
         Args:
-            seq: the commit's sequence number.
             pack: ``(name, pack bytes, index bytes)`` of the commit's pack.
-            append: the keyring records of the commit (DEK records, then chained records).
+            append: the keyring records of the commit (DEK records and chained records, the last
+                its COMMIT record, or its BRANCH record for a commit of a side branch).
 
         Raises:
-            RaceLost: another host committed ``seq`` first (nothing of this commit counts).
+            RaceLost: another host took that log position first (nothing of this commit counts).
+            LogBlockedError: the last pull stopped at an object that is not an authentic record.
             ServiceError: the object store failed (before the log record: nothing committed;
                 ``outcome_unknown`` when even reading back could not tell).
         """
@@ -450,19 +534,25 @@ class Replica:
         pack_key, idx_key = pack_keys(name)
         uploads: dict[str, bytes] = {pack_key: data, idx_key: idx}
         uploads.update({dek_key(dek_id): record for dek_id, record in deks.items()})
-        if self._junk is not None and self._stop[0] == seq:
-            raise junk_error(self.objects.description, seq, self._junk.key)
-        attempt = self._stop[1] if self._stop[0] == seq else 0  # past the voided objects
-        self._all(lambda key: self.objects.create(key, uploads[key]), uploads)
+        position, attempt = self._stop  # past the voided objects
+        if self._junk is not None:
+            raise junk_error(self.objects.description, position, self._junk.key)
         record = encode_log(self.store_id, (name,), tuple(deks), chained)
-        tag = self.objects.create(log_key(seq, attempt), record)
+        log = decode_log(record, self.store_id, position)  # what the position hint will name
+        if log.branch is not None and self.keyring.accepts([chained]) != 1:
+            # A side branch's records are chained by its writer from the branch's state: one that
+            # the keyring would refuse must never become a log record (it would stop every writer).
+            name = _SIDE_PREFIX + log.branch.hex()
+            raise IntegrityError(f"The commit of the dream branch {name} does not follow the keyring's record of it.")
+        self._all(lambda key: self.objects.create(key, uploads[key]), uploads)
+        tag = self.objects.create(log_key(position, attempt), record)
         if tag is None:
             self.stats["races_lost"] += 1
             # Our data keys are nobody's: remove them (packs are named by content and harmless);
             # say that this host waits to commit the next number (others give way, see pull).
             if self._waiting is None:
-                self._since = seq
-            wait, self._waiting = self._waiting, wait_key(seq + 1, self._since, self.host)
+                self._since = position
+            wait, self._waiting = self._waiting, wait_key(position + 1, self._since, self.host)
             self._pool.submit(self.objects.create, self._waiting, b"")  # advice: alongside the next pull
             for key in [dek_key(dek_id) for dek_id in deks] + ([wait] if wait else []):
                 self._pool.submit(self.objects.delete, key)
@@ -471,10 +561,14 @@ class Replica:
         self.stats["published"] += 1
         self.packmap.add(name, idx)
         self.evict()
-        self._stop = (seq + 1, 0)
+        self._stop = (position + 1, 0)
+        try:  # names the commit the keyring is about to record: a hint that holds only once it does
+            self._save_position(position, log)
+        except OSError:
+            pass  # the next pull finds the record in the keyring and steps over it
         if self._mark is not None:
             try:
-                self._mark.write(seq, mark_tag(attempt, tag), durable=self._durable)
+                self._mark.write(position, mark_tag(attempt, tag), durable=self._durable)
             except OSError:
                 pass  # the next pull moves the mark
 

@@ -311,13 +311,19 @@ class Replica:
                 logs.append(decode_log(data, self.store_id, seq))
             except IntegrityError:
                 break
-        accepted = self.keyring.accepts([log.chained for log in logs])
+        accepted = self._accepts([log.chained for log in logs])
         if accepted == 0 and logs:
             applied = self._already_applied(logs)
             if applied:
                 return [], None, applied
         logs = logs[:accepted]
         return logs, batch[len(logs)] if len(logs) < len(batch) else None, []
+
+    def _accepts(self, runs: list[bytes]) -> int:
+        """How many of ``runs`` (log records' chained records) the keyring would take in, in order;
+        nothing changes (the side branches' records read so far are put back after the trial)."""
+        with self.keyring.branches.trial():
+            return self.keyring.accepts(runs)
 
     def _already_applied(self, logs: list[LogRecord]) -> list[LogRecord]:
         """The records at the beginning of ``logs`` whose chained records the keyring holds
@@ -539,7 +545,7 @@ class Replica:
             raise junk_error(self.objects.description, position, self._junk.key)
         record = encode_log(self.store_id, (name,), tuple(deks), chained)
         log = decode_log(record, self.store_id, position)  # what the position hint will name
-        if log.branch is not None and self.keyring.accepts([chained]) != 1:
+        if log.branch is not None and self._accepts([chained]) != 1:
             # A side branch's records are chained by its writer from the branch's state: one that
             # the keyring would refuse must never become a log record (it would stop every writer).
             name = _SIDE_PREFIX + log.branch.hex()

@@ -23,6 +23,7 @@ from memvault.paths import parse_path
 from memvault.protocol.commands import run_command
 from memvault.remote.layout import decode_log
 from memvault.store import Transaction
+from memvault.verify import verify
 from s3support import as_host
 
 MODEL = "claude-sonnet-4-6"
@@ -147,6 +148,9 @@ def test_merge_and_discard_on_one_host_are_seen_on_the_other(s3_env, tmp_path: P
     # a third host, starting cold, takes the same view from the log alone
     c = _open(s3_env.url("t"), tmp_path / "host-c")
     assert [(d.id, d.status) for d in list_dreams(c)] == [("00000000000000b1", "merged")]
+    for store in (a, c):  # verify walks the branches of a replica too
+        report = verify(store)
+        assert report.errors == [] and report.warnings == [], store
     for store in (a, b, c):
         store.close()
 

@@ -5,7 +5,6 @@ only once their log record is created in the bucket (publish). docs/format.md §
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import random
 import re
@@ -24,14 +23,14 @@ from ..errors import (
     ServiceError,
     StoreExistsError,
 )
-from ..fsutil import atomic_write, cache_root, read_bounded, wipe_file
+from ..fsutil import cache_root
 from ..git.repo import GitStore
 from ..hoststate import HighWaterMark
 from ..keys.keyring import Keyring
 from ..storage.base import ObjectInfo, ObjectStore
+from .follow import POSITION_FILE, Follower
 from .layout import (
     CONFIG,
-    KEYS,
     LOG,
     MAX_LOG_BYTES,
     PACKS,
@@ -45,7 +44,6 @@ from .layout import (
     log_key,
     log_segments,
     pack_keys,
-    slot_id_of,
     slot_key,
     split_append,
     void_key,
@@ -76,9 +74,6 @@ PACKMAP_FILE = "remote-packs"
 #: The data keys a pull found missing from object storage (fetched again at each pull), in the
 #: replica directory.
 LOST_FILE = "remote-lost-keys"
-#: The log position of the newest log record the replica took in, in the replica directory (a
-#: hint, checked against the keyring at each pull; docs/format.md §12.4).
-POSITION_FILE = "remote-position"
 #: Bytes of packs a replica keeps before it evicts the least recently written ones (fetched again
 #: when read); ``$MEMVAULT_CACHE_BYTES`` overrides it.
 CACHE_BYTES = 4 * 1024**3
@@ -89,9 +84,6 @@ COURTESY_SECONDS = 1.0
 #: Rounds of :meth:`Replica.void` (each voids what stops commits at the number, then reads again).
 MAX_VOID_ROUNDS = 1000
 _PACK_NAME = re.compile(r"\A[0-9a-f]{40}\Z")
-#: Where side branches' refs live in the replica's repository (``refs/heads/dream/<16 hex>``, the
-#: names of docs/format.md §5.8; their 8-byte keyring id is the hex).
-_SIDE_PREFIX = "dream/"
 T = TypeVar("T")
 K = TypeVar("K")
 
@@ -157,8 +149,7 @@ class Replica:
         self._junk: ObjectInfo | None = None
         self._void_key = mark.key if mark is not None else None
         self._voids = Voids(lambda keys: self._all(self.objects.get, keys), self._void_key or b"", store_id)
-        #: The side branches' refs were brought to the keyring's records once (first pull).
-        self._sides_caught_up = False
+        self._follow = Follower(root, keyring, git)
 
     def close(self) -> None:
         """Stop the request threads."""
@@ -221,12 +212,9 @@ class Replica:
             raise ValueError("a replica made for an upload has no high-water mark to pull with")
         self.stats["pulls"] += 1
         self.keyring.refresh()
-        local = self._position()
+        local = self._follow.position()
         self._catch_up_branch()
-        if not self._sides_caught_up:  # a pull stopped between its keyring append and its ref moves
-            for branch in self.keyring.branches.recorded():
-                self._catch_up_side(branch, create=False)
-            self._sides_caught_up = True
+        self._follow.catch_up_sides(None)
         mark = self._mark.read()
         first = local if mark is None else min(local, mark[0])
         listing = self._listing = self._list_log(first, courtesy)
@@ -249,9 +237,8 @@ class Replica:
             logs, junk, applied = self._authentic(batch) if not known else ([], batch[0], [])
             if applied:  # records the keyring holds already: the position hint lagged behind them
                 (last, attempt), info = batch[len(applied) - 1]
-                for branch in {log.branch for log in applied if log.branch is not None}:
-                    self._catch_up_side(branch, create=True)
-                self._save_position(last, applied[-1])
+                self._follow.catch_up_sides(applied)
+                self._follow.save(last, applied[-1])
                 self._mark.write(last, mark_tag(attempt, info.tag), durable=self._durable)
                 seq += len(applied)
                 local = seq - 1
@@ -259,7 +246,7 @@ class Replica:
             if logs:
                 missing |= self._apply(logs)
                 (last, attempt), info = batch[len(logs) - 1]
-                self._save_position(last, logs[-1])
+                self._follow.save(last, logs[-1])
                 self._mark.write(last, mark_tag(attempt, info.tag), durable=self._durable)
                 count += len(logs)
             seq += len(logs)
@@ -295,9 +282,8 @@ class Replica:
     ) -> tuple[list[LogRecord], tuple[Slot, ObjectInfo] | None, list[LogRecord]]:
         """Fetch the objects of ``batch`` (consecutive log positions) and return the log records
         of its authentic beginning (each extends the keyring's MAC chain), the first place whose
-        object is not such a record (None if every one is), and, when the first record does not
-        extend the chain, the records at the batch's beginning that the keyring holds already
-        (taken in before the position hint was written: they are stepped over, not applied)."""
+        object is not such a record (None if every one is), and, if the first does not extend it,
+        those at the beginning the keyring holds already (to step over: the hint lagged)."""
         small = [i for i, (_slot, info) in enumerate(batch) if info.size <= MAX_LOG_BYTES]
         datas = dict(zip(small, self._all(self.objects.get, [batch[i][1].key for i in small]), strict=True))
         logs: list[LogRecord] = []
@@ -311,70 +297,13 @@ class Replica:
                 logs.append(decode_log(data, self.store_id, seq))
             except IntegrityError:
                 break
-        accepted = self._accepts([log.chained for log in logs])
+        accepted = self._follow.accepts([log.chained for log in logs])
         if accepted == 0 and logs:
-            applied = self._already_applied(logs)
+            applied = self._follow.already_applied(logs)
             if applied:
                 return [], None, applied
         logs = logs[:accepted]
         return logs, batch[len(logs)] if len(logs) < len(batch) else None, []
-
-    def _accepts(self, runs: list[bytes]) -> int:
-        """How many of ``runs`` (log records' chained records) the keyring would take in, in order;
-        nothing changes (the side branches' records read so far are put back after the trial)."""
-        with self.keyring.branches.trial():
-            return self.keyring.accepts(runs)
-
-    def _already_applied(self, logs: list[LogRecord]) -> list[LogRecord]:
-        """The records at the beginning of ``logs`` whose chained records the keyring holds
-        already (their MACs chain each to its predecessor, so only the record a keyring took in
-        at that point can match)."""
-        chained = split_append(self.keyring.records())[1]
-        out: list[LogRecord] = []
-        for log in logs:
-            if log.chained not in chained:
-                break
-            out.append(log)
-        return out
-
-    def _position(self) -> int:
-        """The log position of the newest record the replica took in: the hint in
-        :data:`POSITION_FILE` when the keyring's newest commit of ``main`` (or of the side branch
-        the hint names) is the commit the hint names, else ``main``'s newest sequence number (a
-        lower bound: each position holds one commit); a pull steps over records beyond it that
-        the keyring holds already."""
-        hw = self.keyring.high_water
-        floor = hw.seq if hw is not None else -1
-        try:
-            hint = json.loads(read_bounded(self.root / POSITION_FILE, 4096))
-            position, commit, branch = hint["position"], hint["commit"].encode("ascii"), bytes.fromhex(hint["branch"])
-        except (OSError, ValueError, KeyError, TypeError, AttributeError):
-            return floor
-        if type(position) is not int or position < floor:
-            return floor
-        newest = self.keyring.branches.mark(branch) if branch else hw
-        return position if newest is not None and newest.commit_id == commit else floor
-
-    def _save_position(self, position: int, log: LogRecord) -> None:
-        """Write the position hint: the record at ``position`` is ``log``."""
-        hint = {"branch": (log.branch or b"").hex(), "commit": log.commit_id.decode("ascii"), "position": position}
-        atomic_write(self.root / POSITION_FILE, json.dumps(hint, sort_keys=True).encode() + b"\n", durable=False)
-
-    def _catch_up_side(self, branch: bytes, *, create: bool) -> None:
-        """Move side branch ``branch``'s ref (8-byte id) to the keyring's newest record of it when
-        its objects are here (the keyring's MAC chain vouches for the commit id, and every reader
-        of the branch authenticates the commit itself); ``create``: also make a ref that is
-        missing (log records of the branch were just taken in: a branch a copied store's records
-        name but whose ref was removed before the copy, a discarded one, is not made again)."""
-        mark = self.keyring.branches.mark(branch)
-        if mark is None or not self.git.contains(mark.commit_id):
-            return
-        ref = self.git.side_branch(_SIDE_PREFIX + branch.hex())
-        head = ref.head()
-        if head is None and not create:
-            return
-        if head != mark.commit_id and not ref.compare_and_swap(head, mark.commit_id):
-            ref.remove_lock()
 
     def evict(self) -> int:
         """Remove the least recently written packs while the replica's packs hold more than
@@ -455,8 +384,7 @@ class Replica:
             assert idx_bytes is not None  # _get_required never gives None
             self.packmap.add(name, idx_bytes)
         self._catch_up_branch()
-        for branch in {log.branch for log in logs if log.branch is not None}:
-            self._catch_up_side(branch, create=True)
+        self._follow.catch_up_sides(logs)
         if self.keyring.destroyed_ids != destroyed:
             self.keyring.purge()  # keys another host destroyed leave this cache too
             # ... and the bucket, again: the redacting host may have stopped before deleting them.
@@ -544,12 +472,7 @@ class Replica:
         if self._junk is not None:
             raise junk_error(self.objects.description, position, self._junk.key)
         record = encode_log(self.store_id, (name,), tuple(deks), chained)
-        log = decode_log(record, self.store_id, position)  # what the position hint will name
-        if log.branch is not None and self._accepts([chained]) != 1:
-            # A side branch's records are chained by its writer from the branch's state: one that
-            # the keyring would refuse must never become a log record (it would stop every writer).
-            name = _SIDE_PREFIX + log.branch.hex()
-            raise IntegrityError(f"The commit of the dream branch {name} does not follow the keyring's record of it.")
+        log = self._follow.publishable(record, self.store_id, position)
         self._all(lambda key: self.objects.create(key, uploads[key]), uploads)
         tag = self.objects.create(log_key(position, attempt), record)
         if tag is None:
@@ -569,7 +492,7 @@ class Replica:
         self.evict()
         self._stop = (position + 1, 0)
         try:  # names the commit the keyring is about to record: a hint that holds only once it does
-            self._save_position(position, log)
+            self._follow.save(position, log)
         except OSError:
             pass  # the next pull finds the record in the keyring and steps over it
         if self._mark is not None:
@@ -754,21 +677,6 @@ class Replica:
         """Replace the store's ``memvault.json`` (after a format upgrade)."""
         current = self.objects.get_tagged(CONFIG)
         self.objects.swap(CONFIG, data, current[1] if current else None)
-
-    @staticmethod
-    def pull_slots_from(objects: ObjectStore, keys_dir: Path, *, durable: bool) -> None:
-        """Make the key slots in ``keys_dir`` those in ``objects`` (added, changed or removed);
-        the caller holds the replica's writer lock."""
-        remote = [sid for info in objects.list(KEYS) if (sid := slot_id_of(info.key))]
-        local = {p.name[:-5] for p in keys_dir.glob("*.json")}
-        with ThreadPoolExecutor(max_workers=WORKERS) as pool:
-            datas = list(pool.map(objects.get, [slot_key(sid) for sid in remote]))
-        for sid, data in zip(remote, datas, strict=True):
-            path = keys_dir / f"{sid}.json"
-            if data is not None and (sid not in local or path.read_bytes() != data):
-                atomic_write(path, data, durable=durable)
-        for sid in local - set(remote):
-            wipe_file(keys_dir / f"{sid}.json")
 
 
 def _cache_bytes() -> int:

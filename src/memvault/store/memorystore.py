@@ -675,21 +675,6 @@ class MemoryStore(FileReads, Hosting):
             return names
         return [n for n in names if not self.branch(n).ended]
 
-    def racing(self, body: Callable[[], T]) -> T:
-        """Run ``body``, one command making one commit (the caller holds the writer lock): in a
-        store in object storage, after taking in other hosts' commits, and again on the newer head
-        each time another host committed first (:func:`~memvault.store.replicated.run_racing`);
-        in a store directory, once."""
-        if self.remote is None:
-            return body()
-        remote = self.remote
-
-        def once() -> T:
-            remote.pull(courtesy=True)
-            return body()
-
-        return run_racing(once, remote)
-
     def put_file(
         self, path: str, data: bytes | str, *, actor: str = "library", session: str = "", overwrite: bool = True
     ) -> None:

@@ -5,6 +5,10 @@ the bucket is detected; ``dream`` on such a store reaches the (fake) Messages AP
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -286,3 +290,48 @@ def test_dream_on_a_store_in_s3_reaches_the_model_and_publishes_its_branch(s3_en
         read_at(a, NOTES)
     a.close()
     b.close()
+
+
+def test_the_dream_cli_on_s3_and_a_discard_from_another_host(s3_env, tmp_path: Path) -> None:
+    a = _seeded(s3_env, tmp_path)
+    url = s3_env.url("t")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMVAULT_")}
+    env.update(s3_env.env)
+    env.update(
+        MEMVAULT_STORE=url,
+        MEMVAULT_PASSPHRASE=PASSPHRASE,
+        MEMVAULT_CACHE_DIR=str(tmp_path / "cli-cache"),
+        MEMVAULT_ANCHOR_DIR=str(tmp_path / "cli-state"),
+    )
+
+    def cli(*args: str, environ: dict[str, str] = env) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-c", "import sys; from memvault.cli import main; sys.exit(main())", *args]
+        return subprocess.run(command, env=environ, capture_output=True, text=True, timeout=180, check=False)
+
+    script = [
+        [{"type": "tool_use", "id": "t1", "name": "memory", "input": {"command": "delete", "path": NOTES}}],
+        [{"type": "text", "text": FINAL}],
+    ]
+    with FakeMessagesServer(script) as server:
+        run = cli("dream", "--model", MODEL, "--json", environ=server.env(env))
+        assert server.errors == [] and server.exhausted
+        assert server.requests[0]["model"] == MODEL
+    assert run.returncode == 0, run.stderr
+    result = json.loads(run.stdout)
+    assert (result["commits"], result["changed_files"], result["stopped"]) == (1, [NOTES], "done")
+
+    listed = cli("dream", "list", "--json")
+    assert listed.returncode == 0, listed.stderr
+    assert [(d["id"], d["status"], d["commits"]) for d in json.loads(listed.stdout)] == [
+        (result["dream_id"], "open", 1)
+    ]
+    # host a, another cache and host state, sees the CLI host's dream and discards it
+    [info] = list_dreams(a)
+    assert info.id == result["dream_id"]
+    discard_dream(a, result["dream_id"], actor="reviewer")
+    listed = cli("dream", "list", "--json")
+    assert listed.returncode == 0, listed.stderr
+    assert json.loads(listed.stdout) == []
+    assert cli("verify").returncode == 0
+    assert read_at(a, NOTES) == NOTES_TEXT.encode()  # main never moved
+    a.close()

@@ -21,11 +21,12 @@ from conftest import FAST_KDF, PASSPHRASE
 from fake_messages_http import FakeMessagesServer
 from memvault.dream.review import discard_dream, dream_diff, list_dreams, merge_dream, open_dream
 from memvault.dream.runner import run_dream
-from memvault.errors import InvalidInputError, PathNotFoundError, RedactedError, RollbackDetectedError
+from memvault.errors import IntegrityError, InvalidInputError, PathNotFoundError, RedactedError, RollbackDetectedError
 from memvault.history import read_at
+from memvault.keys.framing import BRANCH, BRANCH_BODY, COMMIT_RAW, COMMIT_RAW_BODY, RECORD
 from memvault.paths import parse_path
 from memvault.protocol.commands import run_command
-from memvault.remote.layout import decode_log
+from memvault.remote.layout import decode_log, encode_log
 from memvault.store import Transaction
 from memvault.verify import verify
 from s3support import as_host
@@ -181,24 +182,37 @@ def test_writers_on_a_branch_and_on_main_race_safely(s3_env, tmp_path: Path) -> 
         except BaseException as err:  # noqa: BLE001 - reported below
             errors.append(err)
 
-    threads = [threading.Thread(target=on_main), threading.Thread(target=on_branch)]
+    c = _open(s3_env.url("t"), tmp_path / "host-c")
+    also = c.branch("dream/00000000000000c1")
+
+    def on_branch_too() -> None:  # a second host writing on the same branch
+        try:
+            for i in range(count):
+                _cmd(also, command="create", path=f"/memories/also-{i}.md", file_text=f"also {i}\n")
+        except BaseException as err:  # noqa: BLE001 - reported below
+            errors.append(err)
+
+    threads = [threading.Thread(target=f) for f in (on_main, on_branch, on_branch_too)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
     assert errors == []
-    assert len(_log_keys(s3_env, "t")) == 3 + 2 * count  # one record per commit, none lost or forked
-    c = _open(s3_env.url("t"), tmp_path / "host-c")
-    assert c.head[1] == 1 + count
-    side = open_dream(c, "00000000000000c1")
-    assert side.head[1] == 2 + count  # fork commit at 2, then one per write
+    assert len(_log_keys(s3_env, "t")) == 3 + 3 * count  # one record per commit, none lost or forked
+    d = _open(s3_env.url("t"), tmp_path / "host-d")
+    assert d.head[1] == 1 + count
+    side = open_dream(d, "00000000000000c1")
+    assert side.head[1] == 2 + 2 * count  # fork commit at 2, then one per write of either host
     assert [read_at(side, f"/memories/side-{i}.md") for i in range(count)] == [
         f"side {i}\n".encode() for i in range(count)
     ]
-    assert [read_at(c, f"/memories/main-{i}.md") for i in range(count)] == [
+    assert [read_at(side, f"/memories/also-{i}.md") for i in range(count)] == [
+        f"also {i}\n".encode() for i in range(count)
+    ]
+    assert [read_at(d, f"/memories/main-{i}.md") for i in range(count)] == [
         f"main {i}\n".encode() for i in range(count)
     ]
-    for store in (a, b, c):
+    for store in (a, b, c, d):
         store.close()
 
 
@@ -335,3 +349,35 @@ def test_the_dream_cli_on_s3_and_a_discard_from_another_host(s3_env, tmp_path: P
     assert cli("verify").returncode == 0
     assert read_at(a, NOTES) == NOTES_TEXT.encode()  # main never moved
     a.close()
+
+
+STORE_ID = bytes(range(16))
+COMMIT = bytes.fromhex("11" * 20)
+PARENT = bytes.fromhex("22" * 20)
+MAC = b"\x33" * 32
+
+
+def _commit_record(seq: int) -> bytes:
+    body = COMMIT_RAW_BODY.pack(seq, COMMIT, PARENT, MAC)
+    return RECORD.pack(COMMIT_RAW, len(body)) + body
+
+
+def _branch_record(seq: int) -> bytes:
+    body = BRANCH_BODY.pack(bytes.fromhex("00000000000000f1"), 0, seq, COMMIT, PARENT, MAC)
+    return RECORD.pack(BRANCH, len(body)) + body
+
+
+def test_a_log_record_carries_a_commit_of_main_or_of_a_branch() -> None:
+    main = decode_log(encode_log(STORE_ID, ("ab" * 20,), (), _commit_record(7)), STORE_ID, 7)
+    assert (main.seq, main.commit_id, main.branch, main.packs) == (7, b"11" * 20, None, ("ab" * 20,))
+    # after records of branches, main's number is below the position; never above it
+    assert decode_log(encode_log(STORE_ID, (), (), _commit_record(7)), STORE_ID, 9).seq == 7
+    with pytest.raises(IntegrityError):
+        decode_log(encode_log(STORE_ID, (), (), _commit_record(8)), STORE_ID, 7)
+    side = decode_log(encode_log(STORE_ID, (), (b"\x44" * 16,), _branch_record(3)), STORE_ID, 8)
+    assert (side.seq, side.commit_id, side.branch, side.dek_ids) == (
+        3, b"11" * 20, bytes.fromhex("00000000000000f1"), (b"\x44" * 16,),
+    )  # fmt: skip
+    # a record whose last chained record is neither is no log record
+    with pytest.raises(IntegrityError):
+        decode_log(encode_log(STORE_ID, (), (), _branch_record(3) + b"\x07\x00\x24" + b"\x00" * 36), STORE_ID, 8)

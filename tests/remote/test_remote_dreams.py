@@ -29,7 +29,7 @@ from memvault.protocol.commands import run_command
 from memvault.remote.layout import decode_log, encode_log
 from memvault.store import Transaction
 from memvault.verify import verify
-from s3support import as_host
+from s3support import S3Env, as_host
 
 MODEL = "claude-sonnet-4-6"
 NOTES = "/memories/notes.md"
@@ -53,13 +53,13 @@ def _cmd(store: Any, **command: object) -> str:
     return str(run_command(store, command, actor="tester", session="s"))
 
 
-def _seeded(s3_env: Any, tmp_path: Path, prefix: str = "t") -> memvault.MemoryStore:
+def _seeded(s3_env: S3Env, tmp_path: Path, prefix: str = "t") -> memvault.MemoryStore:
     store = _create(s3_env.url(prefix), tmp_path / "host-a")
     _cmd(store, command="create", path=NOTES, file_text=NOTES_TEXT)
     return store
 
 
-def _log_keys(s3_env: Any, prefix: str) -> list[str]:
+def _log_keys(s3_env: S3Env, prefix: str) -> list[str]:
     return sorted(k for k in s3_env.keys() if k.startswith(f"{prefix}/log/"))
 
 
@@ -79,7 +79,7 @@ def _branch_with_commits(store: memvault.MemoryStore, dream_id: str) -> memvault
     return branch
 
 
-def test_a_branch_and_its_commits_are_published_through_the_bucket(s3_env, tmp_path: Path) -> None:
+def test_a_branch_and_its_commits_are_published_through_the_bucket(s3_env: S3Env, tmp_path: Path) -> None:
     a = _seeded(s3_env, tmp_path)
     before = _log_keys(s3_env, "t")
     assert len(before) == 2  # the first commit, the notes
@@ -124,7 +124,7 @@ def test_a_branch_and_its_commits_are_published_through_the_bucket(s3_env, tmp_p
     b.close()
 
 
-def test_merge_and_discard_on_one_host_are_seen_on_the_other(s3_env, tmp_path: Path) -> None:
+def test_merge_and_discard_on_one_host_are_seen_on_the_other(s3_env: S3Env, tmp_path: Path) -> None:
     a = _seeded(s3_env, tmp_path)
     _branch_with_commits(a, "00000000000000b1")
     _branch_with_commits(a, "00000000000000b2")
@@ -160,7 +160,7 @@ def test_merge_and_discard_on_one_host_are_seen_on_the_other(s3_env, tmp_path: P
         store.close()
 
 
-def test_writers_on_a_branch_and_on_main_race_safely(s3_env, tmp_path: Path) -> None:
+def test_writers_on_a_branch_and_on_main_race_safely(s3_env: S3Env, tmp_path: Path) -> None:
     a = _seeded(s3_env, tmp_path)
     a.branch("dream/00000000000000c1").create(actor="dream")
     b = _open(s3_env.url("t"), tmp_path / "host-b")
@@ -216,7 +216,7 @@ def test_writers_on_a_branch_and_on_main_race_safely(s3_env, tmp_path: Path) -> 
         store.close()
 
 
-def test_a_branch_rolled_back_in_the_bucket_is_detected(s3_env, tmp_path: Path) -> None:
+def test_a_branch_rolled_back_in_the_bucket_is_detected(s3_env: S3Env, tmp_path: Path) -> None:
     a = _seeded(s3_env, tmp_path)
     branch = a.branch("dream/00000000000000d1")
     branch.create(actor="dream")
@@ -237,7 +237,7 @@ def test_a_branch_rolled_back_in_the_bucket_is_detected(s3_env, tmp_path: Path) 
     b.close()
 
 
-def test_a_branch_record_replaced_in_the_bucket_is_detected(s3_env, tmp_path: Path) -> None:
+def test_a_branch_record_replaced_in_the_bucket_is_detected(s3_env: S3Env, tmp_path: Path) -> None:
     a = _seeded(s3_env, tmp_path)
     _branch_with_commits(a, "00000000000000d2")
     b = _open(s3_env.url("t"), tmp_path / "host-b")
@@ -254,7 +254,7 @@ def test_a_branch_record_replaced_in_the_bucket_is_detected(s3_env, tmp_path: Pa
     a.close()
 
 
-def test_a_lost_position_hint_is_found_again_from_the_log(s3_env, tmp_path: Path) -> None:
+def test_a_lost_position_hint_is_found_again_from_the_log(s3_env: S3Env, tmp_path: Path) -> None:
     a = _seeded(s3_env, tmp_path)
     _branch_with_commits(a, "00000000000000e1")
     b = _open(s3_env.url("t"), tmp_path / "host-b")
@@ -271,9 +271,9 @@ def test_a_lost_position_hint_is_found_again_from_the_log(s3_env, tmp_path: Path
     b.close()
 
 
-def test_dream_on_a_store_in_s3_reaches_the_model_and_publishes_its_branch(s3_env, tmp_path: Path) -> None:
+def test_dream_on_a_store_in_s3_reaches_the_model_and_publishes_its_branch(s3_env: S3Env, tmp_path: Path) -> None:
     a = _seeded(s3_env, tmp_path)
-    script = [
+    script: list[list[dict[str, Any]]] = [
         [{"type": "tool_use", "id": "toolu_01", "name": "memory", "input": {"command": "view", "path": NOTES}}],
         [
             {
@@ -306,7 +306,7 @@ def test_dream_on_a_store_in_s3_reaches_the_model_and_publishes_its_branch(s3_en
     b.close()
 
 
-def test_the_dream_cli_on_s3_and_a_discard_from_another_host(s3_env, tmp_path: Path) -> None:
+def test_the_dream_cli_on_s3_and_a_discard_from_another_host(s3_env: S3Env, tmp_path: Path) -> None:
     a = _seeded(s3_env, tmp_path)
     url = s3_env.url("t")
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMVAULT_")}
@@ -322,7 +322,7 @@ def test_the_dream_cli_on_s3_and_a_discard_from_another_host(s3_env, tmp_path: P
         command = [sys.executable, "-c", "import sys; from memvault.cli import main; sys.exit(main())", *args]
         return subprocess.run(command, env=environ, capture_output=True, text=True, timeout=180, check=False)
 
-    script = [
+    script: list[list[dict[str, Any]]] = [
         [{"type": "tool_use", "id": "t1", "name": "memory", "input": {"command": "delete", "path": NOTES}}],
         [{"type": "text", "text": FINAL}],
     ]

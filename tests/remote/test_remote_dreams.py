@@ -351,6 +351,23 @@ def test_the_dream_cli_on_s3_and_a_discard_from_another_host(s3_env: S3Env, tmp_
     a.close()
 
 
+def test_a_copy_of_the_newest_record_at_the_next_position_adds_nothing(s3_env: S3Env, tmp_path: Path) -> None:
+    a = _seeded(s3_env, tmp_path)
+    _branch_with_commits(a, "00000000000000e2")
+    keys = _log_keys(s3_env, "t")
+    newest = s3_env.client.get_object(Bucket=s3_env.bucket, Key=keys[-1])["Body"].read()
+    s3_env.client.put_object(Bucket=s3_env.bucket, Key=f"t/log/{len(keys):020d}", Body=newest)
+    # the copy chains to nothing new: every host steps over it, and commits go on after it
+    _cmd(a, command="create", path="/memories/after.md", file_text="after\n")
+    assert len(_log_keys(s3_env, "t")) == len(keys) + 2
+    c = _open(s3_env.url("t"), tmp_path / "host-c")
+    assert read_at(c, "/memories/after.md") == b"after\n"
+    assert read_at(open_dream(c, "00000000000000e2"), DREAMT) == DREAMT_TEXT.encode()
+    assert c.head == a.head
+    a.close()
+    c.close()
+
+
 STORE_ID = bytes(range(16))
 COMMIT = bytes.fromhex("11" * 20)
 PARENT = bytes.fromhex("22" * 20)

@@ -77,10 +77,18 @@ class Follower:
         with self.keyring.branches.trial():
             return self.keyring.accepts(runs)
 
+    def may_repeat(self) -> bool:
+        """Whether a record the keyring holds already can come up again at the next position: only
+        once the keyring records a side branch (its position is then a hint that can lag)."""
+        return bool(self.keyring.branches.recorded())
+
     def already_applied(self, logs: list[LogRecord]) -> list[LogRecord]:
         """The records at the beginning of ``logs`` whose chained records the keyring holds
         already (their MACs chain each to its predecessor: only the record the keyring took in at
-        that point, or a copy of it, can match, and a copy adds nothing)."""
+        that point, or a copy of it, can match, and a copy adds nothing). None while the keyring
+        records no side branch: the position is then exact, and such an object stays junk."""
+        if not self.may_repeat():
+            return []
         chained = split_append(self.keyring.records())[1]
         out: list[LogRecord] = []
         for log in logs:

@@ -250,6 +250,8 @@ class Replica:
                 self._mark.write(last, mark_tag(attempt, info.tag), durable=self._durable)
                 count += len(logs)
             seq += len(logs)
+            if junk is not None and logs and self._follow.may_repeat():
+                continue  # on its own, after the records just applied (it may be one of them again)
             if junk is not None:
                 self._stop, self._junk = junk[0], junk[1]
                 break

@@ -29,7 +29,7 @@ from memvault.protocol.commands import run_command
 from memvault.remote.layout import decode_log, encode_log
 from memvault.store import Transaction
 from memvault.verify import verify
-from s3support import S3Env, as_host
+from s3support import S3Env, as_host, sequential_round_trips
 
 MODEL = "claude-sonnet-4-6"
 NOTES = "/memories/notes.md"
@@ -366,6 +366,34 @@ def test_a_copy_of_the_newest_record_at_the_next_position_adds_nothing(s3_env: S
     assert c.head == a.head
     a.close()
     c.close()
+
+
+def test_a_command_on_a_branch_costs_what_one_on_main_does(s3_faulty: S3Env, tmp_path: Path) -> None:
+    """A write on a branch: the log's listing, the pack, its index and data keys together, the log
+    record (3 round trips); a view: the listing."""
+    store = _seeded(s3_faulty, tmp_path)
+    branch = store.branch("dream/00000000000000f2")
+    branch.create(actor="dream")
+    _cmd(branch, command="view", path=NOTES)
+    proxy = s3_faulty.proxy
+    assert proxy is not None
+    proxy.latency = 0.1  # requests sent together overlap: round trips counted from the timestamps
+    try:
+        costs = {}
+        for name, command in (
+            ("create", {"command": "create", "path": "/memories/b.md", "file_text": "b\n"}),
+            ("view", {"command": "view", "path": "/memories/b.md"}),
+            ("delete", {"command": "delete", "path": NOTES}),
+        ):
+            first = len(proxy.log)
+            _cmd(branch, **command)
+            made = proxy.log[first:]
+            lists = sum(1 for method, path, _status in made if method == "GET" and "list-type=2" in path)
+            costs[name] = (len(made), lists, sequential_round_trips(proxy.timings[first:]))
+    finally:
+        proxy.latency = 0.0
+        store.close()
+    assert costs == {"create": (1 + 2 + 1 + 1, 1, 3), "view": (1, 1, 1), "delete": (1 + 2 + 1, 1, 3)}
 
 
 STORE_ID = bytes(range(16))

@@ -28,6 +28,7 @@ from memvault.paths import parse_path
 from memvault.protocol.commands import run_command
 from memvault.remote.layout import decode_log, encode_log
 from memvault.store import Transaction
+from memvault.transfer.copier import copy_store
 from memvault.verify import verify
 from s3support import S3Env, as_host, sequential_round_trips
 
@@ -394,6 +395,26 @@ def test_a_command_on_a_branch_costs_what_one_on_main_does(s3_faulty: S3Env, tmp
         proxy.latency = 0.0
         store.close()
     assert costs == {"create": (1 + 2 + 1 + 1, 1, 3), "view": (1, 1, 1), "delete": (1 + 2 + 1, 1, 3)}
+
+
+def test_a_store_with_a_dream_copied_to_s3_opens_on_a_new_host(s3_env: S3Env, tmp_path: Path) -> None:
+    """The copy's log folds the dream's keyring records into a record of main; a host taking them
+    in tries them first without changing its keyring (a trial that kept the branch's record made
+    the real append refuse the keyring as damaged)."""
+    local = tmp_path / "local"
+    with memvault.MemoryStore.create(local, passphrase=PASSPHRASE, kdf=FAST_KDF) as s:
+        s.put_file(NOTES, NOTES_TEXT)
+        _branch_with_commits(s, "00000000000000aa")
+        s.put_file("/memories/later.md", "later\n")
+    copy_store(local, s3_env.url("copy"), passphrase=PASSPHRASE, cache_dir=tmp_path / "uploader")
+    host = _open(s3_env.url("copy"), tmp_path / "host-b")
+    assert read_at(host, "/memories/later.md") == b"later\n"
+    assert host.head[1] == 2
+    # the refs are not copied: the dream is known from the keyring alone, its keys live
+    [info] = list_dreams(host)
+    assert (info.id, info.status) == ("00000000000000aa", "damaged")
+    assert "ref is gone" in info.problem
+    host.close()
 
 
 STORE_ID = bytes(range(16))

@@ -459,7 +459,12 @@ class BranchStore:
             if self.store.remote is not None:
                 if self._ref.head() is None or self.ended:
                     return False
-                self.transact(lambda _txn: None, command=END_COMMAND, paths=(), actor=actor, session=session)
+                try:
+                    self.transact(lambda _txn: None, command=END_COMMAND, paths=(), actor=actor, session=session)
+                except InvalidInputError:
+                    if self.ended:  # another host ended it first
+                        return False
+                    raise
                 return True
             head = self._ref.head()
             self._state, self._ids, self._ref_value = None, {}, None

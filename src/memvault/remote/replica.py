@@ -560,7 +560,7 @@ class Replica:
 
     @property
     def next_commit(self) -> int:
-        """The sequence number of the next commit, as the last pull found it."""
+        """The log position of the next commit (§12.2 of docs/format.md), as the last pull found it."""
         return self._stop[0]
 
     # -- lost data keys ------------------------------------------------------------------------------

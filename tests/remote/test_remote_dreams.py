@@ -352,6 +352,32 @@ def test_the_dream_cli_on_s3_and_a_discard_from_another_host(s3_env: S3Env, tmp_
     a.close()
 
 
+def test_a_pull_stopped_before_its_ref_moves_is_finished_by_the_next(s3_env: S3Env, tmp_path: Path) -> None:
+    a = _seeded(s3_env, tmp_path)
+    _branch_with_commits(a, "00000000000000e3")
+    b = _open(s3_env.url("t"), tmp_path / "host-b")
+    head = open_dream(b, "00000000000000e3").head
+    b.close()
+    ref = tmp_path / "host-b" / "repo" / "refs" / "heads" / "dream" / "00000000000000e3"
+    # what a pull leaves when it stops after its keyring append, before its ref moves: the keyring
+    # holds the branch's records, the ref is not made, the note of the refs to move is there
+    ref.unlink()
+    (tmp_path / "host-b" / "remote-sides").write_text('["00000000000000e3"]\n')
+    b = _open(s3_env.url("t"), tmp_path / "host-b")
+    assert b.branches() == ["dream/00000000000000e3"]
+    assert open_dream(b, "00000000000000e3").head == head
+    assert not (tmp_path / "host-b" / "remote-sides").exists()
+    b.close()
+    # without the note a missing ref is not made again (a copied store's records name branches
+    # whose refs were removed on purpose): the dream is listed as damaged, its keys live
+    ref.unlink()
+    b = _open(s3_env.url("t"), tmp_path / "host-b")
+    assert b.branches() == []
+    assert [(d.id, d.status) for d in list_dreams(b)] == [("00000000000000e3", "damaged")]
+    a.close()
+    b.close()
+
+
 def test_a_copy_of_the_newest_record_at_the_next_position_adds_nothing(s3_env: S3Env, tmp_path: Path) -> None:
     a = _seeded(s3_env, tmp_path)
     _branch_with_commits(a, "00000000000000e2")

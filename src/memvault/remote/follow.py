@@ -14,10 +14,12 @@ from ..git.repo import GitStore
 from ..keys.keyring import Keyring
 from .layout import LogRecord, decode_log, split_append
 
-__all__ = ["Follower", "POSITION_FILE", "SIDE_PREFIX"]
+__all__ = ["Follower", "POSITION_FILE", "SIDES_FILE", "SIDE_PREFIX"]
 
 #: The log position of the newest log record the replica took in, in the replica directory.
 POSITION_FILE = "remote-position"
+#: The side branches whose refs follow records being taken in, in the replica directory.
+SIDES_FILE = "remote-sides"
 #: Where side branches' refs live in the replica's repository (``refs/heads/dream/<16 hex>``, the
 #: names of docs/format.md §5.8; their 8-byte keyring id is the hex).
 SIDE_PREFIX = "dream/"
@@ -30,6 +32,7 @@ class Follower:
 
     def __init__(self, root: Path, keyring: Keyring, git: GitStore) -> None:
         self._path = root / POSITION_FILE
+        self._sides = root / SIDES_FILE
         self.keyring = keyring
         self.git = git
         self._hinted = True  #: a hint file may exist
@@ -111,18 +114,43 @@ class Follower:
             raise IntegrityError(f"The commit of the dream branch {name} does not follow the keyring's record of it.")
         return log
 
+    def expect_sides(self, logs: list[LogRecord]) -> None:
+        """Note, before the keyring takes ``logs`` in, the side branches whose refs must follow
+        them, so that a process stopped between the keyring's append and the refs' moves has its
+        successor make them (:meth:`catch_up_sides`).
+
+        Raises:
+            OSError: the note could not be written.
+        """
+        branches = {log.branch for log in logs if log.branch is not None}
+        if branches:
+            names = sorted(b.hex() for b in branches | self._expected())
+            atomic_write(self._sides, json.dumps(names).encode() + b"\n", durable=False)
+
+    def _expected(self) -> set[bytes]:
+        try:
+            names = json.loads(read_bounded(self._sides, _MAX_HINT_BYTES * 16))
+            return {bytes.fromhex(name) for name in names if isinstance(name, str) and len(name) == 16}
+        except (OSError, ValueError, TypeError):
+            return set()
+
     def catch_up_sides(self, logs: list[LogRecord] | None) -> None:
-        """:meth:`catch_up_side` for the side branches of ``logs`` (records just taken in: refs
-        made if missing), or with None, once, for every branch the keyring records whose ref
-        exists (a pull stopped between its keyring append and its ref moves).
+        """:meth:`catch_up_side` for the side branches of ``logs`` (records just taken in) and
+        those :meth:`expect_sides` noted (refs made if missing; the note then goes), and, once
+        per process, for every branch the keyring records whose ref exists.
 
         Raises:
             OSError: a ref could not be written.
         """
-        if logs is not None:
-            for branch in sorted({log.branch for log in logs if log.branch is not None}):
-                self.catch_up_side(branch, create=True)
-        elif not self._sides_checked:
+        expected = self._expected()
+        for branch in sorted({log.branch for log in logs or () if log.branch is not None} | expected):
+            self.catch_up_side(branch, create=True)
+        if expected:
+            try:
+                os.unlink(self._sides)
+            except FileNotFoundError:
+                pass
+        if not self._sides_checked:
             for branch in self.keyring.branches.recorded():
                 self.catch_up_side(branch, create=False)
             self._sides_checked = True

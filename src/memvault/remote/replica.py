@@ -380,6 +380,7 @@ class Replica:
                     append.append(record)
             append.append(log.chained)
         destroyed = self.keyring.destroyed_ids
+        self._follow.expect_sides(logs)
         self.keyring.append(b"".join(append), durable=self._durable)
         for i, name in enumerate(sorted(packs)):  # mapped only once the records verified
             idx_bytes = pack_files[2 * i + 1]
@@ -450,9 +451,8 @@ class Replica:
     # -- publish ----------------------------------------------------------------------------------
 
     def publish(self, pack: tuple[str, bytes, bytes], append: bytes) -> None:
-        """Make a commit, of ``main`` or of a side branch: upload its pack and data keys, then
-        create its log record at the next log position (the commit point). The caller appends
-        ``append`` to the replica's keyring afterwards (and moves the branch).
+        """Make a commit (of ``main`` or of a side branch): upload its pack and data keys, create its
+        log record at the next log position (the commit point); the caller then appends ``append``.
 
         Args:
             pack: ``(name, pack bytes, index bytes)`` of the commit's pack.
@@ -495,6 +495,7 @@ class Replica:
         self._stop = (position + 1, 0)
         try:  # names the commit the keyring is about to record: a hint that holds only once it does
             self._follow.save(position, log)
+            self._follow.expect_sides([log])
         except OSError:
             pass  # the next pull finds the record in the keyring and steps over it
         if self._mark is not None:

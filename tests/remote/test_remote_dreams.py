@@ -19,6 +19,7 @@ import pytest
 import memvault
 from conftest import FAST_KDF, PASSPHRASE
 from fake_messages_http import FakeMessagesServer
+from memvault.admin.status import store_status
 from memvault.dream.review import discard_dream, dream_diff, list_dreams, merge_dream, open_dream
 from memvault.dream.runner import run_dream
 from memvault.errors import IntegrityError, InvalidInputError, PathNotFoundError, RedactedError, RollbackDetectedError
@@ -154,6 +155,7 @@ def test_merge_and_discard_on_one_host_are_seen_on_the_other(s3_env: S3Env, tmp_
     # a third host, starting cold, takes the same view from the log alone
     c = _open(s3_env.url("t"), tmp_path / "host-c")
     assert [(d.id, d.status) for d in list_dreams(c)] == [("00000000000000b1", "merged")]
+    assert store_status(c).branches == ("dream/00000000000000b1",)
     for store in (a, c):  # verify walks the branches of a replica too
         report = verify(store)
         assert report.errors == [] and report.warnings == [], store

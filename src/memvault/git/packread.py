@@ -23,11 +23,14 @@ and its index is treated as hostile:
   where the caller knows the body's SHA-256 from an authenticated record (a file view: the node
   record's ``c``), to that digest instead.
 
-A pack file is held open (read with ``pread``, never mapped: a file truncated under the reader
-cannot fault it) and checked with one ``fstat`` before each read, so a pack that was removed
-(fewer links) is never read, and one whose file changed (size or time) is validated again before
-it is used. Packs another writer added are found by :meth:`PackReader.rescan`,
-which the caller runs when the packs it knows do not hold an object. Any damage raises
+A pack file and its index are held open (read with ``pread``, never mapped: a file truncated
+under the reader cannot fault it); of the index only the fan-out stays in memory, and a lookup
+reads the ids of one fan-out bucket (an index changed after it was checked can only mislead a
+lookup into finding nothing: what is read at an offset is checked against the id). The pack is
+checked with one ``fstat`` before each read, so a pack that was removed (fewer links) is never
+read, and one whose file changed (size or time) is validated again before it is used. Packs
+another writer added are found by :meth:`PackReader.rescan`, which the caller runs when the packs
+it knows do not hold an object. Any damage raises
 :class:`~memvault.errors.IntegrityError` and never names the bytes it found.
 """
 
@@ -117,7 +120,7 @@ def checked_pack_entries(base: str, max_index_bytes: int) -> tuple[list[tuple[in
     check :class:`PackReader` makes before it uses a pack (see the module docstring), entries as
     :func:`read_pack_index` gives them; IntegrityError or OSError otherwise. For the pack merge,
     which copies entries by offset."""
-    pack = _Pack(base, max_index_bytes)
+    pack = _Pack(base, max_index_bytes, keep_index=True)
     try:
         entries = read_pack_index(pack.idx)
         if entries is None:
@@ -127,16 +130,12 @@ def checked_pack_entries(base: str, max_index_bytes: int) -> tuple[list[tuple[in
         pack.close()
 
 
-def _read_small_file(path: str, limit: int) -> bytes:
-    """The bytes of a regular file of at most ``limit`` bytes (OSError otherwise)."""
-    fd = os.open(path, _O_READ)
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_size > limit:
-            raise OSError("not a regular file of bounded size")
-        data = os.pread(fd, st.st_size, 0)
-    finally:
-        os.close(fd)
+def _read_open_file(fd: int, limit: int) -> bytes:
+    """The bytes of the open regular file ``fd`` of at most ``limit`` bytes (OSError otherwise)."""
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode) or st.st_size > limit:
+        raise OSError("not a regular file of bounded size")
+    data = os.pread(fd, st.st_size, 0)
     if len(data) != st.st_size:
         raise OSError("the file changed while it was read")
     return data
@@ -156,6 +155,7 @@ class _Pack:
     __slots__ = (
         "path",
         "idx",
+        "idx_fd",
         "count",
         "fanout",
         "offsets_at",
@@ -167,10 +167,24 @@ class _Pack:
         "__weakref__",
     )
 
-    def __init__(self, base: str, max_index_bytes: int) -> None:
+    def __init__(self, base: str, max_index_bytes: int, *, keep_index: bool = False) -> None:
         """Read and validate ``base.idx`` against ``base.pack``; IntegrityError if either is
-        not as git writes them, OSError if a file cannot be read."""
-        idx = _read_small_file(base + ".idx", max_index_bytes)
+        not as git writes them, OSError if a file cannot be read. Both files stay open; only the
+        fan-out of the index stays in memory (and the whole index with ``keep_index``)."""
+        idx_fd = os.open(base + ".idx", _O_READ)
+        try:
+            idx = _read_open_file(idx_fd, max_index_bytes)
+            self._check(base, idx)
+        except BaseException:
+            os.close(idx_fd)
+            raise
+        self.idx_fd = idx_fd
+        self.idx = idx if keep_index else b""
+        #: Closes both files (once): when the reader drops the pack, or when it is collected.
+        self.close = weakref.finalize(self, _close_files, self.fd, idx_fd)
+
+    def _check(self, base: str, idx: bytes) -> None:
+        """Validate the index bytes ``idx`` and open the pack file against them."""
         tables = _index_tables(idx)
         if tables is None:
             raise IntegrityError()
@@ -218,10 +232,7 @@ class _Pack:
             os.close(fd)
             raise
         self.fd = fd
-        #: Closes the pack file (once): when the reader drops the pack, or when it is collected.
-        self.close = weakref.finalize(self, os.close, fd)
         self.path = base + ".pack"
-        self.idx = idx
         self.count = n
         self.fanout = fanout
         self.offsets_at = _IDS_AT + 24 * n
@@ -229,26 +240,45 @@ class _Pack:
         self.size = st.st_size
         self.sig = _signature(st)
 
+    def _index_bytes(self, at: int, size: int) -> bytes:
+        """``size`` bytes of the index file at ``at``; _Stale if the file is shorter now."""
+        data = os.pread(self.idx_fd, size, at)
+        if len(data) != size:
+            raise _Stale()
+        return data
+
     def find(self, raw_id: bytes) -> int:
-        """The offset of ``raw_id`` in the pack, or -1 (binary search in its fan-out bucket)."""
+        """The offset of ``raw_id`` in the pack, or -1 (binary search in its fan-out bucket, read
+        from the index file). Raises _Stale if the index file is shorter than it was, OSError if
+        it cannot be read; a changed index misleads the search at worst (what is read at an
+        offset is checked against the id asked for)."""
         first = raw_id[0]
-        lo = self.fanout[first - 1] if first else 0
-        hi = self.fanout[first]
-        idx = self.idx
+        bucket = self.fanout[first - 1] if first else 0
+        hi = self.fanout[first] - bucket
+        if hi <= 0:
+            return -1
+        ids = self._index_bytes(_IDS_AT + 20 * bucket, 20 * hi)
+        lo = 0
         while lo < hi:
             mid = (lo + hi) >> 1
-            at = _IDS_AT + 20 * mid
-            here = idx[at : at + 20]
+            here = ids[20 * mid : 20 * mid + 20]
             if here < raw_id:
                 lo = mid + 1
             elif here > raw_id:
                 hi = mid
             else:
-                offset: int = struct.unpack_from(">I", idx, self.offsets_at + 4 * mid)[0]
-                if offset & 0x80000000:  # in range: read_pack_index checked every large offset
-                    offset = struct.unpack_from(">Q", idx, self.large_at + 8 * (offset & 0x7FFFFFFF))[0]
+                i = bucket + mid
+                offset: int = struct.unpack(">I", self._index_bytes(self.offsets_at + 4 * i, 4))[0]
+                if offset & 0x80000000:
+                    at = self.large_at + 8 * (offset & 0x7FFFFFFF)
+                    offset = struct.unpack(">Q", self._index_bytes(at, 8))[0]
                 return offset
         return -1
+
+
+def _close_files(*fds: int) -> None:
+    for fd in fds:
+        os.close(fd)
 
 
 class PackReader:
@@ -347,12 +377,36 @@ class PackReader:
     def contains(self, raw_id: bytes) -> bool:
         """Whether a pack this reader knows lists ``raw_id`` (its index only; the directory is
         listed only at the first use)."""
-        if not self._scanned:
-            self.rescan()
-        if any(pack.find(raw_id) >= 0 for pack in self._order):
-            return True
-        self._not_found()
-        return False
+        with self._lock:  # the index files are read: none may be closed meanwhile
+            if not self._scanned:
+                self._rescan()
+            for _attempt in range(3):
+                try:
+                    if any(self._find(pack, raw_id) >= 0 for pack in self._order):
+                        return True
+                except _Stale as stale:
+                    self._drop_stale(stale.args[0])
+                    continue
+                self._not_found()
+                return False
+        raise IntegrityError()  # the packs keep changing under this reader
+
+    @staticmethod
+    def _find(pack: _Pack, raw_id: bytes) -> int:
+        """``pack.find(raw_id)``; _Stale naming the pack if its index changed, StorageError if it
+        cannot be read (lock held)."""
+        try:
+            return pack.find(raw_id)
+        except _Stale:
+            raise _Stale(pack) from None
+        except OSError as err:
+            raise _storage_error(err) from None
+
+    def _drop_stale(self, pack: _Pack) -> None:
+        """Forget ``pack`` (found removed or changed) and list the directory again (lock held)."""
+        base = pack.path[:-5]
+        self._set({b: p for b, p in self._packs.items() if b != base})
+        self._rescan()
 
     def _not_found(self) -> None:
         """Raise :class:`StorageError` if a pack could not be opened at the last rescan: the
@@ -379,10 +433,10 @@ class PackReader:
             for _attempt in range(3):
                 damaged, stale = False, None
                 for pack in self._order:
-                    offset = pack.find(raw_id)
-                    if offset < 0:
-                        continue
                     try:
+                        offset = self._find(pack, raw_id)
+                        if offset < 0:
+                            continue
                         type_num, body = self._read(pack, offset)
                     except _Stale:
                         stale = pack
@@ -405,9 +459,7 @@ class PackReader:
                             continue
                     return type_num, body
                 if stale is not None:
-                    base = stale.path[:-5]
-                    self._set({b: p for b, p in self._packs.items() if b != base})
-                    self._rescan()
+                    self._drop_stale(stale)
                     continue
                 if damaged:
                     raise IntegrityError()  # every copy the packs hold is damaged

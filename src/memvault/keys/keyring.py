@@ -27,6 +27,7 @@ from . import keyfile
 from .framing import commit_fields, frame_records
 from .keyfile import MAX_KEYRING_BYTES
 from .marks import BranchMarks, HighWater, freshness_problem
+from .sealedkeys import SealedKeys
 
 __all__ = ["Keyring", "KeyringScan", "HighWater", "ZERO_ID", "freshness_problem"]
 
@@ -85,7 +86,7 @@ class Keyring:
         self._reset()
 
     def _reset(self) -> None:
-        self._sealed: dict[bytes, tuple[int, bytes]] = {}
+        self._sealed = SealedKeys()
         self._deks: dict[bytes, bytes] = {}
         self._tombstones: dict[bytes, bytes] = {}
         self._offset = fr.HEADER.size
@@ -107,8 +108,8 @@ class Keyring:
         self._destroyed: dict[bytes, bytes] = {}
         #: DESTROY records since the last COMMIT or ABORT, and those of the last COMMIT (an ABORT
         #: of that commit takes them back): ``(dek_id, the DEK record they removed or None)``.
-        self._destroying: list[tuple[bytes, tuple[int, bytes] | None]] = []
-        self._destroyed_by_last: list[tuple[bytes, tuple[int, bytes] | None]] = []
+        self._destroying: list[tuple[bytes, bytes | None]] = []
+        self._destroyed_by_last: list[tuple[bytes, bytes | None]] = []
 
     @staticmethod
     def create(path: Path, store_id: bytes, *, durable: bool) -> None:
@@ -155,6 +156,7 @@ class Keyring:
         except OSError as err:
             raise _read_error(err) from None
         self._consume(data)
+        self._sealed.settle()
 
     def _consume(self, data: bytes) -> None:
         """Parse the complete records at the start of ``data``, the bytes at :attr:`_offset`.
@@ -244,7 +246,7 @@ class Keyring:
         """Take data key records :meth:`scan` found after damage, so the versions they protect can
         still be checked; each is authenticated when used, as always."""
         for dek_id, entry in deks.items():
-            self._sealed.setdefault(dek_id, entry)
+            self._sealed.put_if_absent(fr.DEK_HEAD.pack(dek_id, entry[0]) + entry[1])
 
     def _parse(self, rtype: int, body: bytes) -> None:
         if rtype == fr.DEK:
@@ -253,7 +255,7 @@ class Keyring:
             dek_id, epoch = fr.DEK_HEAD.unpack_from(body)
             if dek_id in self._destroyed:
                 return  # destroyed for good (a copy put back, or not yet purged): never used
-            self._sealed[dek_id] = (epoch, body[fr.DEK_HEAD.size :])
+            self._sealed.put(body)
             self.newest_epoch = max(self.newest_epoch, epoch)
         elif rtype == fr.COMMIT or rtype == fr.COMMIT_RAW:
             fields = commit_fields(rtype, body)
@@ -282,7 +284,7 @@ class Keyring:
             for dek_id, entry in self._destroyed_by_last:  # the commit they came with was withdrawn
                 del self._destroyed[dek_id]
                 if entry is not None:
-                    self._sealed[dek_id] = entry
+                    self._sealed.put(entry)
             self._destroyed_by_last = []
         elif rtype == fr.TOMBSTONE:
             if len(body) < 16 + crypto.SEAL_OVERHEAD:
@@ -294,7 +296,7 @@ class Keyring:
                 except IntegrityError:
                     raise IntegrityError("The store's keyring is damaged.") from None
             self._tombstones[body[:16]] = body[16:]
-            self._sealed.pop(body[:16], None)
+            self._sealed.pop(body[:16])
             self._deks.pop(body[:16], None)
         elif rtype == fr.DESTROY:
             if len(body) < 16 + crypto.SEAL_OVERHEAD + 32:
@@ -305,7 +307,7 @@ class Keyring:
                 raise IntegrityError("The store's keyring is damaged.")
             self._chain = tag
             self._destroyed[dek_id] = sealed
-            self._destroying.append((dek_id, self._sealed.pop(dek_id, None)))
+            self._destroying.append((dek_id, self._sealed.pop(dek_id)))
             self._deks.pop(dek_id, None)
         elif rtype == fr.EPOCH:
             if len(body) != _EPOCH_BODY.size:

@@ -118,7 +118,7 @@ class Memories:
 
     def _current(self, txn: Transaction, fid: bytes) -> tuple[Node, MemoryPath]:
         """The head node of lineage ``fid`` and its store path (NotFoundError if none)."""
-        found = self.index.head.get(fid)
+        found = self.index.at_head(fid)
         if found is not None and found.path is not None:
             vpath = to_store_path(found.path, self.store.settings)
             node = txn.get(vpath)
@@ -189,7 +189,7 @@ class Memories:
     def _with_current_path(self, fid: bytes, body: Callable[[MemoryPath], T]) -> T:
         """Run ``body`` with the memory's current store path; again if it moved meanwhile. The
         first try takes the path the index knew (no read of the head: the transaction checks it)."""
-        known = self.index.head.get(fid)
+        known = self.index.at_head(fid)
         for attempt in range(_MOVE_TRIES):
             if attempt == 0 and known is not None and known.path is not None:
                 vpath = to_store_path(known.path, self.store.settings)
@@ -453,7 +453,7 @@ class Memories:
         if record.operation == "deleted":
             raise ConflictError("Error: A `deleted` version holds no content to redact; redact the version before it.")
         latest = self.index.latest(record.file_id)
-        if latest is record and record.file_id in self.index.head:
+        if latest == record and self.index.at_head(record.file_id) is not None:
             raise ConflictError(
                 "Error: The current version of a memory cannot be redacted; update or delete the memory first."
             )

@@ -4,6 +4,7 @@ id, its content (decrypted from the commit that wrote it) and its redaction."""
 from __future__ import annotations
 
 import bisect
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidInputError, NotFoundError
@@ -107,7 +108,7 @@ class VersionReader:
             return [], None
         if memory_id is not None:
             fid = parse_memory_id(memory_id)
-            records = self._index.by_file.get(fid, []) if fid is not None else []
+            records: Sequence[VersionRecord] = self._index.versions_of(fid) if fid is not None else []
         else:
             records = self._index.versions
         end = len(records)

@@ -174,7 +174,7 @@ class VersionsView(View):
         index = lineage(ctx)
         if isinstance(index, Page):
             return index
-        records = index.by_file.get(node.file_id, [])
+        records = index.versions_of(node.file_id)
         try:
             before = int(ctx.arg("before") or 1 << 62)
         except ValueError:
@@ -251,7 +251,7 @@ def _blame(store: MemoryStore, index: LineageIndex, node: Node, at: bytes, curre
     older versions were left out, how many redacted versions could not be read."""
     at_seq = store.commit_meta(at).seq
     life: list[VersionRecord] = []
-    for record in reversed(index.by_file.get(node.file_id, [])):
+    for record in reversed(index.versions_of(node.file_id)):
         if record.seq > at_seq:
             continue
         if record.operation == "deleted":

@@ -92,7 +92,7 @@ ORDER = {
     "transfer": ["importer", "exporter", "copier", "migrate"],
     "transfer/migrate": ["rules", "model", "state", "summary", "client", "pull", "push"],
     "storage": ["base", "local", "s3", "url"],
-    "remote": ["layout", "packmap", "logstate", "lostkeys", "replica", "inventory"],
+    "remote": ["layout", "packmap", "logstate", "lostkeys", "keyslots", "follow", "replica", "inventory"],
     "dream": ["merge", "prompt", "review", "runner"],
     "history": ["log", "files", "grep"],
     "protocol": ["context", "commands"],

@@ -28,6 +28,7 @@ from ..keys.slots import (
     unlock_master_keys,
     write_slot,
 )
+from ..remote.keyslots import pull_slots
 from ..settings import KdfParams
 from ..store import MemoryStore
 from ..store.config import chains_key_changes
@@ -86,7 +87,7 @@ def _publish_slot(store: MemoryStore, slot: KeySlot) -> None:
 def _current_slots(store: MemoryStore) -> list[KeySlot]:
     """The store's slots as they are now (object storage: fetched again; caller holds the lock)."""
     if store.remote is not None:
-        store.remote.pull_slots_from(store.remote.objects, _keys_dir(store), durable=True)
+        pull_slots(store.remote.objects, _keys_dir(store), durable=True)
     return load_slots(_keys_dir(store))
 
 

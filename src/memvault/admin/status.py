@@ -180,9 +180,8 @@ def store_status(store: MemoryStore, location: str | None = None) -> StoreStatus
             replica_bytes=_tree_bytes(store.root),
         )
     branches: tuple[str, ...] = ()
-    if store.remote is None:
-        with contextlib.suppress(StorageError):
-            branches = tuple(store.branches())
+    with contextlib.suppress(StorageError):
+        branches = tuple(store.branches())
     return StoreStatus(
         location=location if location is not None else str(store.root),
         store_id=store.store_id.hex(),

@@ -431,7 +431,7 @@ def discard_dream(store: MemoryStore, dream_id: str, *, actor: str = "operator",
             info: dict[str, object] = {"time": time.time(), "actor": actor, "reason": f"dream {dream} discarded"}
             _count, _live, commit_id = store.destroy_keys(keys, info, actor=actor, session=session)
         if branch is not None:
-            branch.delete()
+            branch.delete(actor=actor, session=session)
     return DiscardResult(dream, len(keys), commit_id.decode("ascii") if commit_id else "", complete)
 
 

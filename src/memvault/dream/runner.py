@@ -304,7 +304,7 @@ def run_dream(
 
     Raises:
         InvalidInputError: a bad argument (instructions too long too), a transcripts path that
-            is no directory, no credentials for the default client, or a store in object storage.
+            is no directory, or no credentials for the default client.
         ServiceError: the Messages API failed (the message names its HTTP status, never the
             request); the branch stays.
         StorageError: the transcripts could not be read.
@@ -317,7 +317,7 @@ def run_dream(
     if client is None:
         client = _default_client()
     dream_id = secrets.token_hex(8)
-    branch = store.branch(f"dream/{dream_id}")  # refuses a store in object storage
+    branch = store.branch(f"dream/{dream_id}")
     head = store.head[0]
     system, user = build_request(audit(store), instructions=instructions, transcripts=texts)
     extra = {

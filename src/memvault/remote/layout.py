@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from .. import crypto
 from ..errors import IntegrityError
-from ..keys.framing import RECORD, commit_fields, frame_records, is_dek_record, record_seq
+from ..keys.framing import BRANCH, BRANCH_BODY, RECORD, commit_fields, frame_records, is_dek_record, record_seq
 
 __all__ = [
     "CONFIG",
@@ -161,13 +161,20 @@ def slot_id_of(key: str) -> str | None:
 class LogRecord:
     """One commit's log record: the packs it added (names), the data keys it wrapped (ids; their
     DEK records are separate objects), and its chained keyring records, the last a COMMIT record
-    of ``seq``."""
+    of ``main``'s commit ``seq`` or, for a commit of a side branch, that commit's BRANCH record.
+
+    Attributes:
+        seq: the commit's sequence number (on ``main``, or on its side branch).
+        commit_id: the commit's id (40 hex digits).
+        branch: the side branch's 8-byte id for a commit of a side branch, else None (``main``).
+    """
 
     seq: int
     commit_id: bytes
     packs: tuple[str, ...]
     dek_ids: tuple[bytes, ...]
     chained: bytes
+    branch: bytes | None = None
 
 
 def split_append(append: bytes) -> tuple[dict[bytes, bytes], bytes]:
@@ -233,19 +240,20 @@ def encode_log(store_id: bytes, packs: tuple[str, ...], dek_ids: tuple[bytes, ..
     return b"".join(out)
 
 
-def decode_log(data: bytes, store_id: bytes, seq: int) -> LogRecord:
-    """Parse the log record stored at ``log_key(seq)``.
+def decode_log(data: bytes, store_id: bytes, position: int) -> LogRecord:
+    """Parse the log record stored at ``log_key(position)``: a commit of ``main`` (its last chained
+    record is a COMMIT record) or of a side branch (its last chained record is a BRANCH record).
 
     The chained records are not authenticated here: the keyring checks their MAC chain when the
-    replica appends them.
+    replica appends them. Each log position holds one commit, of ``main`` or of a side branch, so
+    ``main``'s sequence numbers equal log positions until the first commit of a side branch and
+    stay at or below them after it.
 
     Raises:
-        IntegrityError: not a log record of this store, or its last record is not the COMMIT
-            record of ``seq``.
+        IntegrityError: not a log record of this store, its last record is neither a COMMIT record
+            nor a BRANCH record, or it names a commit of ``main`` numbered after ``position``.
     """
-    damaged = IntegrityError(
-        f"The log record of commit #{seq} in object storage is damaged or belongs to another store."
-    )
+    damaged = IntegrityError(f"The log record #{position} in object storage is damaged or belongs to another store.")
     if len(data) < _HEAD.size + _COUNT.size or len(data) > MAX_LOG_BYTES:
         raise damaged
     magic, version, sid, npacks = _HEAD.unpack_from(data)
@@ -264,12 +272,16 @@ def decode_log(data: bytes, store_id: bytes, seq: int) -> LogRecord:
     pos += 16 * ndeks
     chained = data[pos:]
     records, end = frame_records(chained)
-    if end != len(chained) or not records:
+    if end != len(chained) or not records or len(set(dek_ids)) != len(dek_ids):
         raise damaged
-    fields = commit_fields(records[-1][1], records[-1][2])
-    if fields is None or fields[0] != seq or len(set(dek_ids)) != len(dek_ids):
+    rtype, body = records[-1][1], records[-1][2]
+    if rtype == BRANCH and len(body) == BRANCH_BODY.size:
+        branch, _flags, seq, commit_id, _parent, _mac = BRANCH_BODY.unpack(body)
+        return LogRecord(seq, commit_id.hex().encode(), packs, dek_ids, chained, branch)
+    fields = commit_fields(rtype, body)
+    if fields is None or fields[0] > position:
         raise damaged
-    return LogRecord(seq, fields[1], packs, dek_ids, chained)
+    return LogRecord(fields[0], fields[1], packs, dek_ids, chained)
 
 
 @dataclass(frozen=True)

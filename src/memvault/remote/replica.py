@@ -23,14 +23,14 @@ from ..errors import (
     ServiceError,
     StoreExistsError,
 )
-from ..fsutil import atomic_write, cache_root, wipe_file
+from ..fsutil import cache_root
 from ..git.repo import GitStore
 from ..hoststate import HighWaterMark
 from ..keys.keyring import Keyring
 from ..storage.base import ObjectInfo, ObjectStore
+from .follow import POSITION_FILE, Follower
 from .layout import (
     CONFIG,
-    KEYS,
     LOG,
     MAX_LOG_BYTES,
     PACKS,
@@ -44,7 +44,6 @@ from .layout import (
     log_key,
     log_segments,
     pack_keys,
-    slot_id_of,
     slot_key,
     split_append,
     void_key,
@@ -66,7 +65,7 @@ from .logstate import (
 from .lostkeys import LostKeys
 from .packmap import PackMap
 
-__all__ = ["Replica", "RaceLost", "PACKMAP_FILE", "LOST_FILE", "CACHE_BYTES", "cache_dir_for"]
+__all__ = ["Replica", "RaceLost", "PACKMAP_FILE", "LOST_FILE", "POSITION_FILE", "CACHE_BYTES", "cache_dir_for"]
 
 #: Requests a replica makes at once (uploads of a commit, downloads of a pull).
 WORKERS = 16
@@ -150,6 +149,7 @@ class Replica:
         self._junk: ObjectInfo | None = None
         self._void_key = mark.key if mark is not None else None
         self._voids = Voids(lambda keys: self._all(self.objects.get, keys), self._void_key or b"", store_id)
+        self._follow = Follower(root, keyring, git)
 
     def close(self) -> None:
         """Stop the request threads."""
@@ -212,9 +212,9 @@ class Replica:
             raise ValueError("a replica made for an upload has no high-water mark to pull with")
         self.stats["pulls"] += 1
         self.keyring.refresh()
-        hw = self.keyring.high_water
-        local = hw.seq if hw is not None else -1
+        local = self._follow.position()
         self._catch_up_branch()
+        self._follow.catch_up_sides(None)
         mark = self._mark.read()
         first = local if mark is None else min(local, mark[0])
         listing = self._listing = self._list_log(first, courtesy)
@@ -234,13 +234,24 @@ class Replica:
                     batch.append(((seq + len(batch), attempt), info))
             # The object the last pull found no record at this same point of the chain: not fetched again.
             known = bool(batch) and (batch[0][0], batch[0][1]) == (self._stop, self._junk)
-            logs, junk = self._authentic(batch) if not known else ([], batch[0])
+            logs, junk, applied = self._authentic(batch) if not known else ([], batch[0], [])
+            if applied:  # records the keyring holds already: the position hint lagged behind them
+                (last, attempt), info = batch[len(applied) - 1]
+                self._follow.catch_up_sides(applied)
+                self._follow.save(last, applied[-1])
+                self._mark.write(last, mark_tag(attempt, info.tag), durable=self._durable)
+                seq += len(applied)
+                local = seq - 1
+                continue
             if logs:
                 missing |= self._apply(logs)
                 (last, attempt), info = batch[len(logs) - 1]
+                self._follow.save(last, logs[-1])
                 self._mark.write(last, mark_tag(attempt, info.tag), durable=self._durable)
                 count += len(logs)
             seq += len(logs)
+            if junk is not None and logs and self._follow.may_repeat():
+                continue  # on its own, after the records just applied (it may be one of them again)
             if junk is not None:
                 self._stop, self._junk = junk[0], junk[1]
                 break
@@ -270,10 +281,11 @@ class Replica:
 
     def _authentic(
         self, batch: list[tuple[Slot, ObjectInfo]]
-    ) -> tuple[list[LogRecord], tuple[Slot, ObjectInfo] | None]:
-        """Fetch the objects of ``batch`` (consecutive commits' places) and return the log records
-        of its authentic beginning (each extends the keyring's MAC chain), and the first place
-        whose object is not such a record (None if every one is)."""
+    ) -> tuple[list[LogRecord], tuple[Slot, ObjectInfo] | None, list[LogRecord]]:
+        """Fetch the objects of ``batch`` (consecutive log positions) and return the log records
+        of its authentic beginning (each extends the keyring's MAC chain), the first place whose
+        object is not such a record (None if every one is), and, if the first does not extend it,
+        those at the beginning the keyring holds already (to step over: the hint lagged)."""
         small = [i for i, (_slot, info) in enumerate(batch) if info.size <= MAX_LOG_BYTES]
         datas = dict(zip(small, self._all(self.objects.get, [batch[i][1].key for i in small]), strict=True))
         logs: list[LogRecord] = []
@@ -287,8 +299,13 @@ class Replica:
                 logs.append(decode_log(data, self.store_id, seq))
             except IntegrityError:
                 break
-        logs = logs[: self.keyring.accepts([log.chained for log in logs])]
-        return logs, batch[len(logs)] if len(logs) < len(batch) else None
+        accepted = self._follow.accepts([log.chained for log in logs])
+        if accepted == 0 and logs:
+            applied = self._follow.already_applied(logs)
+            if applied:
+                return [], None, applied
+        logs = logs[:accepted]
+        return logs, batch[len(logs)] if len(logs) < len(batch) else None, []
 
     def evict(self) -> int:
         """Remove the least recently written packs while the replica's packs hold more than
@@ -363,12 +380,14 @@ class Replica:
                     append.append(record)
             append.append(log.chained)
         destroyed = self.keyring.destroyed_ids
+        self._follow.expect_sides(logs)
         self.keyring.append(b"".join(append), durable=self._durable)
         for i, name in enumerate(sorted(packs)):  # mapped only once the records verified
             idx_bytes = pack_files[2 * i + 1]
             assert idx_bytes is not None  # _get_required never gives None
             self.packmap.add(name, idx_bytes)
         self._catch_up_branch()
+        self._follow.catch_up_sides(logs)
         if self.keyring.destroyed_ids != destroyed:
             self.keyring.purge()  # keys another host destroyed leave this cache too
             # ... and the bucket, again: the redacting host may have stopped before deleting them.
@@ -431,17 +450,18 @@ class Replica:
 
     # -- publish ----------------------------------------------------------------------------------
 
-    def publish(self, seq: int, pack: tuple[str, bytes, bytes], append: bytes) -> None:
-        """Make a commit: upload its pack and data keys, then create its log record (the commit
-        point). The caller appends ``append`` to the replica's keyring afterwards.
+    def publish(self, pack: tuple[str, bytes, bytes], append: bytes) -> None:
+        """Make a commit (of ``main`` or of a side branch): upload its pack and data keys, create its
+        log record at the next log position (the commit point); the caller then appends ``append``.
 
         Args:
-            seq: the commit's sequence number.
             pack: ``(name, pack bytes, index bytes)`` of the commit's pack.
-            append: the keyring records of the commit (DEK records, then chained records).
+            append: the keyring records of the commit (DEK records and chained records, the last
+                its COMMIT record, or its BRANCH record for a commit of a side branch).
 
         Raises:
-            RaceLost: another host committed ``seq`` first (nothing of this commit counts).
+            RaceLost: another host took that log position first (nothing of this commit counts).
+            LogBlockedError: the last pull stopped at an object that is not an authentic record.
             ServiceError: the object store failed (before the log record: nothing committed;
                 ``outcome_unknown`` when even reading back could not tell).
         """
@@ -450,19 +470,20 @@ class Replica:
         pack_key, idx_key = pack_keys(name)
         uploads: dict[str, bytes] = {pack_key: data, idx_key: idx}
         uploads.update({dek_key(dek_id): record for dek_id, record in deks.items()})
-        if self._junk is not None and self._stop[0] == seq:
-            raise junk_error(self.objects.description, seq, self._junk.key)
-        attempt = self._stop[1] if self._stop[0] == seq else 0  # past the voided objects
-        self._all(lambda key: self.objects.create(key, uploads[key]), uploads)
+        position, attempt = self._stop  # past the voided objects
+        if self._junk is not None:
+            raise junk_error(self.objects.description, position, self._junk.key)
         record = encode_log(self.store_id, (name,), tuple(deks), chained)
-        tag = self.objects.create(log_key(seq, attempt), record)
+        log = self._follow.publishable(record, self.store_id, position)
+        self._all(lambda key: self.objects.create(key, uploads[key]), uploads)
+        tag = self.objects.create(log_key(position, attempt), record)
         if tag is None:
             self.stats["races_lost"] += 1
             # Our data keys are nobody's: remove them (packs are named by content and harmless);
             # say that this host waits to commit the next number (others give way, see pull).
             if self._waiting is None:
-                self._since = seq
-            wait, self._waiting = self._waiting, wait_key(seq + 1, self._since, self.host)
+                self._since = position
+            wait, self._waiting = self._waiting, wait_key(position + 1, self._since, self.host)
             self._pool.submit(self.objects.create, self._waiting, b"")  # advice: alongside the next pull
             for key in [dek_key(dek_id) for dek_id in deks] + ([wait] if wait else []):
                 self._pool.submit(self.objects.delete, key)
@@ -471,10 +492,15 @@ class Replica:
         self.stats["published"] += 1
         self.packmap.add(name, idx)
         self.evict()
-        self._stop = (seq + 1, 0)
+        self._stop = (position + 1, 0)
+        try:  # names the commit the keyring is about to record: a hint that holds only once it does
+            self._follow.save(position, log)
+            self._follow.expect_sides([log])
+        except OSError:
+            pass  # the next pull finds the record in the keyring and steps over it
         if self._mark is not None:
             try:
-                self._mark.write(seq, mark_tag(attempt, tag), durable=self._durable)
+                self._mark.write(position, mark_tag(attempt, tag), durable=self._durable)
             except OSError:
                 pass  # the next pull moves the mark
 
@@ -535,7 +561,7 @@ class Replica:
 
     @property
     def next_commit(self) -> int:
-        """The sequence number of the next commit, as the last pull found it."""
+        """The log position of the next commit (§12.2 of docs/format.md), as the last pull found it."""
         return self._stop[0]
 
     # -- lost data keys ------------------------------------------------------------------------------
@@ -654,21 +680,6 @@ class Replica:
         """Replace the store's ``memvault.json`` (after a format upgrade)."""
         current = self.objects.get_tagged(CONFIG)
         self.objects.swap(CONFIG, data, current[1] if current else None)
-
-    @staticmethod
-    def pull_slots_from(objects: ObjectStore, keys_dir: Path, *, durable: bool) -> None:
-        """Make the key slots in ``keys_dir`` those in ``objects`` (added, changed or removed);
-        the caller holds the replica's writer lock."""
-        remote = [sid for info in objects.list(KEYS) if (sid := slot_id_of(info.key))]
-        local = {p.name[:-5] for p in keys_dir.glob("*.json")}
-        with ThreadPoolExecutor(max_workers=WORKERS) as pool:
-            datas = list(pool.map(objects.get, [slot_key(sid) for sid in remote]))
-        for sid, data in zip(remote, datas, strict=True):
-            path = keys_dir / f"{sid}.json"
-            if data is not None and (sid not in local or path.read_bytes() != data):
-                atomic_write(path, data, durable=durable)
-        for sid in local - set(remote):
-            wipe_file(keys_dir / f"{sid}.json")
 
 
 def _cache_bytes() -> int:

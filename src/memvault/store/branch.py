@@ -5,7 +5,9 @@ takes commits like ``main`` does: the same path grammar, transactions and limits
 command, each sealed with fresh data keys. Its commits are authenticated in their own domain,
 bound to the branch's name (docs/format.md §5.8), so none of them is ever accepted on ``main``
 or on another branch. ``main`` never moves here: a branch is brought into it by a merge commit
-(:mod:`memvault.dream.review`).
+(:mod:`memvault.dream.review`). In a store in object storage each commit of a branch is a log
+record of the store's one log, as a commit of ``main`` is (docs/format.md §12.2), and a branch
+is ended by an ``end`` commit instead of removing its ref.
 """
 
 from __future__ import annotations
@@ -32,6 +34,9 @@ from .transaction import Committed, Transaction
 
 if TYPE_CHECKING:
     from ..keys.keyring import Keyring
+
+
+T = TypeVar("T")
 
 
 class MainStore(Protocol):
@@ -68,18 +73,26 @@ class MainStore(Protocol):
 
     def is_recorded_access_file(self, digest: bytes) -> bool: ...
 
+    @property
+    def remote(self) -> object | None: ...
+
+    def pull(self) -> None: ...
+
+    def racing(self, body: Callable[[], T]) -> T: ...
+
 
 __all__ = [
-    "BranchStore", "MainStore", "BRANCH_PREFIX", "FORK_COMMAND", "TRACKED", "TRACKED_VALUE", "branch_id", "branch_name",
-    "check_branch_name", "is_branch_name",
+    "BranchStore", "MainStore", "BRANCH_PREFIX", "FORK_COMMAND", "END_COMMAND", "TRACKED", "TRACKED_VALUE",
+    "branch_id", "branch_name", "check_branch_name", "is_branch_name",
 ]  # fmt: skip
-
-T = TypeVar("T")
 
 #: Side branches live under ``refs/heads/dream/``.
 BRANCH_PREFIX = "dream"
 #: The command of a side branch's first commit.
 FORK_COMMAND = "fork"
+#: The command of the commit that ends a side branch of a store in object storage (its discard):
+#: the branch is no longer listed and takes no more commits (docs/format.md §5.8).
+END_COMMAND = "end"
 _NAME = re.compile(r"dream/[0-9a-f]{16}")
 #: Commits walked from a side branch's head before its fork commit must have been found.
 MAX_BRANCH_COMMITS = 100_000
@@ -359,9 +372,25 @@ class BranchStore:
     @contextmanager
     def reading(self, *, pull: bool = True) -> Iterator[Transaction]:
         """A view of the branch's head, valid inside the ``with`` block (``pull``: as for
-        :meth:`MemoryStore.reading`; a branch is never in object storage)."""
+        :meth:`MemoryStore.reading`: a store in object storage takes in other hosts' commits
+        first)."""
+        if pull:
+            self.store.pull()
         with self._state_lock:
             yield Transaction(self, self._walk())
+
+    @property
+    def ended(self) -> bool:
+        """Whether the branch's head is an ``end`` commit (a branch discarded in a store in object
+        storage); False for a branch whose head does not authenticate (readers report that)."""
+        with self._state_lock:
+            head = self._ref.head()
+            if head is None:
+                return False
+            try:
+                return self._reader.open_commit(head, branch=self.name).meta.command == END_COMMAND
+            except IntegrityError:
+                return False
 
     # -- writing -------------------------------------------------------------------------------------
 
@@ -379,8 +408,11 @@ class BranchStore:
         """Run ``fn`` on the branch's head and commit what it changed as one commit of the branch
         (as :meth:`MemoryStore.transact <memvault.store.MemoryStore.transact>`; :attr:`guard`
         checks the transaction first)."""
-        with self.store.writing(), self._state_lock:
+
+        def once() -> Committed[T]:
             state = self._walk(writer=True)
+            if self._ids[state.commit_id].meta.command == END_COMMAND:
+                raise InvalidInputError(f"No dream branch {self.name} (see `memvault dream list`).")
             txn = Transaction(self, state)
             result = fn(txn)
             if self.guard is not None:
@@ -394,6 +426,9 @@ class BranchStore:
             self._ref_value = commit_id
             return Committed(result, commit_id, meta.seq, meta.time)
 
+        with self.store.writing(), self._state_lock:
+            return self.store.racing(once)
+
     def create(self, *, actor: str, session: str = "", extra: dict[str, str] | None = None) -> None:
         """Create the branch at the head of ``main`` with its ``fork`` commit (``extra`` recorded
         in its metadata besides the fork point).
@@ -402,7 +437,8 @@ class BranchStore:
             InvalidInputError: the branch exists already (or the keyring has records of a branch of
                 that name: a name is used once).
         """
-        with self.store.writing(), self._state_lock:
+
+        def once() -> None:
             self.store.keyring.refresh()
             if self._ref.head() is not None or self.store.keyring.branches.mark(branch_id(self.name)) is not None:
                 raise InvalidInputError(f"The dream branch {self.name} exists already.")
@@ -411,10 +447,25 @@ class BranchStore:
             meta = _fork_commit_meta(start, self.name, actor, session, extra or {}, tracked=self._tracked)
             self.write(start, Transaction(self, start), meta, first=True)
 
-    def delete(self) -> bool:
-        """Remove the branch's ref (its objects stay: :mod:`memvault.dream.review` destroys their
-        keys first). False if it does not exist."""
         with self.store.writing(), self._state_lock:
+            self.store.racing(once)
+
+    def delete(self, *, actor: str = "operator", session: str = "") -> bool:
+        """Remove the branch's ref (its objects stay: :mod:`memvault.dream.review` destroys their
+        keys first); in a store in object storage, end the branch instead with an ``end`` commit
+        by ``actor`` (the ref of every host's replica follows the log, so a removed ref would come
+        back). False if it does not exist (or has ended)."""
+        with self.store.writing(), self._state_lock:
+            if self.store.remote is not None:
+                if self._ref.head() is None or self.ended:
+                    return False
+                try:
+                    self.transact(lambda _txn: None, command=END_COMMAND, paths=(), actor=actor, session=session)
+                except InvalidInputError:
+                    if self.ended:  # another host ended it first
+                        return False
+                    raise
+                return True
             head = self._ref.head()
             self._state, self._ids, self._ref_value = None, {}, None
             return head is not None and self.store.git.delete_side_branch(self.name, head)

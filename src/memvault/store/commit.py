@@ -69,10 +69,10 @@ class CommitWriter:
         self._on_objects = on_objects
         self._on_stale = on_stale
         self._on_published = on_published
-        #: For a replica of a store in object storage: makes the commit there, given its sequence
-        #: number, its pack ``(name, bytes, index bytes)`` and its keyring records, before the
-        #: replica records it (:meth:`memvault.remote.replica.Replica.publish`).
-        self.publish: Callable[[int, tuple[str, bytes, bytes], bytes], None] | None = None
+        #: For a replica of a store in object storage: makes the commit (of ``main`` or of a side
+        #: branch) there, given its pack ``(name, bytes, index bytes)`` and its keyring records,
+        #: before the replica records it (:meth:`memvault.remote.replica.Replica.publish`).
+        self.publish: Callable[[tuple[str, bytes, bytes], bytes], None] | None = None
         #: ``(commit id, settings MAC it records)`` of the last commit of ``main`` this writer built,
         #: so that the next one need not open its parent again to carry the record on.
         self._last_settings: tuple[bytes, bytes] = (b"", b"")
@@ -229,7 +229,7 @@ class CommitWriter:
         objects.append(commit)
         if not meta.branch:
             self._last_settings = (commit.id, meta.settings_digest)
-        if (side is None) == bool(meta.branch) or (side is not None and (destroy or announce_epoch or self.publish)):
+        if (side is None) == bool(meta.branch) or (side is not None and (destroy or announce_epoch)):
             raise InternalError()
         # Step 1: objects. A failure here leaves only unreferenced objects: the old state.
         try:
@@ -249,6 +249,11 @@ class CommitWriter:
                     parent_id=state.commit_id,
                 )
             made = (commit.id, meta.seq, tree_id)
+            if self.publish is not None:  # a replica: the branch's log record in object storage is the commit
+                if tracked is None:
+                    raise InternalError()  # object storage holds format version 3 stores only
+                self.publish(pack, appended)
+                return self._follow(state, txn, new_nodes, new_shard_blobs, appended, made, side=side)
             return self._write_side(side, state, txn, appended, new_nodes, new_shard_blobs, made, tracked is not None)
         # Step 2: the keyring records the commit (the point of no return once it is durable).
         # The keyring was read by _sync under this same lock: the chain is current.
@@ -262,7 +267,7 @@ class CommitWriter:
         if self.publish is not None:
             # A replica: the log record in object storage is the commit; the replica follows it.
             appended = b"".join(dek_records)
-            self.publish(meta.seq, pack, appended)
+            self.publish(pack, appended)
             return self._follow(state, txn, new_nodes, new_shard_blobs, appended, (commit.id, meta.seq, tree_id))
         try:
             self.keyring.append(b"".join(dek_records), durable=self._durable)
@@ -341,15 +346,24 @@ class CommitWriter:
         new_shard_blobs: dict[bytes, tuple[bytes | None, dict[bytes, Node]]],
         records: bytes,
         made: tuple[bytes, int, bytes],
+        *,
+        side: tuple[Branch, bytes | None] | None = None,
     ) -> bytes:
-        """Record and publish in a replica a commit already made in object storage. It stands
-        whatever happens here: a replica that cannot follow is brought up to date by its next
-        pull (never an ABORT record, which would contradict the store's log)."""
+        """Record and publish in a replica a commit already made in object storage (``side``:
+        ``(ref, its value now)`` of the side branch it is a commit of). It stands whatever happens
+        here: a replica that cannot follow is brought up to date by its next pull (never an ABORT
+        record, which would contradict the store's log)."""
         try:
             self.keyring.append(records, durable=self._durable)
-            if not self.git.compare_and_swap(state.commit_id, made[0]):
+            if side is not None:
+                moved = side[0].compare_and_swap(side[1], made[0])
+            else:
+                moved = self.git.compare_and_swap(state.commit_id, made[0])
+            if not moved:
                 raise OSError(5, "I/O error")
         except (OSError, MemvaultError):
+            if side is not None:
+                side[0].remove_lock()
             self._on_stale()
             return made[0]
         self._fold(state, txn, new_nodes, new_shard_blobs, made)

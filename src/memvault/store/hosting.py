@@ -12,11 +12,11 @@ import threading
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from ..hoststate import Anchor, HighWaterMark, UrlState
 from ..remote.replica import Replica
-from .replicated import Placement
+from .replicated import Placement, run_racing
 
 if TYPE_CHECKING:
     from ..git.repo import GitStore
@@ -27,6 +27,8 @@ if TYPE_CHECKING:
     from .head import Head
 
 __all__ = ["Hosting"]
+
+T = TypeVar("T")
 
 
 class Hosting:
@@ -75,6 +77,21 @@ class Hosting:
         if self.remote is not None:
             with self._writer(), self._state_lock:
                 self.remote.pull()
+
+    def racing(self, body: Callable[[], T]) -> T:
+        """Run ``body``, one command making one commit (the caller holds the writer lock): in a
+        store in object storage, after taking in other hosts' commits, and again on the newer head
+        each time another host committed first (:func:`~memvault.store.replicated.run_racing`);
+        in a store directory, once."""
+        if self.remote is None:
+            return body()
+        remote = self.remote
+
+        def once() -> T:
+            remote.pull(courtesy=True)
+            return body()
+
+        return run_racing(once, remote)
 
     def release_host(self) -> None:
         """Stop the replica's request threads (its background requests finish first) and close

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from .. import crypto
-from ..errors import ConflictError, InvalidInputError, MemvaultError, PathExistsError, StorageError
+from ..errors import ConflictError, MemvaultError, PathExistsError, StorageError
 from ..format import records
 from ..format.records import CommitMeta, Node
 from ..fsutil import (
@@ -658,18 +658,22 @@ class MemoryStore(FileReads, Hosting):
         """Side branch ``name`` (``dream/<16 hex>``), existing or to :meth:`BranchStore.create`.
 
         Raises:
-            InvalidInputError: a bad name, or a store in object storage (no side branches there).
+            InvalidInputError: a bad name.
         """
-        if self.remote is not None:
-            raise InvalidInputError("Dream branches are not supported for stores in object storage yet.")
         ref = self.git.side_branch(check_branch_name(name))
         return BranchStore(
             self, name, ref, self._reader, self._writer_of_commits, self._state_lock, lambda: self._epoch
         )
 
     def branches(self) -> list[str]:
-        """The names of the store's side branches (``dream/<id>``), sorted."""
-        return [n for n in self.git.side_branches(BRANCH_PREFIX) if is_branch_name(n)]
+        """The names of the store's side branches (``dream/<id>``), sorted. A store in object
+        storage takes in other hosts' commits first; a branch ended there (discarded: its head is
+        an ``end`` commit, docs/format.md §5.8) is not listed."""
+        self.pull()
+        names = [n for n in self.git.side_branches(BRANCH_PREFIX) if is_branch_name(n)]
+        if self.remote is None:
+            return names
+        return [n for n in names if not self.branch(n).ended]
 
     def put_file(
         self, path: str, data: bytes | str, *, actor: str = "library", session: str = "", overwrite: bool = True

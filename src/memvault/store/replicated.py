@@ -28,6 +28,7 @@ from ..fsutil import (
 from ..git.repo import GitStore
 from ..hoststate import ACCESS_FILE, RESET_HINT, UrlState, url_state
 from ..keys.keyring import Keyring
+from ..remote.keyslots import pull_slots
 from ..remote.layout import CONFIG
 from ..remote.replica import RaceLost, Replica, cache_dir_for
 from ..storage.base import ObjectStore
@@ -223,7 +224,7 @@ def replica_for_open(address: str, cache_dir: str | os.PathLike[str] | None, loc
             GitStore.init(root / "repo", durable=False).close()
             restrict_modes(root / "repo")
         atomic_write(root / STORE_FILE, config, durable=False)
-        Replica.pull_slots_from(objects, root / "keys", durable=False)
+        pull_slots(objects, root / "keys", durable=False)
     return Placement(objects, root, host)
 
 

@@ -11,7 +11,8 @@ from typing import Any
 
 from ..errors import InvalidInputError, StoreExistsError
 from ..hoststate import MARK_FILE
-from ..remote.replica import PACKMAP_FILE, Replica
+from ..remote.follow import SIDES_FILE
+from ..remote.replica import PACKMAP_FILE, POSITION_FILE, Replica
 from ..storage.url import is_remote
 from ..store import MemoryStore
 from ..store.atimes import FILE_NAME as ATIMES_FILE
@@ -22,7 +23,7 @@ from ..verify import VerifyReport, verify
 __all__ = ["CopyResult", "copy_store"]
 
 #: Files of a store directory that belong to one host, not to the store.
-_HOST_FILES = ("lock", MARK_FILE, PACKMAP_FILE)
+_HOST_FILES = ("lock", MARK_FILE, PACKMAP_FILE, POSITION_FILE, SIDES_FILE)
 
 
 @dataclass(frozen=True)

@@ -92,8 +92,6 @@ def walk_branches(store: MemoryStore, add: Add, *, main: set[bytes], main_known:
             is not one of ``main``'s.
     """
     walk = BranchWalk()
-    if store.remote is not None:
-        return walk  # a store in object storage has no side branches
     try:
         names = store.git.side_branches(BRANCH_PREFIX)
     except IntegrityError:

@@ -1,0 +1,176 @@
+"""How a replica follows its store's one log (docs/format.md §12.4): the log position it has taken
+in (a hint file, checked against the keyring), the records its keyring holds already, a trial of
+records that leaves the keyring as it was, and the side branches' refs that the log's records move."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from ..errors import IntegrityError
+from ..fsutil import atomic_write, read_bounded
+from ..git.repo import GitStore
+from ..keys.keyring import Keyring
+from .layout import LogRecord, decode_log, split_append
+
+__all__ = ["Follower", "POSITION_FILE", "SIDES_FILE", "SIDE_PREFIX"]
+
+#: The log position of the newest log record the replica took in, in the replica directory.
+POSITION_FILE = "remote-position"
+#: The side branches whose refs follow records being taken in, in the replica directory.
+SIDES_FILE = "remote-sides"
+#: Where side branches' refs live in the replica's repository (``refs/heads/dream/<16 hex>``, the
+#: names of docs/format.md §5.8; their 8-byte keyring id is the hex).
+SIDE_PREFIX = "dream/"
+_MAX_HINT_BYTES = 4096
+
+
+class Follower:
+    """What a replica (directory ``root``, its ``keyring`` and ``git``) knows of its place in the
+    log. The caller holds the replica's writer lock."""
+
+    def __init__(self, root: Path, keyring: Keyring, git: GitStore) -> None:
+        self._path = root / POSITION_FILE
+        self._sides = root / SIDES_FILE
+        self.keyring = keyring
+        self.git = git
+        self._hinted = True  #: a hint file may exist
+        self._sides_checked = False  #: the refs of recorded side branches were caught up once
+
+    def position(self) -> int:
+        """The log position of the newest record the replica took in: the hint's when the
+        keyring's newest commit of ``main`` (or of the side branch the hint names) is the commit
+        the hint names, else ``main``'s newest sequence number (a lower bound: each position holds
+        one commit; a pull steps over records after it that the keyring holds already)."""
+        hw = self.keyring.high_water
+        floor = hw.seq if hw is not None else -1
+        try:
+            hint = json.loads(read_bounded(self._path, _MAX_HINT_BYTES))
+            position, commit, branch = hint["position"], hint["commit"].encode("ascii"), bytes.fromhex(hint["branch"])
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            return floor
+        if type(position) is not int or position < floor:
+            return floor
+        newest = self.keyring.branches.mark(branch) if branch else hw
+        return position if newest is not None and newest.commit_id == commit else floor
+
+    def save(self, position: int, log: LogRecord) -> None:
+        """Record that the record at ``position`` is ``log``: a hint file, or none while the
+        position is ``main``'s sequence number (a log without side branches' records needs none).
+
+        Raises:
+            OSError: the file could not be written or removed.
+        """
+        if log.branch is None and position == log.seq:
+            if self._hinted:
+                try:
+                    os.unlink(self._path)
+                except FileNotFoundError:
+                    pass
+                self._hinted = False
+            return
+        hint = {"branch": (log.branch or b"").hex(), "commit": log.commit_id.decode("ascii"), "position": position}
+        atomic_write(self._path, json.dumps(hint, sort_keys=True).encode() + b"\n", durable=False)
+        self._hinted = True
+
+    def accepts(self, runs: list[bytes]) -> int:
+        """How many of ``runs`` (log records' chained records) the keyring would take in, in order;
+        nothing changes (the side branches' records read so far are put back after the trial)."""
+        with self.keyring.branches.trial():
+            return self.keyring.accepts(runs)
+
+    def may_repeat(self) -> bool:
+        """Whether a record the keyring holds already can come up again at the next position: only
+        once the keyring records a side branch (its position is then a hint that can lag)."""
+        return bool(self.keyring.branches.recorded())
+
+    def already_applied(self, logs: list[LogRecord]) -> list[LogRecord]:
+        """The records at the beginning of ``logs`` whose chained records the keyring holds
+        already (their MACs chain each to its predecessor: only the record the keyring took in at
+        that point, or a copy of it, can match, and a copy adds nothing). None while the keyring
+        records no side branch: the position is then exact, and such an object stays junk."""
+        if not self.may_repeat():
+            return []
+        chained = split_append(self.keyring.records())[1]
+        out: list[LogRecord] = []
+        for log in logs:
+            if log.chained not in chained:
+                break
+            out.append(log)
+        return out
+
+    def publishable(self, record: bytes, store_id: bytes, position: int) -> LogRecord:
+        """The log record this host is about to create at ``position``, decoded.
+
+        Raises:
+            IntegrityError: it is the commit of a side branch whose records the keyring would
+                refuse (a writer chains them from the branch's state: such records must never
+                become a log record, which would stop every writer).
+        """
+        log = decode_log(record, store_id, position)
+        if log.branch is not None and self.accepts([log.chained]) != 1:
+            name = SIDE_PREFIX + log.branch.hex()
+            raise IntegrityError(f"The commit of the dream branch {name} does not follow the keyring's record of it.")
+        return log
+
+    def expect_sides(self, logs: list[LogRecord]) -> None:
+        """Note, before the keyring takes ``logs`` in, the side branches whose refs must follow
+        them, so that a process stopped between the keyring's append and the refs' moves has its
+        successor make them (:meth:`catch_up_sides`).
+
+        Raises:
+            OSError: the note could not be written.
+        """
+        branches = {log.branch for log in logs if log.branch is not None}
+        if branches:
+            names = sorted(b.hex() for b in branches | self._expected())
+            atomic_write(self._sides, json.dumps(names).encode() + b"\n", durable=False)
+
+    def _expected(self) -> set[bytes]:
+        try:
+            names = json.loads(read_bounded(self._sides, _MAX_HINT_BYTES * 16))
+            return {bytes.fromhex(name) for name in names if isinstance(name, str) and len(name) == 16}
+        except (OSError, ValueError, TypeError):
+            return set()
+
+    def catch_up_sides(self, logs: list[LogRecord] | None) -> None:
+        """:meth:`catch_up_side` for the side branches of ``logs`` (records just taken in) and
+        those :meth:`expect_sides` noted (refs made if missing; the note then goes), and, once
+        per process, for every branch the keyring records whose ref exists.
+
+        Raises:
+            OSError: a ref could not be written.
+        """
+        expected = self._expected()
+        for branch in sorted({log.branch for log in logs or () if log.branch is not None} | expected):
+            self.catch_up_side(branch, create=True)
+        if expected:
+            try:
+                os.unlink(self._sides)
+            except FileNotFoundError:
+                pass
+        if not self._sides_checked:
+            for branch in self.keyring.branches.recorded():
+                self.catch_up_side(branch, create=False)
+            self._sides_checked = True
+
+    def catch_up_side(self, branch: bytes, *, create: bool) -> None:
+        """Move side branch ``branch``'s ref (8-byte id) to the keyring's newest record of it when
+        its objects are here (the keyring's MAC chain vouches for the commit id, and every reader
+        of the branch authenticates the commit itself); ``create``: also make a ref that is missing
+        (log records of the branch were just taken in; a branch a copied store's records name but
+        whose ref was removed before the copy, a discarded one, is not made again).
+
+        Raises:
+            OSError: the ref could not be written.
+        """
+        mark = self.keyring.branches.mark(branch)
+        if mark is None or not self.git.contains(mark.commit_id):
+            return
+        ref = self.git.side_branch(SIDE_PREFIX + branch.hex())
+        head = ref.head()
+        if head is None and not create:
+            return
+        if head != mark.commit_id and not ref.compare_and_swap(head, mark.commit_id):
+            ref.remove_lock()

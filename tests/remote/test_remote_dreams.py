@@ -1,0 +1,477 @@
+"""Dream side branches of a store in S3 (moto's server on loopback): a commit of a branch is a log
+record of the store's one log, so another host sees the branch, its commits, its merge and its
+discard; writers on a branch and on ``main`` race safely; a branch rolled back or tampered with in
+the bucket is detected; ``dream`` on such a store reaches the (fake) Messages API."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import anthropic
+import pytest
+
+import memvault
+from conftest import FAST_KDF, PASSPHRASE
+from fake_messages_http import FakeMessagesServer
+from memvault.admin.status import store_status
+from memvault.dream.review import discard_dream, dream_diff, list_dreams, merge_dream, open_dream
+from memvault.dream.runner import run_dream
+from memvault.errors import IntegrityError, InvalidInputError, PathNotFoundError, RedactedError, RollbackDetectedError
+from memvault.history import read_at
+from memvault.keys.framing import BRANCH, BRANCH_BODY, COMMIT_RAW, COMMIT_RAW_BODY, RECORD
+from memvault.paths import parse_path
+from memvault.protocol.commands import run_command
+from memvault.remote.layout import decode_log, encode_log
+from memvault.store import Transaction
+from memvault.transfer.copier import copy_store
+from memvault.verify import verify
+from s3support import S3Env, as_host, sequential_round_trips
+
+MODEL = "claude-sonnet-4-6"
+NOTES = "/memories/notes.md"
+NOTES_TEXT = "# Notes\n- The deploy goes out on Tuesdays.\n"
+DREAMT = "/memories/summary.md"
+DREAMT_TEXT = "# Summary\n- Deploys: Tuesdays.\n"
+FINAL = "Wrote a summary and removed the notes it replaces."
+
+
+def _create(url: str, cache: Path) -> memvault.MemoryStore:
+    with as_host(cache):
+        return memvault.MemoryStore.create(url, passphrase=PASSPHRASE, kdf=FAST_KDF, cache_dir=cache)
+
+
+def _open(url: str, cache: Path) -> memvault.MemoryStore:
+    with as_host(cache):
+        return memvault.MemoryStore.open(url, passphrase=PASSPHRASE, cache_dir=cache)
+
+
+def _cmd(store: Any, **command: object) -> str:
+    return str(run_command(store, command, actor="tester", session="s"))
+
+
+def _seeded(s3_env: S3Env, tmp_path: Path, prefix: str = "t") -> memvault.MemoryStore:
+    store = _create(s3_env.url(prefix), tmp_path / "host-a")
+    _cmd(store, command="create", path=NOTES, file_text=NOTES_TEXT)
+    return store
+
+
+def _log_keys(s3_env: S3Env, prefix: str) -> list[str]:
+    return sorted(k for k in s3_env.keys() if k.startswith(f"{prefix}/log/"))
+
+
+def _branch_with_commits(store: memvault.MemoryStore, dream_id: str) -> memvault.store.BranchStore:
+    """A branch ``dream/<dream_id>`` forked from ``main`` with two commits: a new file, the notes deleted."""
+    branch = store.branch(f"dream/{dream_id}")
+    branch.create(actor="dream", session=dream_id, extra={"model": MODEL})
+
+    def write(txn: Transaction) -> None:
+        txn.write_file(parse_path(DREAMT, txn.settings), DREAMT_TEXT.encode())
+
+    def delete(txn: Transaction) -> None:
+        txn.delete(parse_path(NOTES, txn.settings))
+
+    branch.transact(write, command="create", paths=(DREAMT,), actor="dream", session=dream_id)
+    branch.transact(delete, command="delete", paths=(NOTES,), actor="dream", session=dream_id)
+    return branch
+
+
+def test_a_branch_and_its_commits_are_published_through_the_bucket(s3_env: S3Env, tmp_path: Path) -> None:
+    a = _seeded(s3_env, tmp_path)
+    before = _log_keys(s3_env, "t")
+    assert len(before) == 2  # the first commit, the notes
+    _branch_with_commits(a, "00000000000000a1")
+    after = _log_keys(s3_env, "t")
+    assert len(after) == 5  # three more log records: the fork commit and two commits, on the branch
+    store_id = a.store_id
+    records = [
+        decode_log(s3_env.client.get_object(Bucket=s3_env.bucket, Key=k)["Body"].read(), store_id, i)
+        for i, k in enumerate(after)
+    ]
+    assert [r.branch for r in records] == [None, None] + [bytes.fromhex("00000000000000a1")] * 3
+    assert [r.seq for r in records] == [0, 1, 2, 3, 4]  # main 0, 1; the branch forks at 1: 2, 3, 4
+
+    b = _open(s3_env.url("t"), tmp_path / "host-b")
+    assert b.branches() == ["dream/00000000000000a1"]
+    branch = open_dream(b, "00000000000000a1")
+    commands = [branch.commit_meta(c).command for c in reversed(branch.branch_commits())]
+    assert commands == ["fork", "create", "delete"]
+    assert read_at(branch, DREAMT) == DREAMT_TEXT.encode()
+    # main did not move, on either host
+    assert read_at(b, NOTES) == NOTES_TEXT.encode()
+    assert b.head == a.head and b.head[1] == 1
+    [info] = list_dreams(b)
+    assert (info.status, info.commits, info.model) == ("open", 2, MODEL)
+    diff = dream_diff(b, "00000000000000a1")
+    assert sorted(f.path for f in diff.files) == [NOTES, DREAMT]
+
+    # b commits on main, then on the branch: a sees both, and main's commit is #2 though at position 5
+    _cmd(b, command="create", path="/memories/b.md", file_text="from b\n")
+    branch.transact(
+        lambda txn: txn.write_file(parse_path("/memories/c.md", txn.settings), b"on the branch\n"),
+        command="create", paths=("/memories/c.md",), actor="dream", session="x",
+    )  # fmt: skip
+    assert len(_log_keys(s3_env, "t")) == 7
+    assert read_at(a, "/memories/b.md") == b"from b\n"
+    assert a.head[1] == 2
+    on_a = open_dream(a, "00000000000000a1")
+    assert read_at(on_a, "/memories/c.md") == b"on the branch\n"
+    assert on_a.head == branch.head
+    a.close()
+    b.close()
+
+
+def test_merge_and_discard_on_one_host_are_seen_on_the_other(s3_env: S3Env, tmp_path: Path) -> None:
+    a = _seeded(s3_env, tmp_path)
+    _branch_with_commits(a, "00000000000000b1")
+    _branch_with_commits(a, "00000000000000b2")
+    b = _open(s3_env.url("t"), tmp_path / "host-b")
+    assert b.branches() == ["dream/00000000000000b1", "dream/00000000000000b2"]
+
+    merged = merge_dream(b, "00000000000000b1", actor="reviewer")
+    assert sorted(merged.changed) == [NOTES, DREAMT]
+    assert read_at(a, DREAMT) == DREAMT_TEXT.encode()  # a pulls b's merge commit
+    assert {d.id: d.status for d in list_dreams(a)} == {"00000000000000b1": "merged", "00000000000000b2": "open"}
+
+    keys_before = {k for k in s3_env.keys() if k.startswith("t/deks/")}
+    dreamt_version = open_dream(a, "00000000000000b2")
+    result = discard_dream(b, "00000000000000b2", actor="reviewer")
+    assert result.keys_destroyed == 1 and result.complete  # the one version the dream wrote
+    assert len(keys_before - {k for k in s3_env.keys() if k.startswith("t/deks/")}) == 1
+    # a sees the discard: the dream is gone from its list, and its version is redacted
+    assert a.branches() == ["dream/00000000000000b1"]
+    assert [d.id for d in list_dreams(a)] == ["00000000000000b1"]
+    with pytest.raises(InvalidInputError, match="No dream"):
+        open_dream(a, "00000000000000b2")
+    with pytest.raises(RedactedError):
+        read_at(dreamt_version, DREAMT)
+    with pytest.raises(InvalidInputError, match="No dream"):
+        discard_dream(a, "00000000000000b2")
+    # a third host, starting cold, takes the same view from the log alone
+    c = _open(s3_env.url("t"), tmp_path / "host-c")
+    assert [(d.id, d.status) for d in list_dreams(c)] == [("00000000000000b1", "merged")]
+    assert store_status(c).branches == ("dream/00000000000000b1",)
+    for store in (a, c):  # verify walks the branches of a replica too
+        report = verify(store)
+        assert report.errors == [] and report.warnings == [], store
+    for store in (a, b, c):
+        store.close()
+
+
+def test_writers_on_a_branch_and_on_main_race_safely(s3_env: S3Env, tmp_path: Path) -> None:
+    a = _seeded(s3_env, tmp_path)
+    a.branch("dream/00000000000000c1").create(actor="dream")
+    b = _open(s3_env.url("t"), tmp_path / "host-b")
+    branch = b.branch("dream/00000000000000c1")
+    errors: list[BaseException] = []
+    count = 8
+
+    def on_main() -> None:
+        try:
+            for i in range(count):
+                _cmd(a, command="create", path=f"/memories/main-{i}.md", file_text=f"main {i}\n")
+        except BaseException as err:  # noqa: BLE001 - reported below
+            errors.append(err)
+
+    def on_branch() -> None:
+        try:
+            for i in range(count):
+                _cmd(branch, command="create", path=f"/memories/side-{i}.md", file_text=f"side {i}\n")
+        except BaseException as err:  # noqa: BLE001 - reported below
+            errors.append(err)
+
+    c = _open(s3_env.url("t"), tmp_path / "host-c")
+    also = c.branch("dream/00000000000000c1")
+
+    def on_branch_too() -> None:  # a second host writing on the same branch
+        try:
+            for i in range(count):
+                _cmd(also, command="create", path=f"/memories/also-{i}.md", file_text=f"also {i}\n")
+        except BaseException as err:  # noqa: BLE001 - reported below
+            errors.append(err)
+
+    threads = [threading.Thread(target=f) for f in (on_main, on_branch, on_branch_too)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert len(_log_keys(s3_env, "t")) == 3 + 3 * count  # one record per commit, none lost or forked
+    d = _open(s3_env.url("t"), tmp_path / "host-d")
+    assert d.head[1] == 1 + count
+    side = open_dream(d, "00000000000000c1")
+    assert side.head[1] == 2 + 2 * count  # fork commit at 2, then one per write of either host
+    assert [read_at(side, f"/memories/side-{i}.md") for i in range(count)] == [
+        f"side {i}\n".encode() for i in range(count)
+    ]
+    assert [read_at(side, f"/memories/also-{i}.md") for i in range(count)] == [
+        f"also {i}\n".encode() for i in range(count)
+    ]
+    assert [read_at(d, f"/memories/main-{i}.md") for i in range(count)] == [
+        f"main {i}\n".encode() for i in range(count)
+    ]
+    for store in (a, b, c, d):
+        store.close()
+
+
+def test_a_branch_rolled_back_in_the_bucket_is_detected(s3_env: S3Env, tmp_path: Path) -> None:
+    a = _seeded(s3_env, tmp_path)
+    branch = a.branch("dream/00000000000000d1")
+    branch.create(actor="dream")
+    old = s3_env.copy_prefix("t")
+    branch.transact(
+        lambda txn: txn.write_file(parse_path(DREAMT, txn.settings), DREAMT_TEXT.encode()),
+        command="create", paths=(DREAMT,), actor="dream", session="",
+    )  # fmt: skip
+    b = _open(s3_env.url("t"), tmp_path / "host-b")
+    assert read_at(open_dream(b, "00000000000000d1"), DREAMT) == DREAMT_TEXT.encode()
+    s3_env.put_back_prefix("t", old)  # the branch's newest commit is gone from the bucket
+    for host in (a, b):
+        with pytest.raises(RollbackDetectedError):
+            host.branches()
+        with pytest.raises(RollbackDetectedError):
+            _cmd(host, command="view", path="/memories")
+    a.close()
+    b.close()
+
+
+def test_a_branch_record_replaced_in_the_bucket_is_detected(s3_env: S3Env, tmp_path: Path) -> None:
+    a = _seeded(s3_env, tmp_path)
+    _branch_with_commits(a, "00000000000000d2")
+    b = _open(s3_env.url("t"), tmp_path / "host-b")
+    assert b.branches() == ["dream/00000000000000d2"]
+    newest = _log_keys(s3_env, "t")[-1]
+    body = bytearray(s3_env.client.get_object(Bucket=s3_env.bucket, Key=newest)["Body"].read())
+    body[-1] ^= 1  # the branch's BRANCH record's mac
+    s3_env.client.put_object(Bucket=s3_env.bucket, Key=newest, Body=bytes(body))
+    with pytest.raises(RollbackDetectedError, match="Tampering detected"):
+        b.branches()
+    with pytest.raises(RollbackDetectedError, match="Tampering detected"):
+        a.branches()
+    b.close()
+    a.close()
+
+
+def test_a_lost_position_hint_is_found_again_from_the_log(s3_env: S3Env, tmp_path: Path) -> None:
+    a = _seeded(s3_env, tmp_path)
+    _branch_with_commits(a, "00000000000000e1")
+    b = _open(s3_env.url("t"), tmp_path / "host-b")
+    assert b.branches() == ["dream/00000000000000e1"]
+    b.close()
+    (tmp_path / "host-b" / "remote-position").unlink()
+    _cmd(a, command="create", path="/memories/later.md", file_text="later\n")
+    b = _open(s3_env.url("t"), tmp_path / "host-b")  # from main's newest commit on, past the branch's records
+    assert read_at(b, "/memories/later.md") == b"later\n"
+    _cmd(b, command="create", path="/memories/from-b.md", file_text="b\n")
+    assert read_at(a, "/memories/from-b.md") == b"b\n"
+    assert (tmp_path / "host-b" / "remote-position").exists()
+    a.close()
+    b.close()
+
+
+def test_dream_on_a_store_in_s3_reaches_the_model_and_publishes_its_branch(s3_env: S3Env, tmp_path: Path) -> None:
+    a = _seeded(s3_env, tmp_path)
+    script: list[list[dict[str, Any]]] = [
+        [{"type": "tool_use", "id": "toolu_01", "name": "memory", "input": {"command": "view", "path": NOTES}}],
+        [
+            {
+                "type": "tool_use",
+                "id": "toolu_02",
+                "name": "memory",
+                "input": {"command": "create", "path": DREAMT, "file_text": DREAMT_TEXT},
+            }
+        ],
+        [{"type": "tool_use", "id": "toolu_03", "name": "memory", "input": {"command": "delete", "path": NOTES}}],
+        [{"type": "text", "text": FINAL}],
+    ]
+    with FakeMessagesServer(script) as server:
+        client = anthropic.Anthropic(api_key="test", base_url=server.base_url, max_retries=0)
+        result = run_dream(a, client=client, model=MODEL)
+    assert server.errors == [] and server.exhausted
+    assert len(server.requests) == 4
+    view = server.tool_results_of(1)[0]
+    assert not view.get("is_error") and "The deploy goes out on Tuesdays." in view["content"]
+    assert (result.commits, result.changed_files, result.summary) == (2, [NOTES, DREAMT], FINAL)
+
+    b = _open(s3_env.url("t"), tmp_path / "host-b")
+    [info] = list_dreams(b)
+    assert (info.id, info.status, info.commits, info.model) == (result.dream_id, "open", 2, MODEL)
+    merge_dream(b, result.dream_id, actor="reviewer")
+    assert read_at(a, DREAMT) == DREAMT_TEXT.encode()
+    with pytest.raises(PathNotFoundError):
+        read_at(a, NOTES)
+    a.close()
+    b.close()
+
+
+def test_the_dream_cli_on_s3_and_a_discard_from_another_host(s3_env: S3Env, tmp_path: Path) -> None:
+    a = _seeded(s3_env, tmp_path)
+    url = s3_env.url("t")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMVAULT_")}
+    env.update(s3_env.env)
+    env.update(
+        MEMVAULT_STORE=url,
+        MEMVAULT_PASSPHRASE=PASSPHRASE,
+        MEMVAULT_CACHE_DIR=str(tmp_path / "cli-cache"),
+        MEMVAULT_ANCHOR_DIR=str(tmp_path / "cli-state"),
+    )
+
+    def cli(*args: str, environ: dict[str, str] = env) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-c", "import sys; from memvault.cli import main; sys.exit(main())", *args]
+        return subprocess.run(command, env=environ, capture_output=True, text=True, timeout=180, check=False)
+
+    script: list[list[dict[str, Any]]] = [
+        [{"type": "tool_use", "id": "t1", "name": "memory", "input": {"command": "delete", "path": NOTES}}],
+        [{"type": "text", "text": FINAL}],
+    ]
+    with FakeMessagesServer(script) as server:
+        run = cli("dream", "--model", MODEL, "--json", environ=server.env(env))
+        assert server.errors == [] and server.exhausted
+        assert server.requests[0]["model"] == MODEL
+    assert run.returncode == 0, run.stderr
+    result = json.loads(run.stdout)
+    assert (result["commits"], result["changed_files"], result["stopped"]) == (1, [NOTES], "done")
+
+    listed = cli("dream", "list", "--json")
+    assert listed.returncode == 0, listed.stderr
+    assert [(d["id"], d["status"], d["commits"]) for d in json.loads(listed.stdout)] == [
+        (result["dream_id"], "open", 1)
+    ]
+    # host a, another cache and host state, sees the CLI host's dream and discards it
+    [info] = list_dreams(a)
+    assert info.id == result["dream_id"]
+    discard_dream(a, result["dream_id"], actor="reviewer")
+    listed = cli("dream", "list", "--json")
+    assert listed.returncode == 0, listed.stderr
+    assert json.loads(listed.stdout) == []
+    assert cli("verify").returncode == 0
+    assert read_at(a, NOTES) == NOTES_TEXT.encode()  # main never moved
+    a.close()
+
+
+def test_a_pull_stopped_before_its_ref_moves_is_finished_by_the_next(s3_env: S3Env, tmp_path: Path) -> None:
+    a = _seeded(s3_env, tmp_path)
+    _branch_with_commits(a, "00000000000000e3")
+    b = _open(s3_env.url("t"), tmp_path / "host-b")
+    head = open_dream(b, "00000000000000e3").head
+    b.close()
+    ref = tmp_path / "host-b" / "repo" / "refs" / "heads" / "dream" / "00000000000000e3"
+    # what a pull leaves when it stops after its keyring append, before its ref moves: the keyring
+    # holds the branch's records, the ref is not made, the note of the refs to move is there
+    ref.unlink()
+    (tmp_path / "host-b" / "remote-sides").write_text('["00000000000000e3"]\n')
+    b = _open(s3_env.url("t"), tmp_path / "host-b")
+    assert b.branches() == ["dream/00000000000000e3"]
+    assert open_dream(b, "00000000000000e3").head == head
+    assert not (tmp_path / "host-b" / "remote-sides").exists()
+    b.close()
+    # without the note a missing ref is not made again (a copied store's records name branches
+    # whose refs were removed on purpose): the dream is listed as damaged, its keys live
+    ref.unlink()
+    b = _open(s3_env.url("t"), tmp_path / "host-b")
+    assert b.branches() == []
+    assert [(d.id, d.status) for d in list_dreams(b)] == [("00000000000000e3", "damaged")]
+    a.close()
+    b.close()
+
+
+def test_a_copy_of_the_newest_record_at_the_next_position_adds_nothing(s3_env: S3Env, tmp_path: Path) -> None:
+    a = _seeded(s3_env, tmp_path)
+    _branch_with_commits(a, "00000000000000e2")
+    keys = _log_keys(s3_env, "t")
+    newest = s3_env.client.get_object(Bucket=s3_env.bucket, Key=keys[-1])["Body"].read()
+    s3_env.client.put_object(Bucket=s3_env.bucket, Key=f"t/log/{len(keys):020d}", Body=newest)
+    # the copy chains to nothing new: every host steps over it, and commits go on after it
+    _cmd(a, command="create", path="/memories/after.md", file_text="after\n")
+    assert len(_log_keys(s3_env, "t")) == len(keys) + 2
+    c = _open(s3_env.url("t"), tmp_path / "host-c")
+    assert read_at(c, "/memories/after.md") == b"after\n"
+    assert read_at(open_dream(c, "00000000000000e2"), DREAMT) == DREAMT_TEXT.encode()
+    assert c.head == a.head
+    a.close()
+    c.close()
+
+
+def test_a_command_on_a_branch_costs_what_one_on_main_does(s3_faulty: S3Env, tmp_path: Path) -> None:
+    """A write on a branch: the log's listing, the pack, its index and data keys together, the log
+    record (3 round trips); a view: the listing."""
+    store = _seeded(s3_faulty, tmp_path)
+    branch = store.branch("dream/00000000000000f2")
+    branch.create(actor="dream")
+    _cmd(branch, command="view", path=NOTES)
+    proxy = s3_faulty.proxy
+    assert proxy is not None
+    proxy.latency = 0.1  # requests sent together overlap: round trips counted from the timestamps
+    try:
+        costs = {}
+        for name, command in (
+            ("create", {"command": "create", "path": "/memories/b.md", "file_text": "b\n"}),
+            ("view", {"command": "view", "path": "/memories/b.md"}),
+            ("delete", {"command": "delete", "path": NOTES}),
+        ):
+            first = len(proxy.log)
+            _cmd(branch, **command)
+            made = proxy.log[first:]
+            lists = sum(1 for method, path, _status in made if method == "GET" and "list-type=2" in path)
+            costs[name] = (len(made), lists, sequential_round_trips(proxy.timings[first:]))
+    finally:
+        proxy.latency = 0.0
+        store.close()
+    assert costs == {"create": (1 + 2 + 1 + 1, 1, 3), "view": (1, 1, 1), "delete": (1 + 2 + 1, 1, 3)}
+
+
+def test_a_store_with_a_dream_copied_to_s3_opens_on_a_new_host(s3_env: S3Env, tmp_path: Path) -> None:
+    """The copy's log folds the dream's keyring records into a record of main; a host taking them
+    in tries them first without changing its keyring (a trial that kept the branch's record made
+    the real append refuse the keyring as damaged)."""
+    local = tmp_path / "local"
+    with memvault.MemoryStore.create(local, passphrase=PASSPHRASE, kdf=FAST_KDF) as s:
+        s.put_file(NOTES, NOTES_TEXT)
+        _branch_with_commits(s, "00000000000000aa")
+        s.put_file("/memories/later.md", "later\n")
+    copy_store(local, s3_env.url("copy"), passphrase=PASSPHRASE, cache_dir=tmp_path / "uploader")
+    host = _open(s3_env.url("copy"), tmp_path / "host-b")
+    assert read_at(host, "/memories/later.md") == b"later\n"
+    assert host.head[1] == 2
+    # the refs are not copied: the dream is known from the keyring alone, its keys live
+    [info] = list_dreams(host)
+    assert (info.id, info.status) == ("00000000000000aa", "damaged")
+    assert "ref is gone" in info.problem
+    host.close()
+
+
+STORE_ID = bytes(range(16))
+COMMIT = bytes.fromhex("11" * 20)
+PARENT = bytes.fromhex("22" * 20)
+MAC = b"\x33" * 32
+
+
+def _commit_record(seq: int) -> bytes:
+    body = COMMIT_RAW_BODY.pack(seq, COMMIT, PARENT, MAC)
+    return RECORD.pack(COMMIT_RAW, len(body)) + body
+
+
+def _branch_record(seq: int) -> bytes:
+    body = BRANCH_BODY.pack(bytes.fromhex("00000000000000f1"), 0, seq, COMMIT, PARENT, MAC)
+    return RECORD.pack(BRANCH, len(body)) + body
+
+
+def test_a_log_record_carries_a_commit_of_main_or_of_a_branch() -> None:
+    main = decode_log(encode_log(STORE_ID, ("ab" * 20,), (), _commit_record(7)), STORE_ID, 7)
+    assert (main.seq, main.commit_id, main.branch, main.packs) == (7, b"11" * 20, None, ("ab" * 20,))
+    # after records of branches, main's number is below the position; never above it
+    assert decode_log(encode_log(STORE_ID, (), (), _commit_record(7)), STORE_ID, 9).seq == 7
+    with pytest.raises(IntegrityError):
+        decode_log(encode_log(STORE_ID, (), (), _commit_record(8)), STORE_ID, 7)
+    side = decode_log(encode_log(STORE_ID, (), (b"\x44" * 16,), _branch_record(3)), STORE_ID, 8)
+    assert (side.seq, side.commit_id, side.branch, side.dek_ids) == (
+        3, b"11" * 20, bytes.fromhex("00000000000000f1"), (b"\x44" * 16,),
+    )  # fmt: skip
+    # a record whose last chained record is neither is no log record
+    with pytest.raises(IntegrityError):
+        decode_log(encode_log(STORE_ID, (), (), _branch_record(3) + b"\x07\x00\x24" + b"\x00" * 36), STORE_ID, 8)

@@ -475,3 +475,34 @@ def test_a_log_record_carries_a_commit_of_main_or_of_a_branch() -> None:
     # a record whose last chained record is neither is no log record
     with pytest.raises(IntegrityError):
         decode_log(encode_log(STORE_ID, (), (), _branch_record(3) + b"\x07\x00\x24" + b"\x00" * 36), STORE_ID, 8)
+
+
+@pytest.mark.parametrize("dream", [False, True])
+def test_an_edited_position_hint_is_ignored(s3_env: S3Env, tmp_path: Path, dream: bool) -> None:
+    a = _seeded(s3_env, tmp_path)
+    if dream:
+        a.branch("dream/00000000000000f1").create(actor="dream")
+    b = _open(s3_env.url("t"), tmp_path / "host-b")
+    commit, seq = b.head
+    b.close()
+    hint_path = tmp_path / "host-b" / "remote-position"
+    assert hint_path.exists() == dream  # a main-only store keeps no hint
+    _cmd(a, command="create", path="/memories/x.md", file_text="x\n")
+    _cmd(a, command="create", path="/memories/y.md", file_text="y\n")
+    # the hint moved to the log's end, past a's two commits b never took in (for the main-only
+    # store: a hint made up, naming b's newest commit)
+    hint = json.loads(hint_path.read_text()) if dream else {"branch": "", "commit": commit.decode()}
+    hint["position"] = len(_log_keys(s3_env, "t")) - 1
+    hint_path.write_text(json.dumps(hint))
+    b = _open(s3_env.url("t"), tmp_path / "host-b")
+    assert read_at(b, "/memories/y.md") == b"y\n"  # b read on from its real position
+    _cmd(b, command="create", path="/memories/from-b.md", file_text="b\n")
+    _cmd(a, command="create", path="/memories/z.md", file_text="z\n")  # no fork: a is not blocked
+    assert read_at(a, "/memories/from-b.md") == b"b\n"
+    c = _open(s3_env.url("t"), tmp_path / "host-c")
+    assert read_at(c, "/memories/from-b.md") == b"b\n"
+    assert read_at(c, "/memories/z.md") == b"z\n"
+    assert c.head[1] == seq + 4
+    assert len(_log_keys(s3_env, "t")) == (3 if dream else 2) + 4
+    for store in (a, b, c):
+        store.close()

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import json
 import os
+import struct
 from pathlib import Path
 
+from .. import crypto
 from ..errors import IntegrityError
 from ..fsutil import atomic_write, read_bounded
 from ..git.repo import GitStore
@@ -24,36 +26,58 @@ SIDES_FILE = "remote-sides"
 #: names of docs/format.md §5.8; their 8-byte keyring id is the hex).
 SIDE_PREFIX = "dream/"
 _MAX_HINT_BYTES = 4096
+_POSITION_MAC = b"memvault/v1/remote-position"
+_U64 = struct.Struct(">Q")
 
 
 class Follower:
     """What a replica (directory ``root``, its ``keyring`` and ``git``) knows of its place in the
-    log. The caller holds the replica's writer lock."""
+    log. The caller holds the replica's writer lock.
 
-    def __init__(self, root: Path, keyring: Keyring, git: GitStore) -> None:
+    Args:
+        key: the MAC key of the hint and the note (the store's keyring key, as the host's
+            high-water mark's); None (a replica made for an upload): hints are never trusted.
+        store_id: the store's id, bound into those MACs.
+    """
+
+    def __init__(self, root: Path, keyring: Keyring, git: GitStore, key: bytes | None, store_id: bytes) -> None:
         self._path = root / POSITION_FILE
         self._sides = root / SIDES_FILE
         self.keyring = keyring
         self.git = git
+        self._key = key
+        self._store_id = store_id
         self._hinted = True  #: a hint file may exist
         self._sides_checked = False  #: the refs of recorded side branches were caught up once
 
-    def position(self) -> int:
-        """The log position of the newest record the replica took in: the hint's when the
-        keyring's newest commit of ``main`` (or of the side branch the hint names) is the commit
-        the hint names, else ``main``'s newest sequence number (a lower bound: each position holds
-        one commit; a pull steps over records after it that the keyring holds already)."""
+    def position(self, bound: int | None) -> int:
+        """The log position of the newest record the replica took in: the hint's when its MAC
+        verifies, the keyring records a side branch, the position is not above ``bound`` (the
+        host's high-water mark's position, None: no mark) and the keyring's newest commit of
+        ``main`` (or of the side branch the hint names) is the commit the hint names; else
+        ``main``'s newest sequence number (a lower bound: each position holds one commit; a pull
+        steps over records after it that the keyring holds already)."""
         hw = self.keyring.high_water
         floor = hw.seq if hw is not None else -1
+        if self._key is None or not self.may_repeat():
+            return floor  # without a side branch's record the position is exact
         try:
             hint = json.loads(read_bounded(self._path, _MAX_HINT_BYTES))
             position, commit, branch = hint["position"], hint["commit"].encode("ascii"), bytes.fromhex(hint["branch"])
+            mac = crypto.b64decode(hint["mac"])
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
             return floor
-        if type(position) is not int or position < floor:
+        if type(position) is not int or not floor <= position < 2**64 or len(commit) != 40:
+            return floor
+        if bound is not None and position > bound:
+            return floor
+        if not crypto.consteq(crypto.mac(self._key, self._hint_message(position, commit, branch)), mac):
             return floor
         newest = self.keyring.branches.mark(branch) if branch else hw
         return position if newest is not None and newest.commit_id == commit else floor
+
+    def _hint_message(self, position: int, commit: bytes, branch: bytes) -> bytes:
+        return _POSITION_MAC + self._store_id + _U64.pack(position) + commit + branch
 
     def save(self, position: int, log: LogRecord) -> None:
         """Record that the record at ``position`` is ``log``: a hint file, or none while the
@@ -70,7 +94,11 @@ class Follower:
                     pass
                 self._hinted = False
             return
-        hint = {"branch": (log.branch or b"").hex(), "commit": log.commit_id.decode("ascii"), "position": position}
+        if self._key is None:
+            return
+        branch = log.branch or b""
+        mac = crypto.b64encode(crypto.mac(self._key, self._hint_message(position, log.commit_id, branch)))
+        hint = {"branch": branch.hex(), "commit": log.commit_id.decode("ascii"), "mac": mac, "position": position}
         atomic_write(self._path, json.dumps(hint, sort_keys=True).encode() + b"\n", durable=False)
         self._hinted = True
 

@@ -149,7 +149,7 @@ class Replica:
         self._junk: ObjectInfo | None = None
         self._void_key = mark.key if mark is not None else None
         self._voids = Voids(lambda keys: self._all(self.objects.get, keys), self._void_key or b"", store_id)
-        self._follow = Follower(root, keyring, git)
+        self._follow = Follower(root, keyring, git, self._void_key, store_id)
 
     def close(self) -> None:
         """Stop the request threads."""
@@ -212,10 +212,10 @@ class Replica:
             raise ValueError("a replica made for an upload has no high-water mark to pull with")
         self.stats["pulls"] += 1
         self.keyring.refresh()
-        local = self._follow.position()
+        mark = self._mark.read()
+        local = self._follow.position(None if mark is None else mark[0])
         self._catch_up_branch()
         self._follow.catch_up_sides(None)
-        mark = self._mark.read()
         first = local if mark is None else min(local, mark[0])
         listing = self._listing = self._list_log(first, courtesy)
         check_seen(listing, self._voids, local, mark, self.objects.description)

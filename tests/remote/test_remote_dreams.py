@@ -506,3 +506,66 @@ def test_an_edited_position_hint_is_ignored(s3_env: S3Env, tmp_path: Path, dream
     assert len(_log_keys(s3_env, "t")) == (3 if dream else 2) + 4
     for store in (a, b, c):
         store.close()
+
+
+def _dek_ids(s3_env: S3Env, prefix: str) -> set[bytes]:
+    return {bytes.fromhex(k.rsplit("/", 1)[1]) for k in s3_env.keys() if k.startswith(f"{prefix}/deks/")}
+
+
+@pytest.mark.parametrize("when", ["before-end", "after-end"])
+def test_a_discard_racing_a_write_on_the_dream_destroys_every_key_of_it(
+    s3_env: S3Env, tmp_path: Path, when: str
+) -> None:
+    a = _seeded(s3_env, tmp_path)
+    name = "dream/00000000000000f2"
+    a.branch(name).create(actor="dream")
+    seeded = _dek_ids(s3_env, "t")
+    _cmd(a.branch(name), command="create", path="/memories/d1.md", file_text="secret one\n")
+    first = _dek_ids(s3_env, "t") - seeded
+    assert len(first) == 1
+    b = _open(s3_env.url("t"), tmp_path / "host-b")
+    on_b = b.branch(name)
+    written: set[bytes] = set()
+    refused: list[InvalidInputError] = []
+
+    def b_writes() -> None:
+        if written or refused:
+            return  # once
+        before = _dek_ids(s3_env, "t")
+        try:
+            _cmd(on_b, command="create", path="/memories/d2.md", file_text="secret two\n")
+        except InvalidInputError as err:  # the dream ended
+            refused.append(err)
+        written.update(_dek_ids(s3_env, "t") - before)
+
+    if when == "before-end":  # b commits after a's pull, before a creates the end's record
+        racing = a.racing
+
+        def racing_with_b(body: Any) -> Any:
+            return racing(lambda: (b_writes(), body())[1])
+
+        a.racing = racing_with_b  # type: ignore[method-assign]
+    else:  # b tries once a's discard has ended the dream, before a destroys its keys
+        destroy = a.destroy_keys
+
+        def b_then_destroy(*args: Any, **kwargs: Any) -> Any:
+            b_writes()
+            return destroy(*args, **kwargs)
+
+        a.destroy_keys = b_then_destroy  # type: ignore[method-assign]
+    result = discard_dream(a, "00000000000000f2", actor="reviewer")
+    if when == "before-end":
+        assert len(written) == 1 and not refused  # b's commit went in before the end
+        assert a.remote is not None and a.remote.stats["races_lost"] > 0  # a's end lost its place to it
+        assert result.keys_destroyed == 2
+    else:
+        assert written == set() and len(refused) == 1  # the log holds the end: b's write is refused
+        assert result.keys_destroyed == 1
+    assert result.complete
+    c = _open(s3_env.url("t"), tmp_path / "host-c")
+    assert c.branches() == [] and list_dreams(c) == []
+    assert all(c.keyring.is_destroyed(k) for k in first | written)
+    assert not (first | written) & _dek_ids(s3_env, "t")  # their objects left the bucket
+    assert _dek_ids(s3_env, "t") == seeded
+    for store in (a, b, c):
+        store.close()

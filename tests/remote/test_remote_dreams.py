@@ -22,12 +22,20 @@ from fake_messages_http import FakeMessagesServer
 from memvault.admin.status import store_status
 from memvault.dream.review import discard_dream, dream_diff, list_dreams, merge_dream, open_dream
 from memvault.dream.runner import run_dream
-from memvault.errors import IntegrityError, InvalidInputError, PathNotFoundError, RedactedError, RollbackDetectedError
+from memvault.errors import (
+    IntegrityError,
+    InvalidInputError,
+    LogBlockedError,
+    PathNotFoundError,
+    RedactedError,
+    RollbackDetectedError,
+)
 from memvault.history import read_at
 from memvault.keys.framing import BRANCH, BRANCH_BODY, COMMIT_RAW, COMMIT_RAW_BODY, RECORD
 from memvault.paths import parse_path
 from memvault.protocol.commands import run_command
-from memvault.remote.layout import decode_log, encode_log
+from memvault.remote.inventory import find_orphans
+from memvault.remote.layout import decode_log, encode_log, pack_keys
 from memvault.store import Transaction
 from memvault.transfer.copier import copy_store
 from memvault.verify import verify
@@ -569,3 +577,49 @@ def test_a_discard_racing_a_write_on_the_dream_destroys_every_key_of_it(
     assert _dek_ids(s3_env, "t") == seeded
     for store in (a, b, c):
         store.close()
+
+
+def test_a_fragment_of_old_records_at_the_next_position_is_not_stepped_over(s3_env: S3Env, tmp_path: Path) -> None:
+    a = _seeded(s3_env, tmp_path)
+    _branch_with_commits(a, "00000000000000f3")
+    keys = _log_keys(s3_env, "t")
+    write = decode_log(
+        s3_env.client.get_object(Bucket=s3_env.bucket, Key=keys[-2])["Body"].read(), a.store_id, len(keys) - 2
+    )
+    assert write.dek_ids  # the branch's write: its BRANCH_KEYS record, then its BRANCH record
+    fragment = write.chained[-(RECORD.size + BRANCH_BODY.size) :]  # the BRANCH record alone
+    assert fragment != write.chained
+    s3_env.client.put_object(
+        Bucket=s3_env.bucket, Key=f"t/log/{len(keys):020d}", Body=encode_log(a.store_id, (), (), fragment)
+    )
+    # not whole records the keyring took in as one run: junk, which stops writers until a void
+    with pytest.raises(LogBlockedError, match=f"--void {len(keys)}"):
+        _cmd(a, command="create", path="/memories/after.md", file_text="after\n")
+    c = _open(s3_env.url("t"), tmp_path / "host-c")
+    assert read_at(open_dream(c, "00000000000000f3"), DREAMT) == DREAMT_TEXT.encode()
+    a.close()
+    c.close()
+
+
+def test_a_stepped_over_copy_names_no_object_for_the_inventory(s3_env: S3Env, tmp_path: Path) -> None:
+    a = _seeded(s3_env, tmp_path)
+    _branch_with_commits(a, "00000000000000f4")
+    keys = _log_keys(s3_env, "t")
+    newest = decode_log(
+        s3_env.client.get_object(Bucket=s3_env.bucket, Key=keys[-1])["Body"].read(), a.store_id, len(keys) - 1
+    )
+    stray = "ab" * 20  # a pack no commit wrote
+    for key in pack_keys(stray):
+        s3_env.client.put_object(Bucket=s3_env.bucket, Key=f"t/{key}", Body=b"not a pack")
+    # a copy of the newest record's chained records, its header naming the stray pack
+    copy = encode_log(a.store_id, (stray,), (), newest.chained)
+    s3_env.client.put_object(Bucket=s3_env.bucket, Key=f"t/log/{len(keys):020d}", Body=copy)
+    _cmd(a, command="create", path="/memories/after.md", file_text="after\n")  # steps over the copy
+    replica = a.remote
+    assert replica is not None
+    report = find_orphans(replica, replica.objects.list(""))
+    assert report.records == len(keys) + 2
+    assert sorted((o.key, o.reason) for o in report.orphans) == sorted(
+        (key, "unreferenced") for key in pack_keys(stray)
+    )
+    a.close()

@@ -13,10 +13,11 @@ from .. import crypto
 from ..errors import IntegrityError
 from ..fsutil import atomic_write, read_bounded
 from ..git.repo import GitStore
+from ..keys.framing import ATIMES, BRANCH, COMMIT, COMMIT_RAW, frame_records
 from ..keys.keyring import Keyring
 from .layout import LogRecord, decode_log, split_append
 
-__all__ = ["Follower", "POSITION_FILE", "SIDES_FILE", "SIDE_PREFIX"]
+__all__ = ["ChainedRuns", "Follower", "POSITION_FILE", "SIDES_FILE", "SIDE_PREFIX"]
 
 #: The log position of the newest log record the replica took in, in the replica directory.
 POSITION_FILE = "remote-position"
@@ -28,6 +29,37 @@ SIDE_PREFIX = "dream/"
 _MAX_HINT_BYTES = 4096
 _POSITION_MAC = b"memvault/v1/remote-position"
 _U64 = struct.Struct(">Q")
+#: The chained records after which a log record's run of chained records can begin: a commit's
+#: closing record (of ``main`` or of a side branch) and a record that stands alone.
+_RUN_ENDS = frozenset({COMMIT, COMMIT_RAW, BRANCH, ATIMES})
+
+
+class ChainedRuns:
+    """Chained keyring records in the order they were taken in, and where a log record's run of
+    them can begin (at the start, or after a record of :data:`_RUN_ENDS`)."""
+
+    def __init__(self, chained: bytes = b"") -> None:
+        self._data = bytearray()
+        self._starts = {0}
+        self.add(chained)
+
+    def add(self, chained: bytes) -> None:
+        """Add ``chained``, whole records (a torn tail is left out), after those held."""
+        records, end = frame_records(chained)
+        base = len(self._data)
+        self._data += chained[:end]
+        self._starts.update(base + stop for stop, rtype, _body in records if rtype in _RUN_ENDS)
+
+    def holds(self, run: bytes) -> bool:
+        """Whether ``run`` (a log record's chained records) is, byte for byte, whole records
+        held here that begin where a run can begin and end where one ends: not a fragment of
+        records, nor one cut across a record or across a commit's records."""
+        at = self._data.find(run) if run else -1
+        while at >= 0:
+            if at in self._starts and at + len(run) in self._starts:
+                return True
+            at = self._data.find(run, at + 1)
+        return False
 
 
 class Follower:
@@ -117,13 +149,14 @@ class Follower:
         """The records at the beginning of ``logs`` whose chained records the keyring holds
         already (their MACs chain each to its predecessor: only the record the keyring took in at
         that point, or a copy of it, can match, and a copy adds nothing). None while the keyring
-        records no side branch: the position is then exact, and such an object stays junk."""
+        records no side branch: the position is then exact, and such an object stays junk.
+        A record matches only as whole runs of records (:meth:`ChainedRuns.holds`)."""
         if not self.may_repeat():
             return []
-        chained = split_append(self.keyring.records())[1]
+        held = ChainedRuns(split_append(self.keyring.records())[1])
         out: list[LogRecord] = []
         for log in logs:
-            if log.chained not in chained:
+            if not held.holds(log.chained):
                 break
             out.append(log)
         return out

@@ -236,8 +236,7 @@ class Replica:
             known = bool(batch) and (batch[0][0], batch[0][1]) == (self._stop, self._junk)
             logs, junk, applied = self._authentic(batch) if not known else ([], batch[0], [])
             if applied:  # records the keyring holds already: the position hint lagged behind them
-                (last, attempt), info = batch[len(applied) - 1]
-                self._follow.catch_up_sides(applied)
+                (last, attempt), info = batch[len(applied) - 1]  # no ref follows them: they add nothing
                 self._follow.save(last, applied[-1])
                 self._mark.write(last, mark_tag(attempt, info.tag), durable=self._durable)
                 seq += len(applied)

@@ -28,6 +28,7 @@ SIDES_FILE = "remote-sides"
 SIDE_PREFIX = "dream/"
 _MAX_HINT_BYTES = 4096
 _POSITION_MAC = b"memvault/v1/remote-position"
+_SIDES_MAC = b"memvault/v1/remote-sides"
 _U64 = struct.Struct(">Q")
 #: The chained records after which a log record's run of chained records can begin: a commit's
 #: closing record (of ``main`` or of a side branch) and a record that stands alone.
@@ -184,16 +185,30 @@ class Follower:
             OSError: the note could not be written.
         """
         branches = {log.branch for log in logs if log.branch is not None}
-        if branches:
-            names = sorted(b.hex() for b in branches | self._expected())
-            atomic_write(self._sides, json.dumps(names).encode() + b"\n", durable=False)
+        if branches and self._key is not None:
+            ids = sorted(branches | self._expected())
+            mac = crypto.b64encode(crypto.mac(self._key, self._sides_message(ids)))
+            note = {"branches": [b.hex() for b in ids], "mac": mac}
+            atomic_write(self._sides, json.dumps(note, sort_keys=True).encode() + b"\n", durable=False)
+
+    def _sides_message(self, ids: list[bytes]) -> bytes:
+        return _SIDES_MAC + self._store_id + b"".join(ids)
 
     def _expected(self) -> set[bytes]:
-        try:
-            names = json.loads(read_bounded(self._sides, _MAX_HINT_BYTES * 16))
-            return {bytes.fromhex(name) for name in names if isinstance(name, str) and len(name) == 16}
-        except (OSError, ValueError, TypeError):
+        """The side branches the note names, if its MAC verifies (else none: a note written by
+        anything but this store's writer makes no ref)."""
+        if self._key is None:
             return set()
+        try:
+            note = json.loads(read_bounded(self._sides, _MAX_HINT_BYTES * 16))
+            ids = [bytes.fromhex(name) for name in note["branches"] if isinstance(name, str) and len(name) == 16]
+            if len(ids) != len(note["branches"]) or ids != sorted(set(ids)):
+                return set()
+            mac = crypto.b64decode(note["mac"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return set()
+        ok = crypto.consteq(crypto.mac(self._key, self._sides_message(ids)), mac)
+        return set(ids) if ok else set()
 
     def catch_up_sides(self, logs: list[LogRecord] | None) -> None:
         """:meth:`catch_up_side` for the side branches of ``logs`` (records just taken in) and
@@ -206,7 +221,7 @@ class Follower:
         expected = self._expected()
         for branch in sorted({log.branch for log in logs or () if log.branch is not None} | expected):
             self.catch_up_side(branch, create=True)
-        if expected:
+        if expected or self._sides.exists():  # one that does not verify goes too
             try:
                 os.unlink(self._sides)
             except FileNotFoundError:

@@ -31,8 +31,10 @@ from memvault.errors import (
     RollbackDetectedError,
     StorageError,
 )
+from memvault.git.refs import Branch as GitBranch
 from memvault.history import read_at
 from memvault.keys.framing import BRANCH, BRANCH_BODY, COMMIT_RAW, COMMIT_RAW_BODY, RECORD
+from memvault.keys.marks import BranchMarks
 from memvault.paths import parse_path
 from memvault.protocol.commands import run_command
 from memvault.remote.follow import Follower
@@ -211,6 +213,8 @@ def test_writers_on_a_branch_and_on_main_race_safely(s3_env: S3Env, tmp_path: Pa
     for t in threads:
         t.join()
     assert errors == []
+    # the three writers did race: some commit lost its log position and was made again
+    assert sum(store.remote.stats["races_lost"] for store in (a, b, c) if store.remote is not None) > 0
     assert len(_log_keys(s3_env, "t")) == 3 + 3 * count  # one record per commit, none lost or forked
     d = _open(s3_env.url("t"), tmp_path / "host-d")
     assert d.head[1] == 1 + count
@@ -641,4 +645,67 @@ def test_a_stepped_over_copy_names_no_object_for_the_inventory(s3_env: S3Env, tm
     assert sorted((o.key, o.reason) for o in report.orphans) == sorted(
         (key, "unreferenced") for key in pack_keys(stray)
     )
+    a.close()
+
+
+def test_an_ended_branch_takes_no_commit_on_any_host(s3_env: S3Env, tmp_path: Path) -> None:
+    a = _seeded(s3_env, tmp_path)
+    _branch_with_commits(a, "00000000000000f5")
+    b = _open(s3_env.url("t"), tmp_path / "host-b")
+    on_b = b.branch("dream/00000000000000f5")  # b's branch object, made before the end
+    assert on_b.head[1] == 4
+    discard_dream(a, "00000000000000f5", actor="reviewer")
+    records = len(_log_keys(s3_env, "t"))
+    with pytest.raises(InvalidInputError, match="No dream branch dream/00000000000000f5"):
+        _cmd(on_b, command="create", path="/memories/late.md", file_text="late\n")
+    with pytest.raises(InvalidInputError, match="No dream branch dream/00000000000000f5"):
+        _cmd(a.branch("dream/00000000000000f5"), command="create", path="/memories/late.md", file_text="late\n")
+    assert len(_log_keys(s3_env, "t")) == records  # nothing published
+    assert on_b.ended
+    a.close()
+    b.close()
+
+
+def test_a_branch_commit_the_keyring_would_refuse_never_becomes_a_log_record(
+    s3_env: S3Env, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    a = _seeded(s3_env, tmp_path)
+    branch = a.branch("dream/00000000000000f6")
+    branch.create(actor="dream")
+    records = len(_log_keys(s3_env, "t"))
+    encode = BranchMarks.encode
+
+    def skipping(self: BranchMarks, *args: Any, **kwargs: Any) -> tuple[bytes, bytes]:
+        kwargs["seq"] += 1  # a BRANCH record that skips a number: authentic, but out of sequence
+        return encode(self, *args, **kwargs)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(BranchMarks, "encode", skipping)
+        with pytest.raises(IntegrityError, match="does not follow the keyring's record of it"):
+            _cmd(branch, command="create", path="/memories/side.md", file_text="side\n")
+    assert len(_log_keys(s3_env, "t")) == records  # no record that would stop every writer
+    b = _open(s3_env.url("t"), tmp_path / "host-b")
+    _cmd(b, command="create", path="/memories/main.md", file_text="main\n")
+    _cmd(a.branch("dream/00000000000000f6"), command="create", path="/memories/side.md", file_text="side\n")
+    assert read_at(open_dream(b, "00000000000000f6"), "/memories/side.md") == b"side\n"
+    a.close()
+    b.close()
+
+
+def test_a_branch_made_whose_ref_could_not_be_written_gets_it_at_the_next_pull(
+    s3_env: S3Env, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    a = _seeded(s3_env, tmp_path)
+    swap = GitBranch.compare_and_swap
+
+    def refused_when_new(self: GitBranch, old: bytes | None, new: bytes) -> bool:
+        return False if old is None else swap(self, old, new)  # the fork commit's ref is not made
+
+    with monkeypatch.context() as patch:
+        patch.setattr(GitBranch, "compare_and_swap", refused_when_new)
+        a.branch("dream/00000000000000f7").create(actor="dream")  # published, recorded; no ref
+    ref = tmp_path / "host-a" / "repo" / "refs" / "heads" / "dream" / "00000000000000f7"
+    assert not ref.exists()
+    assert a.branches() == ["dream/00000000000000f7"]  # the pull made it, from the writer's note
+    assert ref.exists()
     a.close()

@@ -137,9 +137,8 @@ class Follower:
 
     def accepts(self, runs: list[bytes]) -> int:
         """How many of ``runs`` (log records' chained records) the keyring would take in, in order;
-        nothing changes (the side branches' records read so far are put back after the trial)."""
-        with self.keyring.branches.trial():
-            return self.keyring.accepts(runs)
+        nothing changes (:meth:`Keyring.accepts <memvault.keys.keyring.Keyring.accepts>`)."""
+        return self.keyring.accepts(runs)
 
     def may_repeat(self) -> bool:
         """Whether a record the keyring holds already can come up again at the next position: only

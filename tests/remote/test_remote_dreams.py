@@ -33,11 +33,12 @@ from memvault.errors import (
 )
 from memvault.git.refs import Branch as GitBranch
 from memvault.history import read_at
-from memvault.keys.framing import BRANCH, BRANCH_BODY, COMMIT_RAW, COMMIT_RAW_BODY, RECORD
+from memvault.keys import framing
+from memvault.keys.framing import BRANCH, BRANCH_BODY, BRANCH_KEYS, COMMIT_RAW, COMMIT_RAW_BODY, DESTROY, RECORD
 from memvault.keys.marks import BranchMarks
 from memvault.paths import parse_path
 from memvault.protocol.commands import run_command
-from memvault.remote.follow import Follower
+from memvault.remote.follow import ChainedRuns, Follower
 from memvault.remote.inventory import find_orphans
 from memvault.remote.layout import decode_log, encode_log, pack_keys
 from memvault.store import Transaction
@@ -709,3 +710,18 @@ def test_a_branch_made_whose_ref_could_not_be_written_gets_it_at_the_next_pull(
     assert a.branches() == ["dream/00000000000000f7"]  # the pull made it, from the writer's note
     assert ref.exists()
     a.close()
+
+
+def test_chained_runs_match_whole_runs_of_records_only() -> None:
+    def record(rtype: int, body: bytes) -> bytes:
+        return RECORD.pack(rtype, len(body)) + body
+
+    redact = record(DESTROY, b"d" * 40) + record(framing.COMMIT, b"c" * 60)  # a commit of main
+    write = record(BRANCH_KEYS, b"k" * 40) + record(BRANCH, b"b" * 40)  # a commit of a branch
+    runs = ChainedRuns(redact)
+    assert runs.holds(redact) and not runs.holds(write)
+    runs.add(write)
+    assert runs.holds(write) and runs.holds(redact + write)  # one run, or two in a row
+    assert not runs.holds(record(framing.COMMIT, b"c" * 60))  # a commit's closing record without its DESTROY
+    assert not runs.holds(record(BRANCH, b"b" * 40))
+    assert not runs.holds(redact[:-1]) and not runs.holds(redact[1:]) and not runs.holds(b"")

@@ -4,6 +4,7 @@ records that leaves the keyring as it was, and the side branches' refs that the 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import struct
@@ -37,11 +38,13 @@ _RUN_ENDS = frozenset({COMMIT, COMMIT_RAW, BRANCH, ATIMES})
 
 class ChainedRuns:
     """Chained keyring records in the order they were taken in, and where a log record's run of
-    them can begin (at the start, or after a record of :data:`_RUN_ENDS`)."""
+    them can begin (at the start, or after a record of :data:`_RUN_ENDS`), indexed by the record
+    each such place begins with (a lookup reads no more than the run it matches)."""
 
     def __init__(self, chained: bytes = b"") -> None:
         self._data = bytearray()
         self._starts = {0}
+        self._firsts: dict[bytes, list[int]] = {}  #: digest of a run's first record -> its offsets
         self.add(chained)
 
     def add(self, chained: bytes) -> None:
@@ -49,18 +52,29 @@ class ChainedRuns:
         records, end = frame_records(chained)
         base = len(self._data)
         self._data += chained[:end]
-        self._starts.update(base + stop for stop, rtype, _body in records if rtype in _RUN_ENDS)
+        begin = 0
+        for stop, rtype, _body in records:
+            if base + begin in self._starts:
+                self._firsts.setdefault(_digest(chained[begin:stop]), []).append(base + begin)
+            if rtype in _RUN_ENDS:
+                self._starts.add(base + stop)
+            begin = stop
 
     def holds(self, run: bytes) -> bool:
         """Whether ``run`` (a log record's chained records) is, byte for byte, whole records
         held here that begin where a run can begin and end where one ends: not a fragment of
         records, nor one cut across a record or across a commit's records."""
-        at = self._data.find(run) if run else -1
-        while at >= 0:
-            if at in self._starts and at + len(run) in self._starts:
+        records, end = frame_records(run)
+        if not records or end != len(run):
+            return False
+        for at in self._firsts.get(_digest(run[: records[0][0]]), ()):
+            if at + len(run) in self._starts and self._data[at : at + len(run)] == run:
                 return True
-            at = self._data.find(run, at + 1)
         return False
+
+
+def _digest(record: bytes) -> bytes:
+    return hashlib.sha256(record).digest()
 
 
 class Follower:

@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from ..errors import IntegrityError
 from ..storage.base import ObjectInfo, ObjectStore
+from .follow import ChainedRuns
 from .layout import DEKS, OBJECT_KINDS, decode_log, dek_id_of, log_slot, object_kind, pack_name_of
 from .replica import PULL_BATCH, WORKERS, Replica
 
@@ -149,6 +150,7 @@ def find_orphans(replica: Replica, listed: list[ObjectInfo]) -> OrphanReport:
     records = replica.committed_records()
     packs = set(replica.packmap.firsts())
     deks: set[bytes] = set()
+    runs = ChainedRuns()  # the chained records of the records walked so far
     with ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="memvault-inventory") as pool:
         for start in range(0, len(records), PULL_BATCH):  # bounded memory: records may be big
             batch = records[start : start + PULL_BATCH]
@@ -158,6 +160,9 @@ def find_orphans(replica: Replica, listed: list[ObjectInfo]) -> OrphanReport:
                 if data is None:
                     raise IntegrityError(f"{objects.description} is missing the object {info.key} of this store.")
                 record = decode_log(data, replica.store_id, slot[0])
+                if runs.holds(record.chained):
+                    continue  # stepped over (records taken in already): its header names nothing
+                runs.add(record.chained)
                 packs.update(record.packs)
                 deks.update(record.dek_ids)
     keyring = replica.keyring

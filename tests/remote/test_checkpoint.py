@@ -6,6 +6,9 @@ racing writers lose nothing; redaction stays crypto-shredding."""
 
 from __future__ import annotations
 
+import contextlib
+import io
+import json
 import shutil
 import threading
 import time
@@ -16,10 +19,12 @@ import pytest
 import memvault
 from conftest import FAST_KDF, PASSPHRASE, pack_entries
 from memvault.admin.remote_gc import compact_remote
+from memvault.cli import main
 from memvault.errors import ConflictError, IntegrityError, PathNotFoundError, RollbackDetectedError
 from memvault.protocol.commands import run_command
 from memvault.remote.compact import compact
 from memvault.remote.lease import Lease
+from memvault.remote.replica import cache_dir_for
 from s3support import as_host
 
 
@@ -290,3 +295,47 @@ def test_compaction_never_copies_a_destroyed_keys_ciphertext_and_redaction_rewri
         _cmd(b, command="view", path="/memories/later.md")
     a.close()
     b.close()
+
+
+def _cli(monkeypatch, cache: Path, *args: str) -> tuple[int, str, str]:
+    """Run the CLI as the host whose cache of the store is ``cache`` (under ``cache.parent``)."""
+    monkeypatch.setenv("MEMVAULT_PASSPHRASE", PASSPHRASE)
+    monkeypatch.setenv("MEMVAULT_CACHE_DIR", str(cache.parent))
+    out, err = io.StringIO(), io.StringIO()
+    with as_host(cache), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        status = main(list(args))
+    return status, out.getvalue(), err.getvalue()
+
+
+def test_gc_help_names_the_grace_option_and_variable(capsys) -> None:
+    assert main(["gc", "--help"]) == 0
+    out = capsys.readouterr().out
+    assert "--grace" in out and "MEMVAULT_GC_GRACE" in out
+
+
+def test_gc_cli_compacts_and_verify_remote_says_what_gc_would_delete(s3_env, tmp_path: Path, monkeypatch) -> None:
+    url = s3_env.url("cli")
+    cache = cache_dir_for(url, tmp_path / "caches")
+    store = _create(url, cache)
+    _files(store, 3)
+    store.close()
+    deks = len([k for k in _keys(s3_env, "cli") if k.startswith("deks/")])
+    assert deks >= 3  # one per file version at least
+    monkeypatch.setenv("MEMVAULT_GC_GRACE", "3600")
+    status, out, err = _cli(monkeypatch, cache, "--store", url, "gc", "--json")
+    assert status == 0, err
+    remote = json.loads(out)["remote"]
+    assert remote["checkpoint"] == 3 and remote["deleted"] == {}
+    assert remote["waiting"] == {"superseded": 4 + deks, "orphan": 8}  # records and deks, packs and indexes
+    status, out, err = _cli(monkeypatch, cache, "--store", url, "verify", "--remote", "--json")
+    assert status == 0, err
+    found = json.loads(out)
+    assert found["orphans"] == 0, found["list"]  # the checkpoint names its pack; the bundle is no orphan
+    assert found["gc"] == {"now": {}, "after_grace": {"superseded": 4 + deks, "orphan": 8}}
+    status, out, err = _cli(monkeypatch, cache, "--store", url, "verify", "--remote")
+    assert f"memvault gc would delete 0 object(s) now (none) and {12 + deks} once its grace period has passed" in out
+    # The option wins over the variable: everything superseded goes now.
+    status, out, err = _cli(monkeypatch, cache, "--store", url, "gc", "--grace", "0", "--json")
+    assert status == 0, err
+    assert json.loads(out)["remote"]["deleted"] == {"superseded": 4 + deks, "orphan": 8}
+    assert [k for k in _keys(s3_env, "cli") if k.startswith("log/")] == ["log/00000000000000000003.ckpt"]

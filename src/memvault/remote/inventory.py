@@ -14,7 +14,9 @@ from typing import Any, Literal
 
 from ..errors import IntegrityError
 from ..storage.base import ObjectInfo, ObjectStore
-from .layout import DEKS, OBJECT_KINDS, decode_log, dek_id_of, log_slot, object_kind, pack_name_of
+from .checkpoint import bundle_of
+from .layout import DEKS, LOG, OBJECT_KINDS, decode_log, dek_id_of, log_slot, object_kind, pack_name_of
+from .logstate import LogListing
 from .replica import PULL_BATCH, WORKERS, Replica
 
 __all__ = ["Usage", "BucketUsage", "Orphan", "OrphanReport", "bucket_usage", "usage_of", "find_orphans"]
@@ -101,6 +103,10 @@ class OrphanReport:
     orphans: list[Orphan]
     objects: int
     records: int
+    #: What ``memvault gc`` would delete now, by reason (docs/format.md §12.8), and only after
+    #: its grace period; None when not looked at.
+    gc_now: dict[str, int] | None = None
+    gc_waiting: dict[str, int] | None = None
 
     @property
     def bytes(self) -> int:
@@ -123,6 +129,7 @@ class OrphanReport:
             "bytes": self.bytes,
             "kinds": {kind: usage.to_json() for kind, usage in self.by_kind().items()},
             "list": [o.to_json() for o in self.orphans],
+            "gc": None if self.gc_now is None else {"now": self.gc_now, "after_grace": self.gc_waiting or {}},
         }
 
 
@@ -149,6 +156,14 @@ def find_orphans(replica: Replica, listed: list[ObjectInfo]) -> OrphanReport:
     records = replica.committed_records()
     packs = set(replica.packmap.firsts())
     deks: set[bytes] = set()
+    log = LogListing.of(objects.list(LOG))
+    if log.checkpoints:  # the newest holds the commits before the records (docs/format.md §12.8)
+        checkpoint = replica.read_checkpoint(log.checkpoints[max(log.checkpoints)])[0]
+        packs.update(checkpoint.packs)
+        deks.update(checkpoint.dek_ids())
+        # Records it holds that gc has not deleted yet (grace period): their packs are superseded, not orphans.
+        records += [info for slot, info in sorted(log.slots.items()) if slot[0] <= checkpoint.position]
+    checkpoint_position = max(log.checkpoints, default=-1)
     with ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="memvault-inventory") as pool:
         for start in range(0, len(records), PULL_BATCH):  # bounded memory: records may be big
             batch = records[start : start + PULL_BATCH]
@@ -157,7 +172,12 @@ def find_orphans(replica: Replica, listed: list[ObjectInfo]) -> OrphanReport:
                 assert slot is not None  # committed() returns record objects only
                 if data is None:
                     raise IntegrityError(f"{objects.description} is missing the object {info.key} of this store.")
-                record = decode_log(data, replica.store_id, slot[0])
+                try:
+                    record = decode_log(data, replica.store_id, slot[0])
+                except IntegrityError:
+                    if slot[0] > checkpoint_position:
+                        raise
+                    continue  # a superseded object of the log: the checkpoint counts
                 packs.update(record.packs)
                 deks.update(record.dek_ids)
     keyring = replica.keyring
@@ -168,7 +188,7 @@ def find_orphans(replica: Replica, listed: list[ObjectInfo]) -> OrphanReport:
         if kind == "packs":
             if pack_name_of(info.key) not in packs:
                 orphans.append(Orphan(info.key, kind, "unreferenced", info.size))
-        elif kind == "deks" and info.key in present:
+        elif kind == "deks" and info.key in present and bundle_of(info.key) is None:
             dek_id = dek_id_of(info.key)
             if dek_id is not None and keyring.is_destroyed(dek_id):
                 orphans.append(Orphan(info.key, kind, "destroyed", info.size))

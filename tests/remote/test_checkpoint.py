@@ -339,3 +339,26 @@ def test_gc_cli_compacts_and_verify_remote_says_what_gc_would_delete(s3_env, tmp
     assert status == 0, err
     assert json.loads(out)["remote"]["deleted"] == {"superseded": 4 + deks, "orphan": 8}
     assert [k for k in _keys(s3_env, "cli") if k.startswith("log/")] == ["log/00000000000000000003.ckpt"]
+
+
+def test_a_host_whose_cache_evicted_packs_fetches_them_from_the_checkpoints_pack(
+    s3_env, tmp_path: Path, monkeypatch
+) -> None:
+    url = s3_env.url("ev")
+    a = _create(url, tmp_path / "a")
+    _files(a, 3)
+    monkeypatch.setenv("MEMVAULT_CACHE_BYTES", "0")  # b keeps no pack: every read fetches one
+    b = _open(url, tmp_path / "b")
+    assert "f number 0" in _cmd(b, command="view", path="/memories/f0.md")
+    compact_remote(a, grace=0)  # the packs b's map names are deleted
+    assert b.remote is not None
+    with b.writing():
+        assert b.remote.evict() > 0  # nothing of the store is in b's cache now
+    fetched = b.remote.stats["fetched"]
+    assert "f number 2" in _cmd(b, command="view", path="/memories/f2.md")
+    assert b.remote.stats["fetched"] > fetched
+    merged = [k for k in _keys(s3_env, "ev") if k.endswith(".pack")]
+    assert len(merged) == 1
+    assert (tmp_path / "b" / "repo" / "objects" / "pack" / merged[0].removeprefix("packs/")).exists()
+    a.close()
+    b.close()

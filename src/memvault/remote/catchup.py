@@ -5,13 +5,16 @@ with its data key bundle."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Protocol
 
 from ..errors import IntegrityError
-from ..storage.base import ObjectInfo
+from ..storage.base import ObjectInfo, ObjectStore
 from .checkpoint import MAX_CHECKPOINT_BYTES, Checkpoint, bundle_key, checkpoint_of, decode_bundle, decode_checkpoint
+from .layout import LOG, pack_keys
 from .logstate import LogListing, Voids, mark_tag
+from .packmap import PackMap
 
-__all__ = ["needed_checkpoint", "checkpoint_to_read", "fetch_checkpoint", "checkpoint_mark"]
+__all__ = ["needed_checkpoint", "checkpoint_to_read", "fetch_checkpoint", "checkpoint_mark", "pack_holding"]
 
 
 def needed_checkpoint(listing: LogListing, voids: Voids, local: int) -> ObjectInfo | None:
@@ -77,3 +80,29 @@ def checkpoint_mark(listing: LogListing, voids: Voids, info: ObjectInfo | None, 
     if record is None and info is None:
         raise ValueError("no record and no checkpoint at the position")
     return mark_tag(attempt, record.tag) if record is not None else f"c/{info.tag if info else ''}"
+
+
+class _Source(Protocol):
+    objects: ObjectStore
+
+    def read_checkpoint(self, info: ObjectInfo) -> tuple[Checkpoint, dict[bytes, bytes]]: ...
+
+    def get_many(self, keys: list[str]) -> list[bytes | None]: ...
+
+
+def pack_holding(replica: _Source, obj_id: bytes) -> tuple[str, list[bytes | None]] | None:
+    """The name and ``[pack, index]`` bytes of the newest checkpoint's pack that holds the object
+    ``obj_id`` (hex), for a replica whose pack map names a pack a gc has deleted; None if none does.
+
+    Raises:
+        IntegrityError: the checkpoint does not verify. ServiceError: the object store failed.
+    """
+    checkpoints = LogListing.of(replica.objects.list(LOG)).checkpoints
+    if not checkpoints:
+        return None
+    raw_id = bytes.fromhex(obj_id.decode())
+    for name in replica.read_checkpoint(checkpoints[max(checkpoints)])[0].packs:
+        got = replica.get_many(list(pack_keys(name)))
+        if got[1] is not None and raw_id in PackMap.ids_of(got[1]):
+            return name, got
+    return None

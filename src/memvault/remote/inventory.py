@@ -14,12 +14,32 @@ from typing import Any, Literal
 
 from ..errors import IntegrityError
 from ..storage.base import ObjectInfo, ObjectStore
-from .checkpoint import bundle_of
-from .layout import DEKS, LOG, OBJECT_KINDS, decode_log, dek_id_of, log_slot, object_kind, pack_name_of
+from .checkpoint import bundle_of, checkpoint_of
+from .layout import (
+    DEKS,
+    LOG,
+    OBJECT_KINDS,
+    decode_log,
+    dek_id_of,
+    log_slot,
+    object_kind,
+    pack_name_of,
+    void_of,
+    wait_of,
+)
 from .logstate import LogListing
 from .replica import PULL_BATCH, WORKERS, Replica
 
-__all__ = ["Usage", "BucketUsage", "Orphan", "OrphanReport", "bucket_usage", "usage_of", "find_orphans"]
+__all__ = [
+    "Usage",
+    "BucketUsage",
+    "Orphan",
+    "OrphanReport",
+    "bucket_usage",
+    "usage_of",
+    "superseded_usage",
+    "find_orphans",
+]
 
 
 @dataclass(frozen=True)
@@ -63,6 +83,25 @@ def usage_of(listed: Iterable[ObjectInfo]) -> BucketUsage:
         n, size = counts[object_kind(info.key)]
         counts[object_kind(info.key)] = (n + 1, size + info.size)
     return BucketUsage({kind: Usage(n, size) for kind, (n, size) in counts.items()})
+
+
+def superseded_usage(listed: Iterable[ObjectInfo]) -> Usage:
+    """The objects of a listing of a store's prefix that the newest checkpoint listed supersedes
+    (docs/format.md §12.8): log records, voids and waiting markers at its position or before, older
+    checkpoints and their bundles; ``memvault gc`` deletes them once its grace period has passed.
+    From the listing alone (nothing is fetched or authenticated)."""
+    items = list(listed)
+    newest = max((p for i in items if (p := checkpoint_of(i.key)) is not None), default=-1)
+    n = size = 0
+    for info in items:
+        slot = log_slot(info.key) or void_of(info.key)
+        wait = wait_of(info.key)
+        seq = slot[0] if slot is not None else (wait[0] if wait is not None else None)
+        older = checkpoint_of(info.key)
+        bundle = bundle_of(info.key)
+        if (seq is not None and seq <= newest) or any(x is not None and x < newest for x in (older, bundle)):
+            n, size = n + 1, size + info.size
+    return Usage(n, size)
 
 
 def bucket_usage(objects: ObjectStore) -> BucketUsage:

@@ -29,7 +29,7 @@ from ..git.repo import GitStore
 from ..hoststate import HighWaterMark
 from ..keys.keyring import Keyring
 from ..storage.base import ObjectInfo, ObjectStore
-from .catchup import checkpoint_mark, checkpoint_to_read, fetch_checkpoint
+from .catchup import checkpoint_mark, checkpoint_to_read, fetch_checkpoint, pack_holding
 from .checkpoint import Checkpoint
 from .follow import POSITION_FILE, Follower
 from .layout import (
@@ -351,7 +351,13 @@ class Replica(Uploads):
             return False
         if name is None:
             return False
-        data, idx = self._all(self._get_required, pack_keys(name))
+        got = self._all(self.objects.get, pack_keys(name))
+        if (got[0] is None or got[1] is None) and (newer := pack_holding(self, obj_id)) is not None:
+            name, got = newer  # a gc merged the pack into a checkpoint's and deleted it (§12.8)
+            self.packmap.add(name, got[1] or b"")
+        data, idx = got
+        if data is None or idx is None:
+            raise IntegrityError(f"{self.objects.description} is missing the pack {name} of this store.")
         if len(data) < 32 or data[-20:].hex() != name:
             raise IntegrityError(f"The pack {name} in {self.objects.description} is damaged.")
         self.git.packs.install(data, idx, name)
@@ -470,7 +476,8 @@ class Replica(Uploads):
             self.stats["courtesy_waits"] += 1
             time.sleep(random.uniform(0.01, 0.05))  # noqa: S311 - jitter, not a secret
 
-    def _gets(self, keys: list[str]) -> list[bytes | None]:
+    def get_many(self, keys: list[str]) -> list[bytes | None]:
+        """The objects at ``keys`` (None for an absent one), fetched concurrently."""
         return self._all(self.objects.get, keys)
 
     @property
@@ -485,7 +492,7 @@ class Replica(Uploads):
         Raises:
             IntegrityError: it does not verify, or is gone.
         """
-        return fetch_checkpoint(self._gets, info, self._void_key or b"", self.store_id, self.objects.description)
+        return fetch_checkpoint(self.get_many, info, self._void_key or b"", self.store_id, self.objects.description)
 
     def _get_required(self, key: str) -> bytes:
         data = self.objects.get(key)

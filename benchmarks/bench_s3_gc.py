@@ -169,6 +169,7 @@ def _mutations_during_gc(
                 "requests": sum(writer.remote.objects.requests.values()) - before,
                 "round_trips": sequential_round_trips(spans, 0.0005),
                 "ms": round((time.perf_counter() - t0) * 1000, 1),
+                "ops": [(op, round((s - t0) * 1000, 1), round((e - t0) * 1000, 1)) for s, e, op in sorted(proxy.spans)],
             })  # fmt: skip
     finally:
         stop.set()
@@ -177,6 +178,8 @@ def _mutations_during_gc(
         proxy.__exit__(None, None, None)
     return {"rtt_ms": args.rtt, "mutations": len(rows), **runs,
             "max_requests": max(r["requests"] for r in rows), "max_round_trips": max(r["round_trips"] for r in rows),
+            "round_trips": dict(collections.Counter(r["round_trips"] for r in rows)),
+            "slowest": max(rows, key=lambda r: (r["round_trips"], r["ms"]))["ops"],
             "median_ms": sorted(r["ms"] for r in rows)[len(rows) // 2]}  # fmt: skip
 
 

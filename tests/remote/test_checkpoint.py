@@ -362,3 +362,55 @@ def test_a_host_whose_cache_evicted_packs_fetches_them_from_the_checkpoints_pack
     assert (tmp_path / "b" / "repo" / "objects" / "pack" / merged[0].removeprefix("packs/")).exists()
     a.close()
     b.close()
+
+
+def test_an_orphan_is_deleted_only_once_the_grace_period_has_passed_since_gc_first_saw_it(
+    s3_env, tmp_path: Path
+) -> None:
+    url = s3_env.url("or")
+    a = _create(url, tmp_path / "a")
+    _files(a, 1)
+    stray = "packs/pack-" + "ab" * 20 + ".pack"  # an upload whose commit is not made yet, as gc sees it
+    _put(s3_env, "or", stray, b"PACK in flight")
+    assert a.remote is not None
+    t0 = time.time()
+    with a.writing():
+        a.pull()
+        first = compact(a.remote, grace=600, clock=lambda: t0)
+    assert stray not in first.keys and stray in _keys(s3_env, "or")
+    assert json.loads(_get(s3_env, "or", "gc-lease"))["orphans"][stray] == t0
+    with a.writing():  # 599 s later: still kept
+        compact(a.remote, grace=600, clock=lambda: t0 + 599)
+    assert stray in _keys(s3_env, "or")
+    with a.writing():
+        later = compact(a.remote, grace=600, clock=lambda: t0 + 600)
+    assert stray in later.keys and stray not in _keys(s3_env, "or")
+    a.close()
+
+
+def test_a_writer_whose_uploads_outlast_the_commit_window_uploads_again(s3_env, tmp_path: Path, monkeypatch) -> None:
+    import memvault.remote.replica as replica_module
+
+    url = s3_env.url("win")
+    a = _create(url, tmp_path / "a")
+    assert a.remote is not None
+    monkeypatch.setattr(replica_module, "COMMIT_WINDOW", 0.2)
+    create = a.remote.objects.create
+    packs: list[str] = []
+
+    def slow_first_pack(key: str, data: bytes) -> str | None:
+        if key.endswith(".pack"):
+            packs.append(key)
+            if len(packs) == 1:
+                time.sleep(0.3)  # a host paused between its upload and its log record
+        return create(key, data)
+
+    a.remote.objects.create = slow_first_pack  # type: ignore[method-assign]
+    _cmd(a, command="create", path="/memories/w.md", file_text="window\n")
+    assert len(packs) == 2 and packs[0] != packs[1]  # the command ran again with a fresh upload
+    b = _open(url, tmp_path / "b")
+    assert "window" in _cmd(b, command="view", path="/memories/w.md")
+    records = [k for k in _keys(s3_env, "win") if k.startswith("log/")]
+    assert records == ["log/00000000000000000000", "log/00000000000000000001"]  # one commit only
+    a.close()
+    b.close()

@@ -327,6 +327,12 @@ def test_gc_cli_compacts_and_verify_remote_says_what_gc_would_delete(s3_env, tmp
     remote = json.loads(out)["remote"]
     assert remote["checkpoint"] == 3 and remote["deleted"] == {}
     assert remote["waiting"] == {"superseded": 4 + deks, "orphan": 8}  # records and deks, packs and indexes
+    status, out, err = _cli(monkeypatch, cache, "--store", url, "status", "--json")
+    assert status == 0, err
+    superseded = json.loads(out)["remote"]["superseded"]
+    assert superseded["objects"] == 4  # the log records 0..3, from the listing alone
+    status, out, err = _cli(monkeypatch, cache, "--store", url, "status")
+    assert "Superseded:" in out and "4 objects" in out
     status, out, err = _cli(monkeypatch, cache, "--store", url, "verify", "--remote", "--json")
     assert status == 0, err
     found = json.loads(out)

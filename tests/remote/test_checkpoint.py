@@ -420,3 +420,18 @@ def test_a_writer_whose_uploads_outlast_the_commit_window_uploads_again(s3_env, 
     assert records == ["log/00000000000000000000", "log/00000000000000000001"]  # one commit only
     a.close()
     b.close()
+
+
+def test_gc_publishes_nothing_when_a_record_differs_from_what_its_host_took_in(s3_env, tmp_path: Path) -> None:
+    url = s3_env.url("x")
+    a = _create(url, tmp_path / "a")
+    _files(a, 3)
+    # A writer of the bucket swaps record 1 for a copy of record 0 (a valid record of commit #0).
+    _put(s3_env, "x", "log/00000000000000000001", _get(s3_env, "x", "log/00000000000000000000"))
+    before = _keys(s3_env, "x")
+    with pytest.raises(IntegrityError, match="does not match this host's keyring"):
+        compact_remote(a, grace=0)
+    after = _keys(s3_env, "x")
+    assert not [k for k in after if k.endswith(".ckpt") or "/upto-" in k]
+    assert set(before) <= set(after)  # nothing deleted
+    a.close()

@@ -22,12 +22,25 @@ from fake_messages_http import FakeMessagesServer
 from memvault.admin.status import store_status
 from memvault.dream.review import discard_dream, dream_diff, list_dreams, merge_dream, open_dream
 from memvault.dream.runner import run_dream
-from memvault.errors import IntegrityError, InvalidInputError, PathNotFoundError, RedactedError, RollbackDetectedError
+from memvault.errors import (
+    IntegrityError,
+    InvalidInputError,
+    LogBlockedError,
+    PathNotFoundError,
+    RedactedError,
+    RollbackDetectedError,
+    StorageError,
+)
+from memvault.git.refs import Branch as GitBranch
 from memvault.history import read_at
-from memvault.keys.framing import BRANCH, BRANCH_BODY, COMMIT_RAW, COMMIT_RAW_BODY, RECORD
+from memvault.keys import framing
+from memvault.keys.framing import BRANCH, BRANCH_BODY, BRANCH_KEYS, COMMIT_RAW, COMMIT_RAW_BODY, DESTROY, RECORD
+from memvault.keys.marks import BranchMarks
 from memvault.paths import parse_path
 from memvault.protocol.commands import run_command
-from memvault.remote.layout import decode_log, encode_log
+from memvault.remote.follow import ChainedRuns, Follower
+from memvault.remote.inventory import find_orphans
+from memvault.remote.layout import decode_log, encode_log, pack_keys
 from memvault.store import Transaction
 from memvault.transfer.copier import copy_store
 from memvault.verify import verify
@@ -201,6 +214,8 @@ def test_writers_on_a_branch_and_on_main_race_safely(s3_env: S3Env, tmp_path: Pa
     for t in threads:
         t.join()
     assert errors == []
+    # the three writers did race: some commit lost its log position and was made again
+    assert sum(store.remote.stats["races_lost"] for store in (a, b, c) if store.remote is not None) > 0
     assert len(_log_keys(s3_env, "t")) == 3 + 3 * count  # one record per commit, none lost or forked
     d = _open(s3_env.url("t"), tmp_path / "host-d")
     assert d.head[1] == 1 + count
@@ -354,28 +369,45 @@ def test_the_dream_cli_on_s3_and_a_discard_from_another_host(s3_env: S3Env, tmp_
     a.close()
 
 
-def test_a_pull_stopped_before_its_ref_moves_is_finished_by_the_next(s3_env: S3Env, tmp_path: Path) -> None:
+def test_a_pull_stopped_before_its_ref_moves_is_finished_by_the_next(
+    s3_env: S3Env, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     a = _seeded(s3_env, tmp_path)
-    _branch_with_commits(a, "00000000000000e3")
     b = _open(s3_env.url("t"), tmp_path / "host-b")
-    head = open_dream(b, "00000000000000e3").head
+    _branch_with_commits(a, "00000000000000e3")
+    head = open_dream(a, "00000000000000e3").head
+
+    def stop(*_args: object, **_kwargs: object) -> None:
+        raise OSError("stopped")
+
+    # a pull that stops after its keyring append, before its ref moves: the keyring holds the
+    # branch's records, the ref is not made, the note of the refs to move is there
+    with monkeypatch.context() as patch:
+        patch.setattr(Follower, "catch_up_side", stop)
+        with pytest.raises(StorageError):
+            b.pull()
     b.close()
     ref = tmp_path / "host-b" / "repo" / "refs" / "heads" / "dream" / "00000000000000e3"
-    # what a pull leaves when it stops after its keyring append, before its ref moves: the keyring
-    # holds the branch's records, the ref is not made, the note of the refs to move is there
-    ref.unlink()
-    (tmp_path / "host-b" / "remote-sides").write_text('["00000000000000e3"]\n')
+    assert not ref.exists() and (tmp_path / "host-b" / "remote-sides").exists()
     b = _open(s3_env.url("t"), tmp_path / "host-b")
     assert b.branches() == ["dream/00000000000000e3"]
     assert open_dream(b, "00000000000000e3").head == head
     assert not (tmp_path / "host-b" / "remote-sides").exists()
     b.close()
     # without the note a missing ref is not made again (a copied store's records name branches
-    # whose refs were removed on purpose): the dream is listed as damaged, its keys live
+    # whose refs were removed on purpose): the dream is listed as damaged, its keys live. Nor by
+    # a note that does not verify, nor by records a lagging position steps over.
     ref.unlink()
+    (tmp_path / "host-b" / "remote-position").unlink()
+    (tmp_path / "host-b" / "remote-sides").write_text('{"branches": ["00000000000000e3"], "mac": "AAAA"}\n')
     b = _open(s3_env.url("t"), tmp_path / "host-b")
     assert b.branches() == []
     assert [(d.id, d.status) for d in list_dreams(b)] == [("00000000000000e3", "damaged")]
+    assert not (tmp_path / "host-b" / "remote-sides").exists()
+    (tmp_path / "host-b" / "remote-sides").write_text('["00000000000000e3"]\n')  # the unsigned form
+    _cmd(a, command="create", path="/memories/later.md", file_text="later\n")
+    assert read_at(b, "/memories/later.md") == b"later\n"
+    assert b.branches() == []
     a.close()
     b.close()
 
@@ -475,3 +507,221 @@ def test_a_log_record_carries_a_commit_of_main_or_of_a_branch() -> None:
     # a record whose last chained record is neither is no log record
     with pytest.raises(IntegrityError):
         decode_log(encode_log(STORE_ID, (), (), _branch_record(3) + b"\x07\x00\x24" + b"\x00" * 36), STORE_ID, 8)
+
+
+@pytest.mark.parametrize("dream", [False, True])
+def test_an_edited_position_hint_is_ignored(s3_env: S3Env, tmp_path: Path, dream: bool) -> None:
+    a = _seeded(s3_env, tmp_path)
+    if dream:
+        a.branch("dream/00000000000000f1").create(actor="dream")
+    b = _open(s3_env.url("t"), tmp_path / "host-b")
+    commit, seq = b.head
+    b.close()
+    hint_path = tmp_path / "host-b" / "remote-position"
+    assert hint_path.exists() == dream  # a main-only store keeps no hint
+    _cmd(a, command="create", path="/memories/x.md", file_text="x\n")
+    _cmd(a, command="create", path="/memories/y.md", file_text="y\n")
+    # the hint moved to the log's end, past a's two commits b never took in (for the main-only
+    # store: a hint made up, naming b's newest commit)
+    hint = json.loads(hint_path.read_text()) if dream else {"branch": "", "commit": commit.decode()}
+    hint["position"] = len(_log_keys(s3_env, "t")) - 1
+    hint_path.write_text(json.dumps(hint))
+    b = _open(s3_env.url("t"), tmp_path / "host-b")
+    assert read_at(b, "/memories/y.md") == b"y\n"  # b read on from its real position
+    _cmd(b, command="create", path="/memories/from-b.md", file_text="b\n")
+    _cmd(a, command="create", path="/memories/z.md", file_text="z\n")  # no fork: a is not blocked
+    assert read_at(a, "/memories/from-b.md") == b"b\n"
+    c = _open(s3_env.url("t"), tmp_path / "host-c")
+    assert read_at(c, "/memories/from-b.md") == b"b\n"
+    assert read_at(c, "/memories/z.md") == b"z\n"
+    assert c.head[1] == seq + 4
+    assert len(_log_keys(s3_env, "t")) == (3 if dream else 2) + 4
+    for store in (a, b, c):
+        store.close()
+
+
+def _dek_ids(s3_env: S3Env, prefix: str) -> set[bytes]:
+    return {bytes.fromhex(k.rsplit("/", 1)[1]) for k in s3_env.keys() if k.startswith(f"{prefix}/deks/")}
+
+
+@pytest.mark.parametrize("when", ["before-end", "after-end"])
+def test_a_discard_racing_a_write_on_the_dream_destroys_every_key_of_it(
+    s3_env: S3Env, tmp_path: Path, when: str
+) -> None:
+    a = _seeded(s3_env, tmp_path)
+    name = "dream/00000000000000f2"
+    a.branch(name).create(actor="dream")
+    seeded = _dek_ids(s3_env, "t")
+    _cmd(a.branch(name), command="create", path="/memories/d1.md", file_text="secret one\n")
+    first = _dek_ids(s3_env, "t") - seeded
+    assert len(first) == 1
+    b = _open(s3_env.url("t"), tmp_path / "host-b")
+    on_b = b.branch(name)
+    written: set[bytes] = set()
+    refused: list[InvalidInputError] = []
+
+    def b_writes() -> None:
+        if written or refused:
+            return  # once
+        before = _dek_ids(s3_env, "t")
+        try:
+            _cmd(on_b, command="create", path="/memories/d2.md", file_text="secret two\n")
+        except InvalidInputError as err:  # the dream ended
+            refused.append(err)
+        written.update(_dek_ids(s3_env, "t") - before)
+
+    if when == "before-end":  # b commits after a's pull, before a creates the end's record
+        racing = a.racing
+
+        def racing_with_b(body: Any) -> Any:
+            return racing(lambda: (b_writes(), body())[1])
+
+        a.racing = racing_with_b  # type: ignore[method-assign]
+    else:  # b tries once a's discard has ended the dream, before a destroys its keys
+        destroy = a.destroy_keys
+
+        def b_then_destroy(*args: Any, **kwargs: Any) -> Any:
+            b_writes()
+            return destroy(*args, **kwargs)
+
+        a.destroy_keys = b_then_destroy  # type: ignore[method-assign]
+    result = discard_dream(a, "00000000000000f2", actor="reviewer")
+    if when == "before-end":
+        assert len(written) == 1 and not refused  # b's commit went in before the end
+        assert a.remote is not None and a.remote.stats["races_lost"] > 0  # a's end lost its place to it
+        assert result.keys_destroyed == 2
+    else:
+        assert written == set() and len(refused) == 1  # the log holds the end: b's write is refused
+        assert result.keys_destroyed == 1
+    assert result.complete
+    c = _open(s3_env.url("t"), tmp_path / "host-c")
+    assert c.branches() == [] and list_dreams(c) == []
+    assert all(c.keyring.is_destroyed(k) for k in first | written)
+    assert not (first | written) & _dek_ids(s3_env, "t")  # their objects left the bucket
+    assert _dek_ids(s3_env, "t") == seeded
+    for store in (a, b, c):
+        store.close()
+
+
+def test_a_fragment_of_old_records_at_the_next_position_is_not_stepped_over(s3_env: S3Env, tmp_path: Path) -> None:
+    a = _seeded(s3_env, tmp_path)
+    _branch_with_commits(a, "00000000000000f3")
+    keys = _log_keys(s3_env, "t")
+    write = decode_log(
+        s3_env.client.get_object(Bucket=s3_env.bucket, Key=keys[-2])["Body"].read(), a.store_id, len(keys) - 2
+    )
+    assert write.dek_ids  # the branch's write: its BRANCH_KEYS record, then its BRANCH record
+    fragment = write.chained[-(RECORD.size + BRANCH_BODY.size) :]  # the BRANCH record alone
+    assert fragment != write.chained
+    s3_env.client.put_object(
+        Bucket=s3_env.bucket, Key=f"t/log/{len(keys):020d}", Body=encode_log(a.store_id, (), (), fragment)
+    )
+    # not whole records the keyring took in as one run: junk, which stops writers until a void
+    with pytest.raises(LogBlockedError, match=f"--void {len(keys)}"):
+        _cmd(a, command="create", path="/memories/after.md", file_text="after\n")
+    c = _open(s3_env.url("t"), tmp_path / "host-c")
+    assert read_at(open_dream(c, "00000000000000f3"), DREAMT) == DREAMT_TEXT.encode()
+    a.close()
+    c.close()
+
+
+def test_a_stepped_over_copy_names_no_object_for_the_inventory(s3_env: S3Env, tmp_path: Path) -> None:
+    a = _seeded(s3_env, tmp_path)
+    _branch_with_commits(a, "00000000000000f4")
+    keys = _log_keys(s3_env, "t")
+    newest = decode_log(
+        s3_env.client.get_object(Bucket=s3_env.bucket, Key=keys[-1])["Body"].read(), a.store_id, len(keys) - 1
+    )
+    stray = "ab" * 20  # a pack no commit wrote
+    for key in pack_keys(stray):
+        s3_env.client.put_object(Bucket=s3_env.bucket, Key=f"t/{key}", Body=b"not a pack")
+    # a copy of the newest record's chained records, its header naming the stray pack
+    copy = encode_log(a.store_id, (stray,), (), newest.chained)
+    s3_env.client.put_object(Bucket=s3_env.bucket, Key=f"t/log/{len(keys):020d}", Body=copy)
+    _cmd(a, command="create", path="/memories/after.md", file_text="after\n")  # steps over the copy
+    replica = a.remote
+    assert replica is not None
+    report = find_orphans(replica, replica.objects.list(""))
+    assert report.records == len(keys) + 2
+    assert sorted((o.key, o.reason) for o in report.orphans) == sorted(
+        (key, "unreferenced") for key in pack_keys(stray)
+    )
+    a.close()
+
+
+def test_an_ended_branch_takes_no_commit_on_any_host(s3_env: S3Env, tmp_path: Path) -> None:
+    a = _seeded(s3_env, tmp_path)
+    _branch_with_commits(a, "00000000000000f5")
+    b = _open(s3_env.url("t"), tmp_path / "host-b")
+    on_b = b.branch("dream/00000000000000f5")  # b's branch object, made before the end
+    assert on_b.head[1] == 4
+    discard_dream(a, "00000000000000f5", actor="reviewer")
+    records = len(_log_keys(s3_env, "t"))
+    with pytest.raises(InvalidInputError, match="No dream branch dream/00000000000000f5"):
+        _cmd(on_b, command="create", path="/memories/late.md", file_text="late\n")
+    with pytest.raises(InvalidInputError, match="No dream branch dream/00000000000000f5"):
+        _cmd(a.branch("dream/00000000000000f5"), command="create", path="/memories/late.md", file_text="late\n")
+    assert len(_log_keys(s3_env, "t")) == records  # nothing published
+    assert on_b.ended
+    a.close()
+    b.close()
+
+
+def test_a_branch_commit_the_keyring_would_refuse_never_becomes_a_log_record(
+    s3_env: S3Env, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    a = _seeded(s3_env, tmp_path)
+    branch = a.branch("dream/00000000000000f6")
+    branch.create(actor="dream")
+    records = len(_log_keys(s3_env, "t"))
+    encode = BranchMarks.encode
+
+    def skipping(self: BranchMarks, *args: Any, **kwargs: Any) -> tuple[bytes, bytes]:
+        kwargs["seq"] += 1  # a BRANCH record that skips a number: authentic, but out of sequence
+        return encode(self, *args, **kwargs)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(BranchMarks, "encode", skipping)
+        with pytest.raises(IntegrityError, match="does not follow the keyring's record of it"):
+            _cmd(branch, command="create", path="/memories/side.md", file_text="side\n")
+    assert len(_log_keys(s3_env, "t")) == records  # no record that would stop every writer
+    b = _open(s3_env.url("t"), tmp_path / "host-b")
+    _cmd(b, command="create", path="/memories/main.md", file_text="main\n")
+    _cmd(a.branch("dream/00000000000000f6"), command="create", path="/memories/side.md", file_text="side\n")
+    assert read_at(open_dream(b, "00000000000000f6"), "/memories/side.md") == b"side\n"
+    a.close()
+    b.close()
+
+
+def test_a_branch_made_whose_ref_could_not_be_written_gets_it_at_the_next_pull(
+    s3_env: S3Env, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    a = _seeded(s3_env, tmp_path)
+    swap = GitBranch.compare_and_swap
+
+    def refused_when_new(self: GitBranch, old: bytes | None, new: bytes) -> bool:
+        return False if old is None else swap(self, old, new)  # the fork commit's ref is not made
+
+    with monkeypatch.context() as patch:
+        patch.setattr(GitBranch, "compare_and_swap", refused_when_new)
+        a.branch("dream/00000000000000f7").create(actor="dream")  # published, recorded; no ref
+    ref = tmp_path / "host-a" / "repo" / "refs" / "heads" / "dream" / "00000000000000f7"
+    assert not ref.exists()
+    assert a.branches() == ["dream/00000000000000f7"]  # the pull made it, from the writer's note
+    assert ref.exists()
+    a.close()
+
+
+def test_chained_runs_match_whole_runs_of_records_only() -> None:
+    def record(rtype: int, body: bytes) -> bytes:
+        return RECORD.pack(rtype, len(body)) + body
+
+    redact = record(DESTROY, b"d" * 40) + record(framing.COMMIT, b"c" * 60)  # a commit of main
+    write = record(BRANCH_KEYS, b"k" * 40) + record(BRANCH, b"b" * 40)  # a commit of a branch
+    runs = ChainedRuns(redact)
+    assert runs.holds(redact) and not runs.holds(write)
+    runs.add(write)
+    assert runs.holds(write) and runs.holds(redact + write)  # one run, or two in a row
+    assert not runs.holds(record(framing.COMMIT, b"c" * 60))  # a commit's closing record without its DESTROY
+    assert not runs.holds(record(BRANCH, b"b" * 40))
+    assert not runs.holds(redact[:-1]) and not runs.holds(redact[1:]) and not runs.holds(b"")

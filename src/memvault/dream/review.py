@@ -425,6 +425,13 @@ def discard_dream(store: MemoryStore, dream_id: str, *, actor: str = "operator",
             except IntegrityError:
                 if marks.mark(bid) is None:
                     raise  # nothing else says which keys are the dream's
+        if branch is not None and store.remote is not None:
+            # Another host may commit on the branch until the log holds its end: end it first,
+            # then destroy every key the keyring records for it by then (docs/format.md §5.8).
+            branch.delete(actor=actor, session=session)
+            store.pull()
+            keys |= store.keyring.branches.keys(bid)
+            branch = None
         keys = {k for k in keys if not store.keyring.is_destroyed(k)}
         commit_id: bytes | None = None
         if keys:
@@ -432,6 +439,7 @@ def discard_dream(store: MemoryStore, dream_id: str, *, actor: str = "operator",
             _count, _live, commit_id = store.destroy_keys(keys, info, actor=actor, session=session)
         if branch is not None:
             branch.delete(actor=actor, session=session)
+        complete = complete and all(store.keyring.is_destroyed(k) for k in store.keyring.branches.keys(bid))
     return DiscardResult(dream, len(keys), commit_id.decode("ascii") if commit_id else "", complete)
 
 

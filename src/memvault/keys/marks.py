@@ -9,8 +9,6 @@ hands them here, one branch commit's append at a time.
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 
 from .. import crypto
@@ -78,16 +76,6 @@ class BranchMarks:
         self._store_id = store_id
         self._recorded: dict[bytes, _Recorded] = {}
         self._keys: dict[bytes, set[bytes]] = {}
-
-    @contextmanager
-    def trial(self) -> Iterator[None]:
-        """Take back, on leaving the block, every record taken in inside it (for a trial parse of
-        records, :meth:`Keyring.accepts <memvault.keys.keyring.Keyring.accepts>`)."""
-        recorded, keys = dict(self._recorded), {branch: set(ids) for branch, ids in self._keys.items()}
-        try:
-            yield
-        finally:
-            self._recorded, self._keys = recorded, keys
 
     def mark(self, branch_id: bytes) -> HighWater | None:
         """The newest commit recorded for the branch, or None (no record: a branch made by an

@@ -4,17 +4,21 @@ records that leaves the keyring as it was, and the side branches' refs that the 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import struct
 from pathlib import Path
 
+from .. import crypto
 from ..errors import IntegrityError
 from ..fsutil import atomic_write, read_bounded
 from ..git.repo import GitStore
+from ..keys.framing import ATIMES, BRANCH, COMMIT, COMMIT_RAW, frame_records
 from ..keys.keyring import Keyring
 from .layout import LogRecord, decode_log, split_append
 
-__all__ = ["Follower", "POSITION_FILE", "SIDES_FILE", "SIDE_PREFIX"]
+__all__ = ["ChainedRuns", "Follower", "POSITION_FILE", "SIDES_FILE", "SIDE_PREFIX"]
 
 #: The log position of the newest log record the replica took in, in the replica directory.
 POSITION_FILE = "remote-position"
@@ -24,36 +28,103 @@ SIDES_FILE = "remote-sides"
 #: names of docs/format.md §5.8; their 8-byte keyring id is the hex).
 SIDE_PREFIX = "dream/"
 _MAX_HINT_BYTES = 4096
+_POSITION_MAC = b"memvault/v1/remote-position"
+_SIDES_MAC = b"memvault/v1/remote-sides"
+_U64 = struct.Struct(">Q")
+#: The chained records after which a log record's run of chained records can begin: a commit's
+#: closing record (of ``main`` or of a side branch) and a record that stands alone.
+_RUN_ENDS = frozenset({COMMIT, COMMIT_RAW, BRANCH, ATIMES})
+
+
+class ChainedRuns:
+    """Chained keyring records in the order they were taken in, and where a log record's run of
+    them can begin (at the start, or after a record of :data:`_RUN_ENDS`), indexed by the record
+    each such place begins with (a lookup reads no more than the run it matches)."""
+
+    def __init__(self, chained: bytes = b"") -> None:
+        self._data = bytearray()
+        self._starts = {0}
+        self._firsts: dict[bytes, list[int]] = {}  #: digest of a run's first record -> its offsets
+        self.add(chained)
+
+    def add(self, chained: bytes) -> None:
+        """Add ``chained``, whole records (a torn tail is left out), after those held."""
+        records, end = frame_records(chained)
+        base = len(self._data)
+        self._data += chained[:end]
+        begin = 0
+        for stop, rtype, _body in records:
+            if base + begin in self._starts:
+                self._firsts.setdefault(_digest(chained[begin:stop]), []).append(base + begin)
+            if rtype in _RUN_ENDS:
+                self._starts.add(base + stop)
+            begin = stop
+
+    def holds(self, run: bytes) -> bool:
+        """Whether ``run`` (a log record's chained records) is, byte for byte, whole records
+        held here that begin where a run can begin and end where one ends: not a fragment of
+        records, nor one cut across a record or across a commit's records."""
+        records, end = frame_records(run)
+        if not records or end != len(run):
+            return False
+        for at in self._firsts.get(_digest(run[: records[0][0]]), ()):
+            if at + len(run) in self._starts and self._data[at : at + len(run)] == run:
+                return True
+        return False
+
+
+def _digest(record: bytes) -> bytes:
+    return hashlib.sha256(record).digest()
 
 
 class Follower:
     """What a replica (directory ``root``, its ``keyring`` and ``git``) knows of its place in the
-    log. The caller holds the replica's writer lock."""
+    log. The caller holds the replica's writer lock.
 
-    def __init__(self, root: Path, keyring: Keyring, git: GitStore) -> None:
+    Args:
+        key: the MAC key of the hint and the note (the store's keyring key, as the host's
+            high-water mark's); None (a replica made for an upload): hints are never trusted.
+        store_id: the store's id, bound into those MACs.
+    """
+
+    def __init__(self, root: Path, keyring: Keyring, git: GitStore, key: bytes | None, store_id: bytes) -> None:
         self._path = root / POSITION_FILE
         self._sides = root / SIDES_FILE
         self.keyring = keyring
         self.git = git
+        self._key = key
+        self._store_id = store_id
         self._hinted = True  #: a hint file may exist
         self._sides_checked = False  #: the refs of recorded side branches were caught up once
 
-    def position(self) -> int:
-        """The log position of the newest record the replica took in: the hint's when the
-        keyring's newest commit of ``main`` (or of the side branch the hint names) is the commit
-        the hint names, else ``main``'s newest sequence number (a lower bound: each position holds
-        one commit; a pull steps over records after it that the keyring holds already)."""
+    def position(self, bound: int | None) -> int:
+        """The log position of the newest record the replica took in: the hint's when its MAC
+        verifies, the keyring records a side branch, the position is not above ``bound`` (the
+        host's high-water mark's position, None: no mark) and the keyring's newest commit of
+        ``main`` (or of the side branch the hint names) is the commit the hint names; else
+        ``main``'s newest sequence number (a lower bound: each position holds one commit; a pull
+        steps over records after it that the keyring holds already)."""
         hw = self.keyring.high_water
         floor = hw.seq if hw is not None else -1
+        if self._key is None or not self.may_repeat():
+            return floor  # without a side branch's record the position is exact
         try:
             hint = json.loads(read_bounded(self._path, _MAX_HINT_BYTES))
             position, commit, branch = hint["position"], hint["commit"].encode("ascii"), bytes.fromhex(hint["branch"])
+            mac = crypto.b64decode(hint["mac"])
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
             return floor
-        if type(position) is not int or position < floor:
+        if type(position) is not int or not floor <= position < 2**64 or len(commit) != 40:
+            return floor
+        if bound is not None and position > bound:
+            return floor
+        if not crypto.consteq(crypto.mac(self._key, self._hint_message(position, commit, branch)), mac):
             return floor
         newest = self.keyring.branches.mark(branch) if branch else hw
         return position if newest is not None and newest.commit_id == commit else floor
+
+    def _hint_message(self, position: int, commit: bytes, branch: bytes) -> bytes:
+        return _POSITION_MAC + self._store_id + _U64.pack(position) + commit + branch
 
     def save(self, position: int, log: LogRecord) -> None:
         """Record that the record at ``position`` is ``log``: a hint file, or none while the
@@ -70,15 +141,18 @@ class Follower:
                     pass
                 self._hinted = False
             return
-        hint = {"branch": (log.branch or b"").hex(), "commit": log.commit_id.decode("ascii"), "position": position}
+        if self._key is None:
+            return
+        branch = log.branch or b""
+        mac = crypto.b64encode(crypto.mac(self._key, self._hint_message(position, log.commit_id, branch)))
+        hint = {"branch": branch.hex(), "commit": log.commit_id.decode("ascii"), "mac": mac, "position": position}
         atomic_write(self._path, json.dumps(hint, sort_keys=True).encode() + b"\n", durable=False)
         self._hinted = True
 
     def accepts(self, runs: list[bytes]) -> int:
         """How many of ``runs`` (log records' chained records) the keyring would take in, in order;
-        nothing changes (the side branches' records read so far are put back after the trial)."""
-        with self.keyring.branches.trial():
-            return self.keyring.accepts(runs)
+        nothing changes (:meth:`Keyring.accepts <memvault.keys.keyring.Keyring.accepts>`)."""
+        return self.keyring.accepts(runs)
 
     def may_repeat(self) -> bool:
         """Whether a record the keyring holds already can come up again at the next position: only
@@ -89,13 +163,14 @@ class Follower:
         """The records at the beginning of ``logs`` whose chained records the keyring holds
         already (their MACs chain each to its predecessor: only the record the keyring took in at
         that point, or a copy of it, can match, and a copy adds nothing). None while the keyring
-        records no side branch: the position is then exact, and such an object stays junk."""
+        records no side branch: the position is then exact, and such an object stays junk.
+        A record matches only as whole runs of records (:meth:`ChainedRuns.holds`)."""
         if not self.may_repeat():
             return []
-        chained = split_append(self.keyring.records())[1]
+        held = ChainedRuns(split_append(self.keyring.records())[1])
         out: list[LogRecord] = []
         for log in logs:
-            if log.chained not in chained:
+            if not held.holds(log.chained):
                 break
             out.append(log)
         return out
@@ -123,16 +198,30 @@ class Follower:
             OSError: the note could not be written.
         """
         branches = {log.branch for log in logs if log.branch is not None}
-        if branches:
-            names = sorted(b.hex() for b in branches | self._expected())
-            atomic_write(self._sides, json.dumps(names).encode() + b"\n", durable=False)
+        if branches and self._key is not None:
+            ids = sorted(branches | self._expected())
+            mac = crypto.b64encode(crypto.mac(self._key, self._sides_message(ids)))
+            note = {"branches": [b.hex() for b in ids], "mac": mac}
+            atomic_write(self._sides, json.dumps(note, sort_keys=True).encode() + b"\n", durable=False)
+
+    def _sides_message(self, ids: list[bytes]) -> bytes:
+        return _SIDES_MAC + self._store_id + b"".join(ids)
 
     def _expected(self) -> set[bytes]:
-        try:
-            names = json.loads(read_bounded(self._sides, _MAX_HINT_BYTES * 16))
-            return {bytes.fromhex(name) for name in names if isinstance(name, str) and len(name) == 16}
-        except (OSError, ValueError, TypeError):
+        """The side branches the note names, if its MAC verifies (else none: a note written by
+        anything but this store's writer makes no ref)."""
+        if self._key is None:
             return set()
+        try:
+            note = json.loads(read_bounded(self._sides, _MAX_HINT_BYTES * 16))
+            ids = [bytes.fromhex(name) for name in note["branches"] if isinstance(name, str) and len(name) == 16]
+            if len(ids) != len(note["branches"]) or ids != sorted(set(ids)):
+                return set()
+            mac = crypto.b64decode(note["mac"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return set()
+        ok = crypto.consteq(crypto.mac(self._key, self._sides_message(ids)), mac)
+        return set(ids) if ok else set()
 
     def catch_up_sides(self, logs: list[LogRecord] | None) -> None:
         """:meth:`catch_up_side` for the side branches of ``logs`` (records just taken in) and
@@ -145,7 +234,7 @@ class Follower:
         expected = self._expected()
         for branch in sorted({log.branch for log in logs or () if log.branch is not None} | expected):
             self.catch_up_side(branch, create=True)
-        if expected:
+        if expected or self._sides.exists():  # one that does not verify goes too
             try:
                 os.unlink(self._sides)
             except FileNotFoundError:

@@ -15,6 +15,7 @@ from typing import Any, Literal
 from ..errors import IntegrityError
 from ..storage.base import ObjectInfo, ObjectStore
 from .checkpoint import bundle_of, checkpoint_of
+from .follow import ChainedRuns
 from .layout import (
     DEKS,
     LOG,
@@ -201,8 +202,9 @@ def find_orphans(replica: Replica, listed: list[ObjectInfo]) -> OrphanReport:
         packs.update(checkpoint.packs)
         deks.update(checkpoint.dek_ids())
         # Records it holds that gc has not deleted yet (grace period): their packs are superseded, not orphans.
-        records += [info for slot, info in sorted(log.slots.items()) if slot[0] <= checkpoint.position]
+        records = [info for slot, info in sorted(log.slots.items()) if slot[0] <= checkpoint.position] + records
     checkpoint_position = max(log.checkpoints, default=-1)
+    runs = ChainedRuns()  # the chained records of the records walked so far
     with ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="memvault-inventory") as pool:
         for start in range(0, len(records), PULL_BATCH):  # bounded memory: records may be big
             batch = records[start : start + PULL_BATCH]
@@ -217,6 +219,9 @@ def find_orphans(replica: Replica, listed: list[ObjectInfo]) -> OrphanReport:
                     if slot[0] > checkpoint_position:
                         raise
                     continue  # a superseded object of the log: the checkpoint counts
+                if runs.holds(record.chained):
+                    continue  # stepped over (records taken in already): its header names nothing
+                runs.add(record.chained)
                 packs.update(record.packs)
                 deks.update(record.dek_ids)
     keyring = replica.keyring

@@ -155,7 +155,7 @@ class Replica(Uploads):
         self._junk: ObjectInfo | None = None
         self._void_key = mark.key if mark is not None else None
         self._voids = Voids(lambda keys: self._all(self.objects.get, keys), self._void_key or b"", store_id)
-        self._follow = Follower(root, keyring, git)
+        self._follow = Follower(root, keyring, git, self._void_key, store_id)
 
     def close(self) -> None:
         """Stop the request threads."""
@@ -218,10 +218,10 @@ class Replica(Uploads):
             raise ValueError("a replica made for an upload has no high-water mark to pull with")
         self.stats["pulls"] += 1
         self.keyring.refresh()
-        local = self._follow.position()
+        mark = self._mark.read()
+        local = self._follow.position(None if mark is None else mark[0])
         self._catch_up_branch()
         self._follow.catch_up_sides(None)
-        mark = self._mark.read()
         first = local if mark is None else min(local, mark[0])
         listing = self._listing = self._list_log(first, courtesy)
         where = self.objects.description
@@ -255,8 +255,7 @@ class Replica(Uploads):
             known = bool(batch) and (batch[0][0], batch[0][1]) == (self._stop, self._junk)
             logs, junk, applied = self._authentic(batch) if not known else ([], batch[0], [])
             if applied:  # records the keyring holds already: the position hint lagged behind them
-                (last, attempt), info = batch[len(applied) - 1]
-                self._follow.catch_up_sides(applied)
+                (last, attempt), info = batch[len(applied) - 1]  # no ref follows them: they add nothing
                 self._follow.save(last, applied[-1])
                 self._mark.write(last, mark_tag(attempt, info.tag), durable=self._durable)
                 seq += len(applied)

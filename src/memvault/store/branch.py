@@ -34,6 +34,7 @@ from .transaction import Committed, Transaction
 
 if TYPE_CHECKING:
     from ..keys.keyring import Keyring
+    from ..remote.replica import Replica
 
 
 T = TypeVar("T")
@@ -74,7 +75,7 @@ class MainStore(Protocol):
     def is_recorded_access_file(self, digest: bytes) -> bool: ...
 
     @property
-    def remote(self) -> object | None: ...
+    def remote(self) -> Replica | None: ...
 
     def pull(self) -> None: ...
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -45,6 +45,7 @@ __all__ = [
     "SETTLE_SECONDS",
     "record_encoding",
     "chains_key_changes",
+    "logs_branches",
     "prepare_store_dir",
     "check_new_store_dir",
     "STORE_ENTRIES",
@@ -55,11 +56,12 @@ STORE_FILE = "memvault.json"
 #: The entries of a store directory that creating a store makes (``memvault.json`` last).
 STORE_ENTRIES = ("keys", "keyring", "repo", "access", "lock", STORE_FILE)
 #: Format version of new stores (docs/format.md): 2 writes compact binary node records, 3 also
-#: records redactions and rotations in the keyring's MAC chain, each with a commit.
-FORMAT_VERSION = 3
-#: Format versions this code opens: 1 (JSON node records), 2 and 3; a store keeps being written
+#: records redactions and rotations in the keyring's MAC chain, each with a commit; 4 lets the log
+#: of a store in object storage hold the commits of side branches (dreams).
+FORMAT_VERSION = 4
+#: Format versions this code opens: 1 (JSON node records), 2, 3 and 4; a store keeps being written
 #: in its own version (so that older memvault releases keep reading it) until it is upgraded.
-READABLE_VERSIONS = (1, 2, 3)
+READABLE_VERSIONS = (1, 2, 3, 4)
 #: Largest ``memvault.json`` read (settings with a full allowlist and custom rules stay far below).
 MAX_CONFIG_BYTES = 16 * 1024 * 1024
 _STORE_FORMAT = "memvault-store"
@@ -103,12 +105,17 @@ class StoreConfig:
         the record: any file is)."""
         return not recorded or crypto.consteq(recorded, self.settings_digest)
 
-    def upgraded(self, root: Path, config_key: bytes, recorded: bytes) -> SettingsRecord | None:
+    def upgraded(
+        self, root: Path, config_key: bytes, recorded: bytes, *, publish: Callable[[bytes, bytes], None] | None = None
+    ) -> SettingsRecord | None:
         """For ``memvault upgrade``: rewrite this ``memvault.json`` of the store directory ``root``
         in format version :data:`FORMAT_VERSION` if it is older (the same settings), durably.
 
         Args:
             recorded: the settings digest the head records (b"": none yet).
+            publish: called with the file's bytes and the new bytes before the file is rewritten
+                (a store in object storage replaces the bucket's copy; what it raises stops the
+                upgrade with nothing changed here).
 
         Returns:
             What the upgrade commit must record when the history records no settings yet (so that
@@ -123,6 +130,8 @@ class StoreConfig:
         record = self.record()
         if self.version < FORMAT_VERSION:
             data, record = encode_config(self.store_id, {**record.file, "version": FORMAT_VERSION}, config_key)
+            if publish is not None:
+                publish((root / STORE_FILE).read_bytes(), data)
             atomic_write(root / STORE_FILE, data, durable=True)
         return None if recorded else record
 
@@ -240,6 +249,13 @@ def check_new_store_dir(root: Path) -> bool:
 def record_encoding(version: int) -> int:
     """The node record and index shard encoding a store of format ``version`` writes (1 or 2)."""
     return 1 if version == 1 else 2
+
+
+def logs_branches(version: int) -> bool:
+    """Whether the log of a store of format ``version`` in object storage may hold the commits of
+    side branches (version 4: a release that knows only older versions refuses such a store
+    instead of taking those records for junk)."""
+    return version >= 4
 
 
 def chains_key_changes(version: int) -> bool:

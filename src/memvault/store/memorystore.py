@@ -14,11 +14,12 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
 from .. import crypto
-from ..errors import ConflictError, MemvaultError, PathExistsError, StorageError
+from ..errors import ConflictError, InvalidInputError, MemvaultError, PathExistsError, StorageError
 from ..format import records
 from ..format.records import CommitMeta, Node
 from ..fsutil import (
@@ -44,11 +45,11 @@ from .atimes import FILE_NAME as ATIMES_FILE
 from .atimes import AccessTimes
 from .branch import BRANCH_PREFIX, BranchStore, check_branch_name, is_branch_name
 from .commit import CommitWriter
-from .config import FORMAT_VERSION, chains_key_changes
+from .config import FORMAT_VERSION, chains_key_changes, logs_branches
 from .head import Head
 from .hosting import Hosting
 from .reads import FileReads
-from .replicated import run_racing
+from .replicated import publish_config, run_racing
 from .state import PLAINTEXT_CACHE_BYTES, OpenedCommit, StateReader, StoreState, shard_of
 from .transaction import Committed, Transaction
 
@@ -317,7 +318,8 @@ class MemoryStore(FileReads, Hosting):
         with self._writer(), self._state_lock:
             config = cfg.authentic_config(self.root, self.store_id, self._keys.config)
             state, old = self._sync(writer=True), config.version
-            record = config.upgraded(self.root, self._keys.config, self._head.settings_in_force())
+            publish = partial(publish_config, self.remote) if self.remote is not None else None
+            record = config.upgraded(self.root, self._keys.config, self._head.settings_in_force(), publish=publish)
             self.format_version = FORMAT_VERSION
             relayout = self._reader.tree_layout(state.tree_id, self.format_version) == 1
             # Redactions made before version 3 are chained now (DESTROY records), the access file named.
@@ -658,8 +660,15 @@ class MemoryStore(FileReads, Hosting):
         """Side branch ``name`` (``dream/<16 hex>``), existing or to :meth:`BranchStore.create`.
 
         Raises:
-            InvalidInputError: a bad name.
+            InvalidInputError: a bad name, or a store in object storage of a format version before
+            4 (its hosts may run a release that would take the branch's records for junk).
         """
+        if self.remote is not None and not logs_branches(self.format_version):
+            raise InvalidInputError(
+                f"Error: Dreams in a store in object storage need format version 4 (this store has "
+                f"version {self.format_version}): once every host of the store runs this release, run "
+                "`memvault upgrade` (an older release would misread a dream's records in the log)."
+            )
         ref = self.git.side_branch(check_branch_name(name))
         return BranchStore(
             self, name, ref, self._reader, self._writer_of_commits, self._state_lock, lambda: self._epoch

@@ -37,6 +37,7 @@ from .config import STORE_FILE, parse_config, read_config
 
 __all__ = [
     "Placement",
+    "publish_config",
     "replica_for_open",
     "replica_for_create",
     "forget_at_url",
@@ -48,6 +49,17 @@ __all__ = [
 #: Seconds a command keeps running again on a newer head while other hosts commit first.
 RACE_SECONDS = 60.0
 T = TypeVar("T")
+
+
+def publish_config(remote: Replica, old: bytes, new: bytes) -> None:
+    """Replace the bucket's ``memvault.json``, which must still be ``old``, by ``new`` (a format
+    upgrade). Raises ConflictError: it changed meanwhile (nothing was replaced)."""
+    current = remote.objects.get_tagged(CONFIG)
+    if current is None or current[0] != old or remote.objects.swap(CONFIG, new, current[1]) is None:
+        raise ConflictError(
+            "Error: The store's memvault.json in object storage changed meanwhile; nothing was changed. "
+            "Run the command again."
+        )
 
 
 def run_racing(body: Callable[[], T], replica: Replica | None = None) -> T:

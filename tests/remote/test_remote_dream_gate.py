@@ -1,0 +1,73 @@
+"""Dreams in a store in object storage need format version 4: a release that knows only older
+versions refuses such a store ("Unsupported memory store format") instead of taking the records
+of a dream in the log for junk. A version 3 store refuses a dream until ``memvault upgrade``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import memvault
+import memvault.store.memorystore as store_mod
+import memvault.store.opening as opening_mod
+from conftest import FAST_KDF, PASSPHRASE
+from memvault.errors import ConflictError, IntegrityError, InvalidInputError
+from s3support import S3Env, as_host
+
+NAME = "dream/00112233aabbccdd"
+
+
+def test_a_version_3_store_refuses_a_dream_until_it_is_upgraded(
+    s3_env: S3Env, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url, cache = s3_env.url("gate"), tmp_path / "host-a"
+    with as_host(cache), monkeypatch.context() as m:
+        m.setattr(store_mod, "FORMAT_VERSION", 3)
+        m.setattr(opening_mod, "FORMAT_VERSION", 3)
+        store = memvault.MemoryStore.create(url, passphrase=PASSPHRASE, kdf=FAST_KDF, cache_dir=cache)
+    assert store.format_version == 3
+    store.put_file("/memories/a.md", "one\n")
+    with pytest.raises(InvalidInputError, match="need format version 4.*memvault upgrade"):
+        store.branch(NAME)
+    assert store.upgrade_format() == (3, 4)
+    branch = store.branch(NAME)
+    branch.create(actor="dream")
+    assert store.branches() == [NAME]
+    store.close()
+    with as_host(tmp_path / "host-b"):  # a new host reads the upgraded configuration from the bucket
+        other = memvault.MemoryStore.open(url, passphrase=PASSPHRASE, cache_dir=tmp_path / "host-b")
+    assert other.format_version == 4
+    assert other.branches() == [NAME]
+    other.close()
+
+
+def test_a_release_that_knows_only_version_3_refuses_a_store_that_may_log_dreams(
+    s3_env: S3Env, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = s3_env.url("old")
+    with as_host(tmp_path / "host-a"):
+        memvault.MemoryStore.create(url, passphrase=PASSPHRASE, kdf=FAST_KDF, cache_dir=tmp_path / "host-a").close()
+    monkeypatch.setattr("memvault.store.config.READABLE_VERSIONS", (1, 2, 3))  # as the release before
+    with as_host(tmp_path / "host-b"), pytest.raises(IntegrityError, match="Unsupported memory store format"):
+        memvault.MemoryStore.open(url, passphrase=PASSPHRASE, cache_dir=tmp_path / "host-b")
+
+
+def test_an_upgrade_whose_bucket_configuration_changed_meanwhile_changes_nothing(
+    s3_env: S3Env, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url, cache = s3_env.url("race"), tmp_path / "host-a"
+    with as_host(cache), monkeypatch.context() as m:
+        m.setattr(store_mod, "FORMAT_VERSION", 3)
+        m.setattr(opening_mod, "FORMAT_VERSION", 3)
+        store = memvault.MemoryStore.create(url, passphrase=PASSPHRASE, kdf=FAST_KDF, cache_dir=cache)
+    key = "race/memvault.json"
+    before = s3_env.client.get_object(Bucket=s3_env.bucket, Key=key)["Body"].read()
+    s3_env.client.put_object(Bucket=s3_env.bucket, Key=key, Body=before + b" ")  # another writer, meanwhile
+    with pytest.raises(ConflictError, match="changed meanwhile"):
+        store.upgrade_format()
+    assert store.format_version == 3
+    assert s3_env.client.get_object(Bucket=s3_env.bucket, Key=key)["Body"].read() == before + b" "
+    assert json.loads((cache / "memvault.json").read_bytes())["version"] == 3  # the replica's copy too
+    store.close()

@@ -435,3 +435,28 @@ def test_gc_publishes_nothing_when_a_record_differs_from_what_its_host_took_in(s
     assert not [k for k in after if k.endswith(".ckpt") or "/upto-" in k]
     assert set(before) <= set(after)  # nothing deleted
     a.close()
+
+
+def test_gc_keeps_the_data_key_object_of_a_key_its_host_lacks(s3_env, tmp_path: Path) -> None:
+    url = s3_env.url("lk")
+    a = _create(url, tmp_path / "a")
+    _cmd(a, command="create", path="/memories/k.md", file_text="keep my key\n")
+    deks = [k for k in _keys(s3_env, "lk") if k.startswith("deks/")]
+    assert deks
+    saved = {k: _get(s3_env, "lk", k) for k in deks}
+    for k in deks:  # a's pull cannot fetch them: they are lost to a ...
+        _delete(s3_env, "lk", k)
+    with pytest.raises(IntegrityError, match="lacks the data key objects"):
+        _open(url, tmp_path / "b")
+    b = _open(url, tmp_path / "b")  # the records are in; the key is noted as lost
+    for k, v in saved.items():  # ... then the bucket holds them again, but b's keyring does not yet
+        _put(s3_env, "lk", k, v)
+    assert b.remote is not None
+    with b.writing():
+        compact(b.remote, grace=0)
+    assert set(deks) <= set(_keys(s3_env, "lk"))  # not in b's bundle: kept
+    c = _open(url, tmp_path / "c")
+    assert "keep my key" in _cmd(c, command="view", path="/memories/k.md")
+    a.close()
+    b.close()
+    c.close()

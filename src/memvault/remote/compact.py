@@ -25,6 +25,7 @@ from .checkpoint import (
     bundle_of,
     checkpoint_key,
     checkpoint_of,
+    decode_bundle,
     encode_bundle,
     encode_checkpoint,
 )
@@ -283,7 +284,10 @@ def _plan(
             continue
         live_packs.update(record.packs)
         live_deks.update(record.dek_ids)
-    covered = set(newest.dek_ids()) if newest is not None else set()
+    # Only a key the bundle holds is superseded: a key this host lacks (lost to it) keeps its object.
+    bundled = replica.objects.get(bundle_key(position)) if newest is not None else None
+    named = set(newest.dek_ids()) if newest is not None else set()
+    covered = set(decode_bundle(bundled)) & named if bundled is not None else set()
     destroyed = replica.keyring.destroyed_ids
     keys: list[str] = []
     orphans: dict[str, float] = {}
@@ -322,6 +326,8 @@ def _plan(
                 decide(info, "destroyed")
             elif dek_id is not None and dek_id in covered and dek_id not in live_deks:
                 decide(info, "superseded")
+            elif dek_id is not None and dek_id in named:
+                pass  # a key of the checkpoint its bundle lacks (lost to the host that compacted): kept
             elif dek_id is None or dek_id not in live_deks:
                 decide(info, "orphan")
     return sorted(keys), orphans

@@ -390,12 +390,10 @@ class Replica(Uploads):
         def fetch(key: str) -> bytes | None:  # packs must be there; a data key may be destroyed
             return self._get_required(key) if key.startswith(PACKS) else self.objects.get(key)
 
-        keys = pack_keys_wanted + ([dek_key(d) for d in dek_ids] if bundle is None else [])
-        fetched = self._all(fetch, keys)  # one round
+        singles = [d for d in dek_ids if bundle is None or d not in bundle]  # a bundle may lack a key: its object
+        fetched = self._all(fetch, pack_keys_wanted + [dek_key(d) for d in singles])  # one round
         pack_files = fetched[: len(pack_keys_wanted)]
-        deks = dict(zip(dek_ids, fetched[len(pack_keys_wanted) :], strict=True)) if bundle is None else {}
-        if bundle is not None:
-            deks = {d: bundle.get(d) for d in dek_ids}
+        deks = {**(bundle or {}), **dict(zip(singles, fetched[len(pack_keys_wanted) :], strict=True))}
         for i, name in enumerate(sorted(packs)):
             data, idx = pack_files[2 * i], pack_files[2 * i + 1]
             assert data is not None and idx is not None  # _get_required never gives None

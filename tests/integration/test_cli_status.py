@@ -214,4 +214,5 @@ def test_status_of_a_store_in_object_storage(
             "kinds": {kind: {"objects": n, "bytes": size} for kind, (n, size) in kinds.items()},
         },
         "replica_bytes": replica,
+        "superseded": {"objects": 0, "bytes": 0},  # never compacted: no checkpoint supersedes anything
     }

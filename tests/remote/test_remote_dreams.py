@@ -725,3 +725,28 @@ def test_chained_runs_match_whole_runs_of_records_only() -> None:
     assert not runs.holds(record(framing.COMMIT, b"c" * 60))  # a commit's closing record without its DESTROY
     assert not runs.holds(record(BRANCH, b"b" * 40))
     assert not runs.holds(redact[:-1]) and not runs.holds(redact[1:]) and not runs.holds(b"")
+
+
+def test_a_new_host_opens_a_compacted_store_with_a_branch_from_its_checkpoint(s3_env: S3Env, tmp_path: Path) -> None:
+    from memvault.admin.remote_gc import compact_remote
+
+    a = _seeded(s3_env, tmp_path, "ck")
+    _branch_with_commits(a, "00000000000000b2")  # positions 2..4 on the branch
+    report = compact_remote(a, grace=0)
+    assert report.checkpoint == 4
+    assert _log_keys(s3_env, "ck") == ["ck/log/00000000000000000004.ckpt"]
+    b = _open(s3_env.url("ck"), tmp_path / "host-b")
+    assert b.branches() == ["dream/00000000000000b2"]
+    branch = open_dream(b, "00000000000000b2")
+    assert read_at(branch, DREAMT) == DREAMT_TEXT.encode()
+    assert read_at(b, NOTES) == NOTES_TEXT.encode() and b.head == a.head
+    # After the checkpoint, commits on main and on the branch go on as log records.
+    _cmd(b, command="create", path="/memories/b.md", file_text="from b\n")
+    branch.transact(
+        lambda txn: txn.write_file(parse_path("/memories/c.md", txn.settings), b"on the branch\n"),
+        command="create", paths=("/memories/c.md",), actor="dream", session="x",
+    )  # fmt: skip
+    assert read_at(a, "/memories/b.md") == b"from b\n"
+    assert read_at(open_dream(a, "00000000000000b2"), "/memories/c.md") == b"on the branch\n"
+    a.close()
+    b.close()

@@ -19,7 +19,7 @@ from typing import Any
 from ..errors import StorageError
 from ..fsutil import StoreLock
 from ..keys.slots import load_slots
-from ..remote.inventory import BucketUsage, usage_of
+from ..remote.inventory import BucketUsage, Usage, superseded_usage, usage_of
 from ..remote.layout import PACKS
 from ..store import MemoryStore
 
@@ -76,6 +76,8 @@ class RemoteStatus:
     cache_limit_bytes: int
     bucket: BucketUsage
     replica_bytes: int
+    #: Objects the newest checkpoint supersedes: ``memvault gc`` deletes them after its grace period.
+    superseded: Usage = Usage()
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -86,6 +88,7 @@ class RemoteStatus:
             "cache_limit_bytes": self.cache_limit_bytes,
             "bucket": self.bucket.to_json(),
             "replica_bytes": self.replica_bytes,
+            "superseded": self.superseded.to_json(),
         }
 
 
@@ -178,6 +181,7 @@ def store_status(store: MemoryStore, location: str | None = None) -> StoreStatus
             cache_limit_bytes=store.remote.cache_bytes,
             bucket=usage_of(listed),
             replica_bytes=_tree_bytes(store.root),
+            superseded=superseded_usage(listed),
         )
     branches: tuple[str, ...] = ()
     with contextlib.suppress(StorageError):

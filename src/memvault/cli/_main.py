@@ -40,6 +40,7 @@ ENVIRONMENT = (
         " (default: $XDG_CACHE_HOME/memvault)",
     ),
     ("MEMVAULT_CACHE_BYTES", "the bound of that cache's packs"),
+    ("MEMVAULT_GC_GRACE", "seconds before memvault gc deletes what a checkpoint supersedes in object storage"),
     (
         "MEMVAULT_ANCHOR_DIR",
         "this host's anchors of stores and high-water marks of stores in object storage"

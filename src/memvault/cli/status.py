@@ -86,6 +86,14 @@ def format_status(status: StoreStatus) -> list[str]:
         )
         kinds = ", ".join(f"{_KIND_NAMES[kind]} {u.objects} ({_short(u.bytes)})" for kind, u in b.kinds.items())
         rows.append(("By kind", kinds))
+        if r.superseded.objects:
+            rows.append(
+                (
+                    "Superseded",
+                    f"{_plural(r.superseded.objects, 'object')} ({_short(r.superseded.bytes)}) held by a newer "
+                    "checkpoint: memvault gc deletes them once its grace period has passed",
+                )
+            )
         rows.append(
             (
                 "Cache",

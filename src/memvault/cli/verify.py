@@ -69,6 +69,16 @@ def format_orphans(report: OrphanReport) -> list[str]:
         f"{kinds['packs'].objects}, {_bytes(kinds['packs'].bytes)}; data keys {kinds['deks'].objects}, "
         f"{_bytes(kinds['deks'].bytes)}); nothing was deleted"
     )
+    if report.gc_now is not None:
+        now, later = report.gc_now, report.gc_waiting or {}
+
+        def counts(by: dict[str, int]) -> str:
+            return ", ".join(f"{reason} {n}" for reason, n in sorted(by.items()) if n) or "none"
+
+        lines.append(
+            f"memvault gc would delete {sum(now.values())} object(s) now ({counts(now)}) and "
+            f"{sum(later.values())} once its grace period has passed ({counts(later)})"
+        )
     return lines
 
 

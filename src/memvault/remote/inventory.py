@@ -14,11 +14,33 @@ from typing import Any, Literal
 
 from ..errors import IntegrityError
 from ..storage.base import ObjectInfo, ObjectStore
+from .checkpoint import bundle_of, checkpoint_of
 from .follow import ChainedRuns
-from .layout import DEKS, OBJECT_KINDS, decode_log, dek_id_of, log_slot, object_kind, pack_name_of
+from .layout import (
+    DEKS,
+    LOG,
+    OBJECT_KINDS,
+    decode_log,
+    dek_id_of,
+    log_slot,
+    object_kind,
+    pack_name_of,
+    void_of,
+    wait_of,
+)
+from .logstate import LogListing
 from .replica import PULL_BATCH, WORKERS, Replica
 
-__all__ = ["Usage", "BucketUsage", "Orphan", "OrphanReport", "bucket_usage", "usage_of", "find_orphans"]
+__all__ = [
+    "Usage",
+    "BucketUsage",
+    "Orphan",
+    "OrphanReport",
+    "bucket_usage",
+    "usage_of",
+    "superseded_usage",
+    "find_orphans",
+]
 
 
 @dataclass(frozen=True)
@@ -64,6 +86,25 @@ def usage_of(listed: Iterable[ObjectInfo]) -> BucketUsage:
     return BucketUsage({kind: Usage(n, size) for kind, (n, size) in counts.items()})
 
 
+def superseded_usage(listed: Iterable[ObjectInfo]) -> Usage:
+    """The objects of a listing of a store's prefix that the newest checkpoint listed supersedes
+    (docs/format.md §12.8): log records, voids and waiting markers at its position or before, older
+    checkpoints and their bundles; ``memvault gc`` deletes them once its grace period has passed.
+    From the listing alone (nothing is fetched or authenticated)."""
+    items = list(listed)
+    newest = max((p for i in items if (p := checkpoint_of(i.key)) is not None), default=-1)
+    n = size = 0
+    for info in items:
+        slot = log_slot(info.key) or void_of(info.key)
+        wait = wait_of(info.key)
+        seq = slot[0] if slot is not None else (wait[0] if wait is not None else None)
+        older = checkpoint_of(info.key)
+        bundle = bundle_of(info.key)
+        if (seq is not None and seq <= newest) or any(x is not None and x < newest for x in (older, bundle)):
+            n, size = n + 1, size + info.size
+    return Usage(n, size)
+
+
 def bucket_usage(objects: ObjectStore) -> BucketUsage:
     """:class:`BucketUsage` of every object under the prefix of ``objects`` (one listing).
 
@@ -102,6 +143,10 @@ class OrphanReport:
     orphans: list[Orphan]
     objects: int
     records: int
+    #: What ``memvault gc`` would delete now, by reason (docs/format.md §12.8), and only after
+    #: its grace period; None when not looked at.
+    gc_now: dict[str, int] | None = None
+    gc_waiting: dict[str, int] | None = None
 
     @property
     def bytes(self) -> int:
@@ -124,6 +169,7 @@ class OrphanReport:
             "bytes": self.bytes,
             "kinds": {kind: usage.to_json() for kind, usage in self.by_kind().items()},
             "list": [o.to_json() for o in self.orphans],
+            "gc": None if self.gc_now is None else {"now": self.gc_now, "after_grace": self.gc_waiting or {}},
         }
 
 
@@ -150,6 +196,14 @@ def find_orphans(replica: Replica, listed: list[ObjectInfo]) -> OrphanReport:
     records = replica.committed_records()
     packs = set(replica.packmap.firsts())
     deks: set[bytes] = set()
+    log = LogListing.of(objects.list(LOG))
+    if log.checkpoints:  # the newest holds the commits before the records (docs/format.md §12.8)
+        checkpoint = replica.read_checkpoint(log.checkpoints[max(log.checkpoints)])[0]
+        packs.update(checkpoint.packs)
+        deks.update(checkpoint.dek_ids())
+        # Records it holds that gc has not deleted yet (grace period): their packs are superseded, not orphans.
+        records = [info for slot, info in sorted(log.slots.items()) if slot[0] <= checkpoint.position] + records
+    checkpoint_position = max(log.checkpoints, default=-1)
     runs = ChainedRuns()  # the chained records of the records walked so far
     with ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="memvault-inventory") as pool:
         for start in range(0, len(records), PULL_BATCH):  # bounded memory: records may be big
@@ -159,7 +213,12 @@ def find_orphans(replica: Replica, listed: list[ObjectInfo]) -> OrphanReport:
                 assert slot is not None  # committed() returns record objects only
                 if data is None:
                     raise IntegrityError(f"{objects.description} is missing the object {info.key} of this store.")
-                record = decode_log(data, replica.store_id, slot[0])
+                try:
+                    record = decode_log(data, replica.store_id, slot[0])
+                except IntegrityError:
+                    if slot[0] > checkpoint_position:
+                        raise
+                    continue  # a superseded object of the log: the checkpoint counts
                 if runs.holds(record.chained):
                     continue  # stepped over (records taken in already): its header names nothing
                 runs.add(record.chained)
@@ -173,7 +232,7 @@ def find_orphans(replica: Replica, listed: list[ObjectInfo]) -> OrphanReport:
         if kind == "packs":
             if pack_name_of(info.key) not in packs:
                 orphans.append(Orphan(info.key, kind, "unreferenced", info.size))
-        elif kind == "deks" and info.key in present:
+        elif kind == "deks" and info.key in present and bundle_of(info.key) is None:
             dek_id = dek_id_of(info.key)
             if dek_id is not None and keyring.is_destroyed(dek_id):
                 orphans.append(Orphan(info.key, kind, "destroyed", info.size))

@@ -11,6 +11,7 @@ from typing import Literal
 
 from ..errors import IntegrityError, InvalidInputError, LogBlockedError, RollbackDetectedError
 from ..storage.base import ObjectInfo
+from .checkpoint import checkpoint_of
 from .layout import MAX_VOID_BYTES, VoidRecord, decode_void, log_slot, void_of, wait_of
 
 __all__ = [
@@ -35,13 +36,15 @@ _MARK_ATTEMPT = re.compile(r"\A([1-9][0-9]{0,5})/")
 
 @dataclass
 class LogListing:
-    """A listing of ``log/`` sorted into record objects (by slot), voids (by the slot they name)
-    and waiting markers (``(key, (seq, since, host))``)."""
+    """A listing of ``log/`` sorted into record objects (by slot), voids (by the slot they name),
+    waiting markers (``(key, (seq, since, host))``) and checkpoints."""
 
     slots: dict[Slot, ObjectInfo] = field(default_factory=dict)
     voids: dict[Slot, list[ObjectInfo]] = field(default_factory=dict)
     waits: list[tuple[str, tuple[int, int, str]]] = field(default_factory=list)
     seqs: set[int] = field(default_factory=set)
+    #: Checkpoints (docs/format.md §12.8) by the last position they cover.
+    checkpoints: dict[int, ObjectInfo] = field(default_factory=dict)
 
     @classmethod
     def of(cls, listed: Iterable[ObjectInfo]) -> LogListing:
@@ -55,6 +58,8 @@ class LogListing:
                 out.voids.setdefault(named, []).append(info)
             elif (wait := wait_of(info.key)) is not None:
                 out.waits.append((info.key, wait))
+            elif (position := checkpoint_of(info.key)) is not None:
+                out.checkpoints[position] = info
         return out
 
     def tip(self, first: int) -> int:
@@ -172,16 +177,16 @@ def findings(listing: LogListing, voids: Voids, stop: Slot, junk: bool) -> list[
     return out
 
 
-def committed(listing: LogListing, voids: Voids, upto: int, where: str) -> list[ObjectInfo]:
-    """The object holding each commit ``0`` to ``upto - 1`` (voids followed), for a listing of the
-    whole log.
+def committed(listing: LogListing, voids: Voids, upto: int, where: str, start: int = 0) -> list[ObjectInfo]:
+    """The object holding each commit ``start`` to ``upto - 1`` (voids followed), for a listing of
+    the whole log (``start``: after the checkpoint that holds those before, docs/format.md §12.8).
 
     Raises:
         RollbackDetectedError: one of them is no longer listed (deleted since it was taken in).
     """
     voids.load(listing, listing.voids)
     out: list[ObjectInfo] = []
-    for seq in range(upto):
+    for seq in range(start, upto):
         info = voids.resolve(listing, seq)[1]
         if info is None:
             raise RollbackDetectedError(f"Rollback detected: {where} no longer holds commit #{seq}.")
@@ -265,17 +270,20 @@ def mark_slot(tag: str) -> tuple[int, str]:
     return (int(match.group(1)), tag[match.end() :]) if match else (0, tag)
 
 
-def check_seen(listing: LogListing, voids: Voids, local: int, mark: tuple[int, str] | None, where: str) -> None:
+def check_seen(
+    listing: LogListing, voids: Voids, local: int, mark: tuple[int, str] | None, where: str, covered: int = -1
+) -> None:
     """Check what a host has seen against the log listed from the older of ``local`` (its
     replica's newest commit) and ``mark`` (its high-water mark: ``(seq, mark_tag(...))``): the
     record of the mark listed with the same version tag and not voided, and a record of ``local``
-    (when the mark names another commit).
+    (when the mark names another commit). A position up to ``covered`` (that of an authentic
+    checkpoint, docs/format.md §12.8) needs no record: the checkpoint holds it.
 
     Raises:
         RollbackDetectedError: either is not so (deleted, replaced, voided: rollback, tampering or
             a fork).
     """
-    if mark is not None:
+    if mark is not None and mark[0] > covered:
         attempt, tag = mark_slot(mark[1])
         info = listing.slots.get((mark[0], attempt))
         if info is None:
@@ -292,7 +300,7 @@ def check_seen(listing: LogListing, voids: Voids, local: int, mark: tuple[int, s
                 f"Fork detected: a key holder voided the log record of commit #{mark[0]} in {where}, which this host "
                 "has taken in."
             )
-    if local >= 0 and (mark is None or mark[0] != local) and voids.resolve(listing, local)[1] is None:
+    if covered < local and (mark is None or mark[0] != local) and voids.resolve(listing, local)[1] is None:
         raise RollbackDetectedError(
             f"Rollback detected: {where} no longer holds commit #{local}, which this host's cache holds."
         )

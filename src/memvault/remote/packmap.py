@@ -44,6 +44,12 @@ class PackMap:
         if self._index is not None:
             self._index.update(dict.fromkeys(ids, name))
 
+    @staticmethod
+    def ids_of(idx: bytes) -> set[bytes]:
+        """The object ids (20 bytes) a pack's index lists (none if it does not parse)."""
+        entries = read_pack_index(idx)
+        return {raw_id for _offset, raw_id, _crc in entries} if entries is not None else set()
+
     def find(self, raw_id: bytes) -> str | None:
         """The name of a pack holding the object ``raw_id``, or None if none is recorded (the file
         is read again when another process of the host sharing the cache has added to it)."""

@@ -20,6 +20,7 @@ from ..errors import (
     IntegrityError,
     InvalidInputError,
     LogBlockedError,
+    RollbackDetectedError,
     ServiceError,
     StoreExistsError,
 )
@@ -28,6 +29,8 @@ from ..git.repo import GitStore
 from ..hoststate import HighWaterMark
 from ..keys.keyring import Keyring
 from ..storage.base import ObjectInfo, ObjectStore
+from .catchup import checkpoint_mark, checkpoint_to_read, fetch_checkpoint, pack_holding
+from .checkpoint import Checkpoint
 from .follow import POSITION_FILE, Follower
 from .layout import (
     CONFIG,
@@ -44,7 +47,6 @@ from .layout import (
     log_key,
     log_segments,
     pack_keys,
-    slot_key,
     split_append,
     void_key,
     wait_key,
@@ -64,6 +66,7 @@ from .logstate import (
 )
 from .lostkeys import LostKeys
 from .packmap import PackMap
+from .uploads import Uploads
 
 __all__ = ["Replica", "RaceLost", "PACKMAP_FILE", "LOST_FILE", "POSITION_FILE", "CACHE_BYTES", "cache_dir_for"]
 
@@ -81,6 +84,9 @@ CACHE_BYTES = 4 * 1024**3
 PULL_BATCH = 256
 #: Longest a writer gives way to a host waiting to commit after a lost race (seconds).
 COURTESY_SECONDS = 1.0
+#: Longest a writer takes from its uploads to its log record (seconds; else it uploads again):
+#: a gc's grace period must exceed it (docs/format.md §12.8, invariant 7).
+COMMIT_WINDOW = 120.0
 #: Rounds of :meth:`Replica.void` (each voids what stops commits at the number, then reads again).
 MAX_VOID_ROUNDS = 1000
 _PACK_NAME = re.compile(r"\A[0-9a-f]{40}\Z")
@@ -93,7 +99,7 @@ class RaceLost(Exception):
     commit counts; bring the replica up to date and run the command again."""
 
 
-class Replica:
+class Replica(Uploads):
     """Sync between the objects of a store (``objects``) and the host's replica directory
     ``root``. The caller holds the replica's writer lock around every method but :meth:`close`.
 
@@ -218,9 +224,22 @@ class Replica:
         self._follow.catch_up_sides(None)
         first = local if mark is None else min(local, mark[0])
         listing = self._listing = self._list_log(first, courtesy)
-        check_seen(listing, self._voids, local, mark, self.objects.description)
+        where = self.objects.description
+        info, covered = checkpoint_to_read(listing, self._voids, local, mark)  # docs/format.md §12.8
+        checkpoint = None if info is None else self.read_checkpoint(info)
+        covered = checkpoint[0].position if checkpoint is not None else covered
+        check_seen(listing, self._voids, local, mark, where, covered)
         count = 0
         missing: set[bytes] = set()
+        if checkpoint is not None and info is not None and covered > local:
+            logs = list(checkpoint[0].records[local + 1 :])
+            if self._follow.accepts([log.chained for log in logs]) != len(logs):
+                raise IntegrityError(f"The checkpoint {info.key} in {where} does not extend this host's history.")
+            missing |= self._apply(logs, checkpoint[0].packs, checkpoint[1])
+            local = checkpoint[0].position
+            self._follow.save(local, logs[-1])
+            self._mark.write(local, checkpoint_mark(listing, self._voids, info, local), durable=self._durable)
+            count += len(logs)
         seq = local + 1
         while True:  # in batches: bounded memory for a host that starts cold
             self._voids.load_seqs(listing, seq, min(listing.tip(seq) + 1, seq + PULL_BATCH))  # one round
@@ -257,10 +276,12 @@ class Replica:
             if stop is not None:
                 self._stop, self._junk = stop, None
                 break
-        if count == 0 and local >= 0 and (mark is None or mark[0] < local):
-            attempt, info = self._voids.resolve(listing, local)
-            assert info is not None  # checked above
-            self._mark.write(local, mark_tag(attempt, info.tag), durable=self._durable)
+        if count == 0 and local >= 0 and (mark is None or mark[0] < local or (mark[0] == local <= covered)):
+            tag = checkpoint_mark(listing, self._voids, listing.checkpoints.get(local), local)  # checked above
+            if mark is None or (local, tag) != mark:
+                self._mark.write(local, tag, durable=self._durable)
+        if mark is not None and self._stop[0] <= mark[0]:
+            raise RollbackDetectedError(f"Rollback detected: {where} no longer leads to commit #{mark[0]}, seen here.")
         self._refetch_lost()
         if count:
             self.stats["pulled"] += count
@@ -329,7 +350,13 @@ class Replica:
             return False
         if name is None:
             return False
-        data, idx = self._all(self._get_required, pack_keys(name))
+        got = self._all(self.objects.get, pack_keys(name))
+        if (got[0] is None or got[1] is None) and (newer := pack_holding(self, obj_id)) is not None:
+            name, got = newer  # a gc merged the pack into a checkpoint's and deleted it (§12.8)
+            self.packmap.add(name, got[1] or b"")
+        data, idx = got
+        if data is None or idx is None:
+            raise IntegrityError(f"{self.objects.description} is missing the pack {name} of this store.")
         if len(data) < 32 or data[-20:].hex() != name:
             raise IntegrityError(f"The pack {name} in {self.objects.description} is damaged.")
         self.git.packs.install(data, idx, name)
@@ -344,13 +371,17 @@ class Replica:
             self.git.contains(raw_id.hex().encode())  # fetches the pack when it is missing
         return self.stats["fetched"] - before
 
-    def _apply(self, logs: list[LogRecord]) -> set[bytes]:
+    def _apply(
+        self, logs: list[LogRecord], named: tuple[str, ...] | None = None, bundle: dict[bytes, bytes] | None = None
+    ) -> set[bytes]:
         """Fetch the packs and data keys of authentic log records (consecutive, after the
         replica's newest) and apply them to the replica (see :meth:`pull`); return the ids of the
         data keys whose objects were missing or damaged (a redaction later in the log destroyed
-        them, or else they were lost)."""
+        them, or else they were lost). From a checkpoint: its packs (``named``) and the DEK records
+        of its bundle (``bundle``) instead of the records' own."""
         where = self.objects.description
-        packs = {name for log in logs if not self.git.contains(log.commit_id) for name in log.packs}
+        lacks = [log for log in logs if not self.git.contains(log.commit_id)]
+        packs = {name for log in lacks for name in log.packs} if named is None else set(named if lacks else ())
         if any(not _PACK_NAME.match(name) for name in packs):
             raise IntegrityError(f"A log record in {where} names a pack that cannot exist.")
         pack_keys_wanted = [key for name in sorted(packs) for key in pack_keys(name)]
@@ -359,9 +390,10 @@ class Replica:
         def fetch(key: str) -> bytes | None:  # packs must be there; a data key may be destroyed
             return self._get_required(key) if key.startswith(PACKS) else self.objects.get(key)
 
-        fetched = self._all(fetch, pack_keys_wanted + [dek_key(d) for d in dek_ids])  # one round
+        singles = [d for d in dek_ids if bundle is None or d not in bundle]  # a bundle may lack a key: its object
+        fetched = self._all(fetch, pack_keys_wanted + [dek_key(d) for d in singles])  # one round
         pack_files = fetched[: len(pack_keys_wanted)]
-        deks = dict(zip(dek_ids, fetched[len(pack_keys_wanted) :], strict=True))
+        deks = {**(bundle or {}), **dict(zip(singles, fetched[len(pack_keys_wanted) :], strict=True))}
         for i, name in enumerate(sorted(packs)):
             data, idx = pack_files[2 * i], pack_files[2 * i + 1]
             assert data is not None and idx is not None  # _get_required never gives None
@@ -441,6 +473,24 @@ class Replica:
             self.stats["courtesy_waits"] += 1
             time.sleep(random.uniform(0.01, 0.05))  # noqa: S311 - jitter, not a secret
 
+    def get_many(self, keys: list[str]) -> list[bytes | None]:
+        """The objects at ``keys`` (None for an absent one), fetched concurrently."""
+        return self._all(self.objects.get, keys)
+
+    @property
+    def mac_key(self) -> bytes | None:
+        """The store's keyring key (K_keyring), which authenticates voids and checkpoints; None
+        for a replica made for an upload."""
+        return self._void_key
+
+    def read_checkpoint(self, info: ObjectInfo) -> tuple[Checkpoint, dict[bytes, bytes]]:
+        """The checkpoint listed as ``info``, authenticated, and its bundle's DEK records (§12.8).
+
+        Raises:
+            IntegrityError: it does not verify, or is gone.
+        """
+        return fetch_checkpoint(self.get_many, info, self._void_key or b"", self.store_id, self.objects.description)
+
     def _get_required(self, key: str) -> bytes:
         data = self.objects.get(key)
         if data is None:
@@ -474,7 +524,10 @@ class Replica:
             raise junk_error(self.objects.description, position, self._junk.key)
         record = encode_log(self.store_id, (name,), tuple(deks), chained)
         log = self._follow.publishable(record, self.store_id, position)
+        started = time.monotonic()
         self._all(lambda key: self.objects.create(key, uploads[key]), uploads)
+        if time.monotonic() - started > COMMIT_WINDOW:  # a gc may take an upload this old for an orphan
+            raise RaceLost()
         tag = self.objects.create(log_key(position, attempt), record)
         if tag is None:
             self.stats["races_lost"] += 1
@@ -550,13 +603,15 @@ class Replica:
         return findings(listing, self._voids, self._stop, self._junk is not None)
 
     def committed_records(self) -> list[ObjectInfo]:
-        """The object of each commit up to where the last pull stopped (voids followed), from a
-        listing of the whole log made now; for ``verify --remote``.
+        """The object of each commit up to where the last pull stopped (voids followed) after the
+        newest checkpoint, from a listing of the whole log made now; for ``verify --remote``.
 
         Raises:
             RollbackDetectedError: one is no longer listed.
         """
-        return committed(LogListing.of(self.objects.list(LOG)), self._voids, self._stop[0], self.objects.description)
+        listing = LogListing.of(self.objects.list(LOG))
+        start = min(max(listing.checkpoints, default=-1) + 1, self._stop[0])  # the newest checkpoint holds the rest
+        return committed(listing, self._voids, self._stop[0], self.objects.description, start)
 
     @property
     def next_commit(self) -> int:
@@ -618,67 +673,6 @@ class Replica:
         if self.objects.create(CONFIG, config) is None:
             raise StoreExistsError(f"{self.objects.description} already holds a memory store at this prefix.")
         return len(logs)
-
-    def versioning_warning(self) -> str | None:
-        """What to tell an operator when the bucket keeps old versions of objects (a destroyed data
-        key's object then survives its deletion), or None."""
-        state = self.objects.versioning()
-        if state is None:
-            return None
-        return (
-            f"{self.objects.description} has versioning {state.lower()}: a data key that redaction deletes, a "
-            "data key a rotation re-wrapped and a removed key slot stay in the bucket's old versions until they "
-            "expire. Add a lifecycle rule that expires noncurrent versions under the store's deks/ and keys/ "
-            "prefixes (NoncurrentVersionExpiration), or use a bucket without versioning (SECURITY.md, object "
-            "storage)."
-        )
-
-    # -- other objects ------------------------------------------------------------------------------
-
-    def destroyed(self, dek_ids: Iterable[bytes]) -> None:
-        """Delete the objects of destroyed data keys (after the redaction's commit)."""
-        self._all(self.objects.delete, [dek_key(dek_id) for dek_id in dek_ids])
-
-    def delete_destroyed(self, dek_ids: Iterable[bytes]) -> None:
-        """:meth:`destroyed` right after this host's redaction committed: a failure says that the
-        redaction stands and who finishes the deletion.
-
-        Raises:
-            ServiceError: the object store failed (the keys are destroyed all the same).
-        """
-        try:
-            self.destroyed(dek_ids)
-        except ServiceError as err:
-            raise ServiceError(
-                err.service,
-                err.action,
-                f"{err.reason}. The redaction is committed and its keys are gone from this host's cache, but their "
-                "objects are still in the bucket: the next host to open the store, or `memvault gc`, deletes them",
-            ) from None
-
-    def push_rewrapped(self) -> None:
-        """Replace the data key objects with the replica's DEK records after a master-key rotation
-        re-wrapped them (objects of keys destroyed meanwhile stay deleted)."""
-        deks, _chained = split_append(self.keyring.records())
-
-        def replace(dek_id: bytes) -> None:
-            current = self.objects.get_tagged(dek_key(dek_id))
-            if current is not None and current[0] != deks[dek_id]:
-                self.objects.swap(dek_key(dek_id), deks[dek_id], current[1])
-
-        self._all(replace, list(deks))
-
-    def push_slot(self, slot_id: str, data: bytes | None) -> None:
-        """Upload a new key slot (``data``) or delete one (None)."""
-        if data is None:
-            self.objects.delete(slot_key(slot_id))
-        elif self.objects.create(slot_key(slot_id), data) is None:
-            raise IntegrityError(f"{self.objects.description} already holds a different key slot {slot_id}.")
-
-    def push_config(self, data: bytes) -> None:
-        """Replace the store's ``memvault.json`` (after a format upgrade)."""
-        current = self.objects.get_tagged(CONFIG)
-        self.objects.swap(CONFIG, data, current[1] if current else None)
 
 
 def _cache_bytes() -> int:

@@ -3,7 +3,10 @@ needs, listed and never deleted (:func:`~memvault.remote.inventory.find_orphans`
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ..errors import InvalidInputError
+from ..remote.compact import grace_seconds, plan_deletions
 from ..remote.inventory import OrphanReport, find_orphans
 from ..store import MemoryStore
 
@@ -13,8 +16,10 @@ __all__ = ["remote_orphans"]
 def remote_orphans(store: MemoryStore) -> OrphanReport:
     """List the orphaned objects of ``store``, a store in object storage: under its writer lock,
     every object under the prefix, then a pull, then the committed log records (see
-    :func:`~memvault.remote.inventory.find_orphans`). Deletes nothing (a pull may delete the data
-    key objects of keys a redaction it takes in destroyed, as every pull does).
+    :func:`~memvault.remote.inventory.find_orphans`), and what ``memvault gc`` would delete now and
+    after its grace period (``$MEMVAULT_GC_GRACE``, :func:`~memvault.remote.compact.plan_deletions`).
+    Deletes nothing (a pull may delete the data key objects of keys a redaction it takes in
+    destroyed, as every pull does).
 
     Raises:
         InvalidInputError: ``store`` is a store directory.
@@ -29,4 +34,6 @@ def remote_orphans(store: MemoryStore) -> OrphanReport:
     with store.writing():
         listed = replica.objects.list("")
         store.pull()
-        return find_orphans(replica, listed)
+        report = find_orphans(replica, listed)
+        plan = plan_deletions(replica, grace_seconds(None))
+    return replace(report, gc_now=dict(plan.deleted), gc_waiting=dict(plan.waiting))

@@ -7,6 +7,7 @@ from __future__ import annotations
 from ..errors import InvalidInputError
 from ..remote.compact import GcReport, compact, grace_seconds, plan_deletions
 from ..store import MemoryStore
+from ..store.config import extends_object_log
 
 __all__ = ["compact_remote", "remote_gc_plan"]
 
@@ -21,13 +22,20 @@ def compact_remote(store: MemoryStore, grace: float | None = None) -> GcReport:
             ``$MEMVAULT_GC_GRACE``, else one hour).
 
     Raises:
-        InvalidInputError: ``store`` is a store directory, or a bad grace period.
+        InvalidInputError: ``store`` is a store directory or of a format version before 4, or a
+            bad grace period.
         ConflictError: another host is compacting the store.
         RollbackDetectedError, IntegrityError, ServiceError: see the pull and the compaction.
     """
     replica = store.remote
     if replica is None:
         raise InvalidInputError("Error: only a store in object storage (s3:// or file://) is compacted remotely.")
+    if not extends_object_log(store.format_version):
+        raise InvalidInputError(
+            f"Error: Compacting a store in object storage needs format version 4 (this store has version "
+            f"{store.format_version}): once every host of the store runs this release, run `memvault upgrade` "
+            "(an older release would find no log in a compacted store)."
+        )
     seconds = grace_seconds(grace)
     with store.writing():
         store.pull()

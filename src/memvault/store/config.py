@@ -45,7 +45,7 @@ __all__ = [
     "SETTLE_SECONDS",
     "record_encoding",
     "chains_key_changes",
-    "logs_branches",
+    "extends_object_log",
     "prepare_store_dir",
     "check_new_store_dir",
     "STORE_ENTRIES",
@@ -251,10 +251,10 @@ def record_encoding(version: int) -> int:
     return 1 if version == 1 else 2
 
 
-def logs_branches(version: int) -> bool:
+def extends_object_log(version: int) -> bool:
     """Whether the log of a store of format ``version`` in object storage may hold the commits of
-    side branches (version 4: a release that knows only older versions refuses such a store
-    instead of taking those records for junk)."""
+    side branches and be compacted into checkpoints (version 4: a release that knows only older
+    versions refuses such a store instead of taking those records for junk or finding no log)."""
     return version >= 4
 
 

@@ -45,7 +45,7 @@ from .atimes import FILE_NAME as ATIMES_FILE
 from .atimes import AccessTimes
 from .branch import BRANCH_PREFIX, BranchStore, check_branch_name, is_branch_name
 from .commit import CommitWriter
-from .config import FORMAT_VERSION, chains_key_changes, logs_branches
+from .config import FORMAT_VERSION, chains_key_changes, extends_object_log
 from .head import Head
 from .hosting import Hosting
 from .reads import FileReads
@@ -663,7 +663,7 @@ class MemoryStore(FileReads, Hosting):
             InvalidInputError: a bad name, or a store in object storage of a format version before
             4 (its hosts may run a release that would take the branch's records for junk).
         """
-        if self.remote is not None and not logs_branches(self.format_version):
+        if self.remote is not None and not extends_object_log(self.format_version):
             raise InvalidInputError(
                 f"Error: Dreams in a store in object storage need format version 4 (this store has "
                 f"version {self.format_version}): once every host of the store runs this release, run "

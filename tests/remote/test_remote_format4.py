@@ -1,6 +1,7 @@
-"""Dreams in a store in object storage need format version 4: a release that knows only older
-versions refuses such a store ("Unsupported memory store format") instead of taking the records
-of a dream in the log for junk. A version 3 store refuses a dream until ``memvault upgrade``."""
+"""Dreams and remote compaction in a store in object storage need format version 4: a release that
+knows only older versions refuses such a store ("Unsupported memory store format") instead of
+taking the records of a dream in the log for junk or finding no log in a compacted store. A
+version 3 store refuses a dream and a remote gc until ``memvault upgrade``."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import memvault
 import memvault.store.memorystore as store_mod
 import memvault.store.opening as opening_mod
 from conftest import FAST_KDF, PASSPHRASE
+from memvault.admin.remote_gc import compact_remote
 from memvault.errors import ConflictError, IntegrityError, InvalidInputError
 from s3support import S3Env, as_host
 
@@ -70,4 +72,23 @@ def test_an_upgrade_whose_bucket_configuration_changed_meanwhile_changes_nothing
     assert store.format_version == 3
     assert s3_env.client.get_object(Bucket=s3_env.bucket, Key=key)["Body"].read() == before + b" "
     assert json.loads((cache / "memvault.json").read_bytes())["version"] == 3  # the replica's copy too
+    store.close()
+
+
+def test_a_version_3_store_refuses_a_remote_gc_until_it_is_upgraded(
+    s3_env: S3Env, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url, cache = s3_env.url("gc3"), tmp_path / "host-a"
+    with as_host(cache), monkeypatch.context() as m:
+        m.setattr(store_mod, "FORMAT_VERSION", 3)
+        m.setattr(opening_mod, "FORMAT_VERSION", 3)
+        store = memvault.MemoryStore.create(url, passphrase=PASSPHRASE, kdf=FAST_KDF, cache_dir=cache)
+    store.put_file("/memories/a.md", "one\n")
+    log_before = sorted(k for k in s3_env.keys() if k.startswith("gc3/log/"))
+    with pytest.raises(InvalidInputError, match="needs format version 4.*memvault upgrade"):
+        compact_remote(store, grace=0)
+    assert sorted(k for k in s3_env.keys() if k.startswith("gc3/log/")) == log_before  # no checkpoint
+    store.upgrade_format()
+    compact_remote(store, grace=0)
+    assert any(k.endswith(".ckpt") for k in s3_env.keys() if k.startswith("gc3/log/"))
     store.close()

@@ -35,10 +35,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
 import pytest
+
+import memvault
 
 __all__ = ["S3Env", "FaultProxy", "moto_server", "make_s3_env", "s3_client", "as_host", "sequential_round_trips"]
 
@@ -539,6 +542,22 @@ def as_host(cache: Any) -> Iterator[None]:
             os.environ.pop("MEMVAULT_ANCHOR_DIR", None)
         else:
             os.environ["MEMVAULT_ANCHOR_DIR"] = previous
+
+
+def create_as_host(url: str, cache: Path) -> memvault.MemoryStore:
+    """A new store at ``url``, created as the host whose replica cache is ``cache`` (:func:`as_host`)."""
+    from conftest import FAST_KDF, PASSPHRASE
+
+    with as_host(cache):
+        return memvault.MemoryStore.create(url, passphrase=PASSPHRASE, kdf=FAST_KDF, cache_dir=cache)
+
+
+def open_as_host(url: str, cache: Path) -> memvault.MemoryStore:
+    """The store at ``url``, opened as the host whose replica cache is ``cache`` (:func:`as_host`)."""
+    from conftest import PASSPHRASE
+
+    with as_host(cache):
+        return memvault.MemoryStore.open(url, passphrase=PASSPHRASE, cache_dir=cache)
 
 
 def sequential_round_trips(spans: list[tuple[float, float]]) -> int:

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 import memvault
-from conftest import FAST_KDF, PASSPHRASE, pack_entries
+from conftest import PASSPHRASE, pack_entries
 from memvault.admin.remote_gc import compact_remote
 from memvault.cli import main
 from memvault.errors import ConflictError, IntegrityError, PathNotFoundError, RollbackDetectedError
@@ -25,17 +25,7 @@ from memvault.protocol.commands import run_command
 from memvault.remote.compact import compact
 from memvault.remote.lease import Lease
 from memvault.remote.replica import cache_dir_for
-from s3support import as_host
-
-
-def _create(url: str, cache: Path) -> memvault.MemoryStore:
-    with as_host(cache):
-        return memvault.MemoryStore.create(url, passphrase=PASSPHRASE, kdf=FAST_KDF, cache_dir=cache)
-
-
-def _open(url: str, cache: Path) -> memvault.MemoryStore:
-    with as_host(cache):
-        return memvault.MemoryStore.open(url, passphrase=PASSPHRASE, cache_dir=cache)
+from s3support import as_host, create_as_host, open_as_host
 
 
 def _cmd(store: memvault.MemoryStore, **command: object) -> str:
@@ -65,7 +55,7 @@ def _files(store: memvault.MemoryStore, count: int, tag: str = "f") -> None:
 
 def test_gc_compacts_the_bucket_and_a_new_host_opens_from_the_checkpoint(s3_env, tmp_path: Path) -> None:
     url = s3_env.url("c")
-    a = _create(url, tmp_path / "a")
+    a = create_as_host(url, tmp_path / "a")
     _files(a, 6)  # init + 6 commits: log positions 0..6
     before = _keys(s3_env, "c")
     assert len([k for k in before if k.startswith("packs/")]) == 14
@@ -80,7 +70,7 @@ def test_gc_compacts_the_bucket_and_a_new_host_opens_from_the_checkpoint(s3_env,
     assert report.deleted["superseded"] >= 7 and report.deleted["orphan"] == 14
     # The checkpoint is authenticated data, not names: no file name in it.
     assert b"f3.md" not in _get(s3_env, "c", "log/00000000000000000006.ckpt")
-    b = _open(url, tmp_path / "b")
+    b = open_as_host(url, tmp_path / "b")
     for i in range(6):
         assert f"f number {i}" in _cmd(b, command="view", path=f"/memories/f{i}.md")
     assert b.remote is not None and b.remote.next_commit == 7
@@ -94,7 +84,7 @@ def test_gc_compacts_the_bucket_and_a_new_host_opens_from_the_checkpoint(s3_env,
 
 def test_a_second_gc_merges_the_previous_checkpoint_and_deletes_it(s3_env, tmp_path: Path) -> None:
     url = s3_env.url("c2")
-    a = _create(url, tmp_path / "a")
+    a = create_as_host(url, tmp_path / "a")
     _files(a, 3)
     compact_remote(a, grace=0)
     _files(a, 3, "g")
@@ -104,7 +94,7 @@ def test_a_second_gc_merges_the_previous_checkpoint_and_deletes_it(s3_env, tmp_p
     assert [k for k in after if k.startswith("log/")] == ["log/00000000000000000006.ckpt"]
     assert [k for k in after if k.startswith("deks/")] == ["deks/upto-00000000000000000006"]
     assert len([k for k in after if k.startswith("packs/")]) == 2
-    b = _open(url, tmp_path / "b")
+    b = open_as_host(url, tmp_path / "b")
     assert "f number 2" in _cmd(b, command="view", path="/memories/f2.md")
     assert "g number 2" in _cmd(b, command="view", path="/memories/g2.md")
     a.close()
@@ -113,7 +103,7 @@ def test_a_second_gc_merges_the_previous_checkpoint_and_deletes_it(s3_env, tmp_p
 
 def test_nothing_is_deleted_before_the_grace_period_has_passed(s3_env, tmp_path: Path) -> None:
     url = s3_env.url("gr")
-    a = _create(url, tmp_path / "a")
+    a = create_as_host(url, tmp_path / "a")
     _files(a, 3)
     before = set(_keys(s3_env, "gr"))
     report = compact_remote(a, grace=3600)
@@ -127,7 +117,7 @@ def test_nothing_is_deleted_before_the_grace_period_has_passed(s3_env, tmp_path:
     }
     assert report.waiting["superseded"] >= 4 and report.waiting["orphan"] == 8 and not report.deleted
     # A host opening meanwhile reads from the checkpoint; a host with a replica reads on.
-    b = _open(url, tmp_path / "b")
+    b = open_as_host(url, tmp_path / "b")
     assert "f number 1" in _cmd(b, command="view", path="/memories/f1.md")
     # An hour later (the gc host's clock), the next run deletes them.
     assert a.remote is not None
@@ -142,9 +132,9 @@ def test_nothing_is_deleted_before_the_grace_period_has_passed(s3_env, tmp_path:
 
 def test_a_host_paused_across_a_compaction_catches_up_and_commits(s3_env, tmp_path: Path) -> None:
     url = s3_env.url("p")
-    a = _create(url, tmp_path / "a")
+    a = create_as_host(url, tmp_path / "a")
     _files(a, 2)
-    b = _open(url, tmp_path / "b")
+    b = open_as_host(url, tmp_path / "b")
     assert "f number 1" in _cmd(b, command="view", path="/memories/f1.md")  # b pulled up to position 2
     _files(a, 3, "g")  # positions 3..5, which b has not seen
     compact_remote(a, grace=0)  # records 0..5 and their packs deleted at once
@@ -152,7 +142,7 @@ def test_a_host_paused_across_a_compaction_catches_up_and_commits(s3_env, tmp_pa
     # b wakes up: its next command finds records 3..5 gone and reads them from the checkpoint.
     _cmd(b, command="create", path="/memories/from-b.md", file_text="b was paused\n")
     assert "g number 2" in _cmd(b, command="view", path="/memories/g2.md")
-    c = _open(url, tmp_path / "c")
+    c = open_as_host(url, tmp_path / "c")
     for path, text in [("/memories/f0.md", "f number 0"), ("/memories/g1.md", "g number 1"),
                        ("/memories/from-b.md", "b was paused")]:  # fmt: skip
         assert text in _cmd(c, command="view", path=path)
@@ -163,7 +153,7 @@ def test_a_host_paused_across_a_compaction_catches_up_and_commits(s3_env, tmp_pa
 
 def test_a_tampered_checkpoint_is_refused_and_nothing_of_it_applied(s3_env, tmp_path: Path) -> None:
     url = s3_env.url("t")
-    a = _create(url, tmp_path / "a")
+    a = create_as_host(url, tmp_path / "a")
     _files(a, 3)
     compact_remote(a, grace=0)
     a.close()
@@ -172,7 +162,7 @@ def test_a_tampered_checkpoint_is_refused_and_nothing_of_it_applied(s3_env, tmp_
     data[40] ^= 1
     _put(s3_env, "t", key, bytes(data))
     with pytest.raises(IntegrityError, match="checkpoint"):
-        b = _open(url, tmp_path / "b")
+        b = open_as_host(url, tmp_path / "b")
         _cmd(b, command="view", path="/memories/f0.md")
     repo = tmp_path / "b" / "repo" / "objects" / "pack"
     assert not list(repo.glob("*.pack")) if repo.exists() else True
@@ -180,47 +170,47 @@ def test_a_tampered_checkpoint_is_refused_and_nothing_of_it_applied(s3_env, tmp_
 
 def test_a_deleted_checkpoint_is_detected_by_a_host_that_saw_it(s3_env, tmp_path: Path) -> None:
     url = s3_env.url("d")
-    a = _create(url, tmp_path / "a")
+    a = create_as_host(url, tmp_path / "a")
     _files(a, 3)
     compact_remote(a, grace=0)
     _cmd(a, command="create", path="/memories/later.md", file_text="later\n")
-    b = _open(url, tmp_path / "b")
+    b = open_as_host(url, tmp_path / "b")
     assert "later" in _cmd(b, command="view", path="/memories/later.md")
     b.close()
     _delete(s3_env, "d", "log/00000000000000000003.ckpt")
     shutil.rmtree(tmp_path / "b")  # b's cache is gone; its host state (the mark) is not
     with pytest.raises(RollbackDetectedError):
-        b = _open(url, tmp_path / "b")
+        b = open_as_host(url, tmp_path / "b")
         _cmd(b, command="view", path="/memories/later.md")
     a.close()
 
 
 def test_an_older_checkpoint_put_back_is_detected(s3_env, tmp_path: Path) -> None:
     url = s3_env.url("o")
-    a = _create(url, tmp_path / "a")
+    a = create_as_host(url, tmp_path / "a")
     _files(a, 2)
     compact_remote(a, grace=0)
     older = s3_env.copy_prefix("o")  # checkpoint 2 and its pack
     _files(a, 2, "g")
     compact_remote(a, grace=0)
-    b = _open(url, tmp_path / "b")
+    b = open_as_host(url, tmp_path / "b")
     assert "g number 1" in _cmd(b, command="view", path="/memories/g1.md")
     b.close()
     s3_env.put_back_prefix("o", older)
     assert "log/00000000000000000002.ckpt" in _keys(s3_env, "o")
     shutil.rmtree(tmp_path / "b")
     with pytest.raises(RollbackDetectedError):
-        b = _open(url, tmp_path / "b")
+        b = open_as_host(url, tmp_path / "b")
         _cmd(b, command="view", path="/memories/f0.md")
     a.close()
 
 
 def test_racing_writers_lose_nothing_while_a_third_host_compacts(s3_env, tmp_path: Path) -> None:
     url = s3_env.url("race")
-    c = _create(url, tmp_path / "c")
+    c = create_as_host(url, tmp_path / "c")
     _files(c, 2)
-    a = _open(url, tmp_path / "a")
-    b = _open(url, tmp_path / "b")
+    a = open_as_host(url, tmp_path / "a")
+    b = open_as_host(url, tmp_path / "b")
     errors: list[BaseException] = []
 
     def write(store: memvault.MemoryStore, tag: str) -> None:
@@ -240,7 +230,7 @@ def test_racing_writers_lose_nothing_while_a_third_host_compacts(s3_env, tmp_pat
     reports.append(compact_remote(c, grace=30))
     assert not errors
     assert any(r.checkpoint is not None for r in reports)
-    d = _open(url, tmp_path / "d")
+    d = open_as_host(url, tmp_path / "d")
     for tag in ("a", "b"):
         for i in range(6):
             assert f"{tag} number {i}" in _cmd(d, command="view", path=f"/memories/{tag}{i}.md")
@@ -250,7 +240,7 @@ def test_racing_writers_lose_nothing_while_a_third_host_compacts(s3_env, tmp_pat
 
 def test_only_one_host_holds_the_lease(s3_env, tmp_path: Path) -> None:
     url = s3_env.url("l")
-    a = _create(url, tmp_path / "a")
+    a = create_as_host(url, tmp_path / "a")
     _files(a, 1)
     assert a.remote is not None
     other = Lease(a.remote.objects, "0123456789abcdef")
@@ -269,7 +259,7 @@ def test_compaction_never_copies_a_destroyed_keys_ciphertext_and_redaction_rewri
     from memvault.erasure.redact import shred_file
 
     url = s3_env.url("r")
-    a = _create(url, tmp_path / "a")
+    a = create_as_host(url, tmp_path / "a")
     _cmd(a, command="create", path="/memories/secret.md", file_text="the secret\n")
     _cmd(a, command="create", path="/memories/kept.md", file_text="kept\n")
     _cmd(a, command="create", path="/memories/later.md", file_text="later secret\n")
@@ -289,7 +279,7 @@ def test_compaction_never_copies_a_destroyed_keys_ciphertext_and_redaction_rewri
     assert later_ids and all(dek_id in bundle for dek_id in later_ids)
     rewritten = _get(s3_env, "r", "deks/upto-00000000000000000004")
     assert all(dek_id not in rewritten for dek_id in later_ids)
-    b = _open(url, tmp_path / "b")
+    b = open_as_host(url, tmp_path / "b")
     assert "kept" in _cmd(b, command="view", path="/memories/kept.md")
     with pytest.raises(PathNotFoundError):
         _cmd(b, command="view", path="/memories/later.md")
@@ -316,7 +306,7 @@ def test_gc_help_names_the_grace_option_and_variable(capsys) -> None:
 def test_gc_cli_compacts_and_verify_remote_says_what_gc_would_delete(s3_env, tmp_path: Path, monkeypatch) -> None:
     url = s3_env.url("cli")
     cache = cache_dir_for(url, tmp_path / "caches")
-    store = _create(url, cache)
+    store = create_as_host(url, cache)
     _files(store, 3)
     store.close()
     deks = len([k for k in _keys(s3_env, "cli") if k.startswith("deks/")])
@@ -351,10 +341,10 @@ def test_a_host_whose_cache_evicted_packs_fetches_them_from_the_checkpoints_pack
     s3_env, tmp_path: Path, monkeypatch
 ) -> None:
     url = s3_env.url("ev")
-    a = _create(url, tmp_path / "a")
+    a = create_as_host(url, tmp_path / "a")
     _files(a, 3)
     monkeypatch.setenv("MEMVAULT_CACHE_BYTES", "0")  # b keeps no pack: every read fetches one
-    b = _open(url, tmp_path / "b")
+    b = open_as_host(url, tmp_path / "b")
     assert "f number 0" in _cmd(b, command="view", path="/memories/f0.md")
     compact_remote(a, grace=0)  # the packs b's map names are deleted
     assert b.remote is not None
@@ -374,7 +364,7 @@ def test_an_orphan_is_deleted_only_once_the_grace_period_has_passed_since_gc_fir
     s3_env, tmp_path: Path
 ) -> None:
     url = s3_env.url("or")
-    a = _create(url, tmp_path / "a")
+    a = create_as_host(url, tmp_path / "a")
     _files(a, 1)
     stray = "packs/pack-" + "ab" * 20 + ".pack"  # an upload whose commit is not made yet, as gc sees it
     _put(s3_env, "or", stray, b"PACK in flight")
@@ -398,7 +388,7 @@ def test_a_writer_whose_uploads_outlast_the_commit_window_uploads_again(s3_env, 
     import memvault.remote.replica as replica_module
 
     url = s3_env.url("win")
-    a = _create(url, tmp_path / "a")
+    a = create_as_host(url, tmp_path / "a")
     assert a.remote is not None
     monkeypatch.setattr(replica_module, "COMMIT_WINDOW", 0.2)
     create = a.remote.objects.create
@@ -414,7 +404,7 @@ def test_a_writer_whose_uploads_outlast_the_commit_window_uploads_again(s3_env, 
     a.remote.objects.create = slow_first_pack  # type: ignore[method-assign]
     _cmd(a, command="create", path="/memories/w.md", file_text="window\n")
     assert len(packs) == 2 and packs[0] != packs[1]  # the command ran again with a fresh upload
-    b = _open(url, tmp_path / "b")
+    b = open_as_host(url, tmp_path / "b")
     assert "window" in _cmd(b, command="view", path="/memories/w.md")
     records = [k for k in _keys(s3_env, "win") if k.startswith("log/")]
     assert records == ["log/00000000000000000000", "log/00000000000000000001"]  # one commit only
@@ -424,7 +414,7 @@ def test_a_writer_whose_uploads_outlast_the_commit_window_uploads_again(s3_env, 
 
 def test_gc_publishes_nothing_when_a_record_differs_from_what_its_host_took_in(s3_env, tmp_path: Path) -> None:
     url = s3_env.url("x")
-    a = _create(url, tmp_path / "a")
+    a = create_as_host(url, tmp_path / "a")
     _files(a, 3)
     # A writer of the bucket swaps record 1 for a copy of record 0 (a valid record of commit #0).
     _put(s3_env, "x", "log/00000000000000000001", _get(s3_env, "x", "log/00000000000000000000"))
@@ -439,7 +429,7 @@ def test_gc_publishes_nothing_when_a_record_differs_from_what_its_host_took_in(s
 
 def test_gc_keeps_the_data_key_object_of_a_key_its_host_lacks(s3_env, tmp_path: Path) -> None:
     url = s3_env.url("lk")
-    a = _create(url, tmp_path / "a")
+    a = create_as_host(url, tmp_path / "a")
     _cmd(a, command="create", path="/memories/k.md", file_text="keep my key\n")
     deks = [k for k in _keys(s3_env, "lk") if k.startswith("deks/")]
     assert deks
@@ -447,15 +437,15 @@ def test_gc_keeps_the_data_key_object_of_a_key_its_host_lacks(s3_env, tmp_path: 
     for k in deks:  # a's pull cannot fetch them: they are lost to a ...
         _delete(s3_env, "lk", k)
     with pytest.raises(IntegrityError, match="lacks the data key objects"):
-        _open(url, tmp_path / "b")
-    b = _open(url, tmp_path / "b")  # the records are in; the key is noted as lost
+        open_as_host(url, tmp_path / "b")
+    b = open_as_host(url, tmp_path / "b")  # the records are in; the key is noted as lost
     for k, v in saved.items():  # ... then the bucket holds them again, but b's keyring does not yet
         _put(s3_env, "lk", k, v)
     assert b.remote is not None
     with b.writing():
         compact(b.remote, grace=0)
     assert set(deks) <= set(_keys(s3_env, "lk"))  # not in b's bundle: kept
-    c = _open(url, tmp_path / "c")
+    c = open_as_host(url, tmp_path / "c")
     assert "keep my key" in _cmd(c, command="view", path="/memories/k.md")
     a.close()
     b.close()

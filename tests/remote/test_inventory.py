@@ -16,17 +16,7 @@ from conftest import FAST_KDF, PASSPHRASE
 from memvault.cli import main
 from memvault.protocol.commands import run_command
 from memvault.remote.replica import cache_dir_for
-from s3support import as_host
-
-
-def _create(url: str, cache: Path) -> memvault.MemoryStore:
-    with as_host(cache):
-        return memvault.MemoryStore.create(url, passphrase=PASSPHRASE, kdf=FAST_KDF, cache_dir=cache)
-
-
-def _open(url: str, cache: Path) -> memvault.MemoryStore:
-    with as_host(cache):
-        return memvault.MemoryStore.open(url, passphrase=PASSPHRASE, cache_dir=cache)
+from s3support import as_host, create_as_host, open_as_host
 
 
 def _cmd(store: memvault.MemoryStore, **command: object) -> str:
@@ -57,7 +47,7 @@ def test_status_counts_the_objects_under_the_prefix_by_kind_and_the_replica(
 ) -> None:
     url = s3_env.url("st")
     cache = cache_dir_for(url, tmp_path / "caches")
-    store = _create(url, cache)
+    store = create_as_host(url, cache)
     _cmd(store, command="create", path="/memories/a.md", file_text="alpha\n")
     _cmd(store, command="create", path="/memories/notes/b.md", file_text="beta\n" * 500)
     _cmd(store, command="delete", path="/memories/a.md")
@@ -102,9 +92,9 @@ def test_status_counts_the_objects_under_the_prefix_by_kind_and_the_replica(
 def test_a_lost_race_leaves_an_orphan_pack_that_verify_remote_lists(s3_env, tmp_path: Path, monkeypatch) -> None:
     url = s3_env.url("race")
     cache = cache_dir_for(url, tmp_path / "caches")
-    a = _create(url, cache)
+    a = create_as_host(url, cache)
     _cmd(a, command="create", path="/memories/x.md", file_text="x\n")
-    b = _open(url, tmp_path / "b")
+    b = open_as_host(url, tmp_path / "b")
     replica = a.remote
     assert replica is not None
     pull, create = replica.pull, replica.objects.create
@@ -162,7 +152,7 @@ def test_verify_remote_lists_a_redacted_versions_data_key_object_and_an_unknown_
 
     url = s3_env.url("red")
     cache = cache_dir_for(url, tmp_path / "caches")
-    a = _create(url, cache)
+    a = create_as_host(url, cache)
     _cmd(a, command="create", path="/memories/secret.md", file_text="the secret\n")
     _cmd(a, command="create", path="/memories/keep.md", file_text="kept\n")
     kept = {key: s3_env.client.get_object(Bucket=s3_env.bucket, Key=f"red/{key}")["Body"].read()

@@ -44,7 +44,7 @@ from memvault.remote.layout import decode_log, encode_log, pack_keys
 from memvault.store import Transaction
 from memvault.transfer.copier import copy_store
 from memvault.verify import verify
-from s3support import S3Env, as_host, sequential_round_trips
+from s3support import S3Env, create_as_host, open_as_host, sequential_round_trips
 
 MODEL = "claude-sonnet-4-6"
 NOTES = "/memories/notes.md"
@@ -54,22 +54,12 @@ DREAMT_TEXT = "# Summary\n- Deploys: Tuesdays.\n"
 FINAL = "Wrote a summary and removed the notes it replaces."
 
 
-def _create(url: str, cache: Path) -> memvault.MemoryStore:
-    with as_host(cache):
-        return memvault.MemoryStore.create(url, passphrase=PASSPHRASE, kdf=FAST_KDF, cache_dir=cache)
-
-
-def _open(url: str, cache: Path) -> memvault.MemoryStore:
-    with as_host(cache):
-        return memvault.MemoryStore.open(url, passphrase=PASSPHRASE, cache_dir=cache)
-
-
 def _cmd(store: Any, **command: object) -> str:
     return str(run_command(store, command, actor="tester", session="s"))
 
 
 def _seeded(s3_env: S3Env, tmp_path: Path, prefix: str = "t") -> memvault.MemoryStore:
-    store = _create(s3_env.url(prefix), tmp_path / "host-a")
+    store = create_as_host(s3_env.url(prefix), tmp_path / "host-a")
     _cmd(store, command="create", path=NOTES, file_text=NOTES_TEXT)
     return store
 
@@ -109,7 +99,7 @@ def test_a_branch_and_its_commits_are_published_through_the_bucket(s3_env: S3Env
     assert [r.branch for r in records] == [None, None] + [bytes.fromhex("00000000000000a1")] * 3
     assert [r.seq for r in records] == [0, 1, 2, 3, 4]  # main 0, 1; the branch forks at 1: 2, 3, 4
 
-    b = _open(s3_env.url("t"), tmp_path / "host-b")
+    b = open_as_host(s3_env.url("t"), tmp_path / "host-b")
     assert b.branches() == ["dream/00000000000000a1"]
     branch = open_dream(b, "00000000000000a1")
     commands = [branch.commit_meta(c).command for c in reversed(branch.branch_commits())]
@@ -143,7 +133,7 @@ def test_merge_and_discard_on_one_host_are_seen_on_the_other(s3_env: S3Env, tmp_
     a = _seeded(s3_env, tmp_path)
     _branch_with_commits(a, "00000000000000b1")
     _branch_with_commits(a, "00000000000000b2")
-    b = _open(s3_env.url("t"), tmp_path / "host-b")
+    b = open_as_host(s3_env.url("t"), tmp_path / "host-b")
     assert b.branches() == ["dream/00000000000000b1", "dream/00000000000000b2"]
 
     merged = merge_dream(b, "00000000000000b1", actor="reviewer")
@@ -166,7 +156,7 @@ def test_merge_and_discard_on_one_host_are_seen_on_the_other(s3_env: S3Env, tmp_
     with pytest.raises(InvalidInputError, match="No dream"):
         discard_dream(a, "00000000000000b2")
     # a third host, starting cold, takes the same view from the log alone
-    c = _open(s3_env.url("t"), tmp_path / "host-c")
+    c = open_as_host(s3_env.url("t"), tmp_path / "host-c")
     assert [(d.id, d.status) for d in list_dreams(c)] == [("00000000000000b1", "merged")]
     assert store_status(c).branches == ("dream/00000000000000b1",)
     for store in (a, c):  # verify walks the branches of a replica too
@@ -179,7 +169,7 @@ def test_merge_and_discard_on_one_host_are_seen_on_the_other(s3_env: S3Env, tmp_
 def test_writers_on_a_branch_and_on_main_race_safely(s3_env: S3Env, tmp_path: Path) -> None:
     a = _seeded(s3_env, tmp_path)
     a.branch("dream/00000000000000c1").create(actor="dream")
-    b = _open(s3_env.url("t"), tmp_path / "host-b")
+    b = open_as_host(s3_env.url("t"), tmp_path / "host-b")
     branch = b.branch("dream/00000000000000c1")
     errors: list[BaseException] = []
     count = 8
@@ -198,7 +188,7 @@ def test_writers_on_a_branch_and_on_main_race_safely(s3_env: S3Env, tmp_path: Pa
         except BaseException as err:  # noqa: BLE001 - reported below
             errors.append(err)
 
-    c = _open(s3_env.url("t"), tmp_path / "host-c")
+    c = open_as_host(s3_env.url("t"), tmp_path / "host-c")
     also = c.branch("dream/00000000000000c1")
 
     def on_branch_too() -> None:  # a second host writing on the same branch
@@ -217,7 +207,7 @@ def test_writers_on_a_branch_and_on_main_race_safely(s3_env: S3Env, tmp_path: Pa
     # the three writers did race: some commit lost its log position and was made again
     assert sum(store.remote.stats["races_lost"] for store in (a, b, c) if store.remote is not None) > 0
     assert len(_log_keys(s3_env, "t")) == 3 + 3 * count  # one record per commit, none lost or forked
-    d = _open(s3_env.url("t"), tmp_path / "host-d")
+    d = open_as_host(s3_env.url("t"), tmp_path / "host-d")
     assert d.head[1] == 1 + count
     side = open_dream(d, "00000000000000c1")
     assert side.head[1] == 2 + 2 * count  # fork commit at 2, then one per write of either host
@@ -243,7 +233,7 @@ def test_a_branch_rolled_back_in_the_bucket_is_detected(s3_env: S3Env, tmp_path:
         lambda txn: txn.write_file(parse_path(DREAMT, txn.settings), DREAMT_TEXT.encode()),
         command="create", paths=(DREAMT,), actor="dream", session="",
     )  # fmt: skip
-    b = _open(s3_env.url("t"), tmp_path / "host-b")
+    b = open_as_host(s3_env.url("t"), tmp_path / "host-b")
     assert read_at(open_dream(b, "00000000000000d1"), DREAMT) == DREAMT_TEXT.encode()
     s3_env.put_back_prefix("t", old)  # the branch's newest commit is gone from the bucket
     for host in (a, b):
@@ -258,7 +248,7 @@ def test_a_branch_rolled_back_in_the_bucket_is_detected(s3_env: S3Env, tmp_path:
 def test_a_branch_record_replaced_in_the_bucket_is_detected(s3_env: S3Env, tmp_path: Path) -> None:
     a = _seeded(s3_env, tmp_path)
     _branch_with_commits(a, "00000000000000d2")
-    b = _open(s3_env.url("t"), tmp_path / "host-b")
+    b = open_as_host(s3_env.url("t"), tmp_path / "host-b")
     assert b.branches() == ["dream/00000000000000d2"]
     newest = _log_keys(s3_env, "t")[-1]
     body = bytearray(s3_env.client.get_object(Bucket=s3_env.bucket, Key=newest)["Body"].read())
@@ -275,12 +265,12 @@ def test_a_branch_record_replaced_in_the_bucket_is_detected(s3_env: S3Env, tmp_p
 def test_a_lost_position_hint_is_found_again_from_the_log(s3_env: S3Env, tmp_path: Path) -> None:
     a = _seeded(s3_env, tmp_path)
     _branch_with_commits(a, "00000000000000e1")
-    b = _open(s3_env.url("t"), tmp_path / "host-b")
+    b = open_as_host(s3_env.url("t"), tmp_path / "host-b")
     assert b.branches() == ["dream/00000000000000e1"]
     b.close()
     (tmp_path / "host-b" / "remote-position").unlink()
     _cmd(a, command="create", path="/memories/later.md", file_text="later\n")
-    b = _open(s3_env.url("t"), tmp_path / "host-b")  # from main's newest commit on, past the branch's records
+    b = open_as_host(s3_env.url("t"), tmp_path / "host-b")  # from main's newest commit on, past the branch's records
     assert read_at(b, "/memories/later.md") == b"later\n"
     _cmd(b, command="create", path="/memories/from-b.md", file_text="b\n")
     assert read_at(a, "/memories/from-b.md") == b"b\n"
@@ -313,7 +303,7 @@ def test_dream_on_a_store_in_s3_reaches_the_model_and_publishes_its_branch(s3_en
     assert not view.get("is_error") and "The deploy goes out on Tuesdays." in view["content"]
     assert (result.commits, result.changed_files, result.summary) == (2, [NOTES, DREAMT], FINAL)
 
-    b = _open(s3_env.url("t"), tmp_path / "host-b")
+    b = open_as_host(s3_env.url("t"), tmp_path / "host-b")
     [info] = list_dreams(b)
     assert (info.id, info.status, info.commits, info.model) == (result.dream_id, "open", 2, MODEL)
     merge_dream(b, result.dream_id, actor="reviewer")
@@ -373,7 +363,7 @@ def test_a_pull_stopped_before_its_ref_moves_is_finished_by_the_next(
     s3_env: S3Env, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     a = _seeded(s3_env, tmp_path)
-    b = _open(s3_env.url("t"), tmp_path / "host-b")
+    b = open_as_host(s3_env.url("t"), tmp_path / "host-b")
     _branch_with_commits(a, "00000000000000e3")
     head = open_dream(a, "00000000000000e3").head
 
@@ -389,7 +379,7 @@ def test_a_pull_stopped_before_its_ref_moves_is_finished_by_the_next(
     b.close()
     ref = tmp_path / "host-b" / "repo" / "refs" / "heads" / "dream" / "00000000000000e3"
     assert not ref.exists() and (tmp_path / "host-b" / "remote-sides").exists()
-    b = _open(s3_env.url("t"), tmp_path / "host-b")
+    b = open_as_host(s3_env.url("t"), tmp_path / "host-b")
     assert b.branches() == ["dream/00000000000000e3"]
     assert open_dream(b, "00000000000000e3").head == head
     assert not (tmp_path / "host-b" / "remote-sides").exists()
@@ -400,7 +390,7 @@ def test_a_pull_stopped_before_its_ref_moves_is_finished_by_the_next(
     ref.unlink()
     (tmp_path / "host-b" / "remote-position").unlink()
     (tmp_path / "host-b" / "remote-sides").write_text('{"branches": ["00000000000000e3"], "mac": "AAAA"}\n')
-    b = _open(s3_env.url("t"), tmp_path / "host-b")
+    b = open_as_host(s3_env.url("t"), tmp_path / "host-b")
     assert b.branches() == []
     assert [(d.id, d.status) for d in list_dreams(b)] == [("00000000000000e3", "damaged")]
     assert not (tmp_path / "host-b" / "remote-sides").exists()
@@ -421,7 +411,7 @@ def test_a_copy_of_the_newest_record_at_the_next_position_adds_nothing(s3_env: S
     # the copy chains to nothing new: every host steps over it, and commits go on after it
     _cmd(a, command="create", path="/memories/after.md", file_text="after\n")
     assert len(_log_keys(s3_env, "t")) == len(keys) + 2
-    c = _open(s3_env.url("t"), tmp_path / "host-c")
+    c = open_as_host(s3_env.url("t"), tmp_path / "host-c")
     assert read_at(c, "/memories/after.md") == b"after\n"
     assert read_at(open_dream(c, "00000000000000e2"), DREAMT) == DREAMT_TEXT.encode()
     assert c.head == a.head
@@ -467,7 +457,7 @@ def test_a_store_with_a_dream_copied_to_s3_opens_on_a_new_host(s3_env: S3Env, tm
         _branch_with_commits(s, "00000000000000aa")
         s.put_file("/memories/later.md", "later\n")
     copy_store(local, s3_env.url("copy"), passphrase=PASSPHRASE, cache_dir=tmp_path / "uploader")
-    host = _open(s3_env.url("copy"), tmp_path / "host-b")
+    host = open_as_host(s3_env.url("copy"), tmp_path / "host-b")
     assert read_at(host, "/memories/later.md") == b"later\n"
     assert host.head[1] == 2
     # the refs are not copied: the dream is known from the keyring alone, its keys live
@@ -514,7 +504,7 @@ def test_an_edited_position_hint_is_ignored(s3_env: S3Env, tmp_path: Path, dream
     a = _seeded(s3_env, tmp_path)
     if dream:
         a.branch("dream/00000000000000f1").create(actor="dream")
-    b = _open(s3_env.url("t"), tmp_path / "host-b")
+    b = open_as_host(s3_env.url("t"), tmp_path / "host-b")
     commit, seq = b.head
     b.close()
     hint_path = tmp_path / "host-b" / "remote-position"
@@ -526,12 +516,12 @@ def test_an_edited_position_hint_is_ignored(s3_env: S3Env, tmp_path: Path, dream
     hint = json.loads(hint_path.read_text()) if dream else {"branch": "", "commit": commit.decode()}
     hint["position"] = len(_log_keys(s3_env, "t")) - 1
     hint_path.write_text(json.dumps(hint))
-    b = _open(s3_env.url("t"), tmp_path / "host-b")
+    b = open_as_host(s3_env.url("t"), tmp_path / "host-b")
     assert read_at(b, "/memories/y.md") == b"y\n"  # b read on from its real position
     _cmd(b, command="create", path="/memories/from-b.md", file_text="b\n")
     _cmd(a, command="create", path="/memories/z.md", file_text="z\n")  # no fork: a is not blocked
     assert read_at(a, "/memories/from-b.md") == b"b\n"
-    c = _open(s3_env.url("t"), tmp_path / "host-c")
+    c = open_as_host(s3_env.url("t"), tmp_path / "host-c")
     assert read_at(c, "/memories/from-b.md") == b"b\n"
     assert read_at(c, "/memories/z.md") == b"z\n"
     assert c.head[1] == seq + 4
@@ -555,7 +545,7 @@ def test_a_discard_racing_a_write_on_the_dream_destroys_every_key_of_it(
     _cmd(a.branch(name), command="create", path="/memories/d1.md", file_text="secret one\n")
     first = _dek_ids(s3_env, "t") - seeded
     assert len(first) == 1
-    b = _open(s3_env.url("t"), tmp_path / "host-b")
+    b = open_as_host(s3_env.url("t"), tmp_path / "host-b")
     on_b = b.branch(name)
     written: set[bytes] = set()
     refused: list[InvalidInputError] = []
@@ -594,7 +584,7 @@ def test_a_discard_racing_a_write_on_the_dream_destroys_every_key_of_it(
         assert written == set() and len(refused) == 1  # the log holds the end: b's write is refused
         assert result.keys_destroyed == 1
     assert result.complete
-    c = _open(s3_env.url("t"), tmp_path / "host-c")
+    c = open_as_host(s3_env.url("t"), tmp_path / "host-c")
     assert c.branches() == [] and list_dreams(c) == []
     assert all(c.keyring.is_destroyed(k) for k in first | written)
     assert not (first | written) & _dek_ids(s3_env, "t")  # their objects left the bucket
@@ -619,7 +609,7 @@ def test_a_fragment_of_old_records_at_the_next_position_is_not_stepped_over(s3_e
     # not whole records the keyring took in as one run: junk, which stops writers until a void
     with pytest.raises(LogBlockedError, match=f"--void {len(keys)}"):
         _cmd(a, command="create", path="/memories/after.md", file_text="after\n")
-    c = _open(s3_env.url("t"), tmp_path / "host-c")
+    c = open_as_host(s3_env.url("t"), tmp_path / "host-c")
     assert read_at(open_dream(c, "00000000000000f3"), DREAMT) == DREAMT_TEXT.encode()
     a.close()
     c.close()
@@ -652,7 +642,7 @@ def test_a_stepped_over_copy_names_no_object_for_the_inventory(s3_env: S3Env, tm
 def test_an_ended_branch_takes_no_commit_on_any_host(s3_env: S3Env, tmp_path: Path) -> None:
     a = _seeded(s3_env, tmp_path)
     _branch_with_commits(a, "00000000000000f5")
-    b = _open(s3_env.url("t"), tmp_path / "host-b")
+    b = open_as_host(s3_env.url("t"), tmp_path / "host-b")
     on_b = b.branch("dream/00000000000000f5")  # b's branch object, made before the end
     assert on_b.head[1] == 4
     discard_dream(a, "00000000000000f5", actor="reviewer")
@@ -685,7 +675,7 @@ def test_a_branch_commit_the_keyring_would_refuse_never_becomes_a_log_record(
         with pytest.raises(IntegrityError, match="does not follow the keyring's record of it"):
             _cmd(branch, command="create", path="/memories/side.md", file_text="side\n")
     assert len(_log_keys(s3_env, "t")) == records  # no record that would stop every writer
-    b = _open(s3_env.url("t"), tmp_path / "host-b")
+    b = open_as_host(s3_env.url("t"), tmp_path / "host-b")
     _cmd(b, command="create", path="/memories/main.md", file_text="main\n")
     _cmd(a.branch("dream/00000000000000f6"), command="create", path="/memories/side.md", file_text="side\n")
     assert read_at(open_dream(b, "00000000000000f6"), "/memories/side.md") == b"side\n"
@@ -735,7 +725,7 @@ def test_a_new_host_opens_a_compacted_store_with_a_branch_from_its_checkpoint(s3
     report = compact_remote(a, grace=0)
     assert report.checkpoint == 4
     assert _log_keys(s3_env, "ck") == ["ck/log/00000000000000000004.ckpt"]
-    b = _open(s3_env.url("ck"), tmp_path / "host-b")
+    b = open_as_host(s3_env.url("ck"), tmp_path / "host-b")
     assert b.branches() == ["dream/00000000000000b2"]
     branch = open_dream(b, "00000000000000b2")
     assert read_at(branch, DREAMT) == DREAMT_TEXT.encode()

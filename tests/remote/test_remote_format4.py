@@ -21,14 +21,19 @@ from s3support import S3Env, as_host
 NAME = "dream/00112233aabbccdd"
 
 
+def _version_3_store(url: str, cache: Path, monkeypatch: pytest.MonkeyPatch) -> memvault.MemoryStore:
+    """A new store at ``url`` in format version 3, as the release before made them."""
+    with as_host(cache), monkeypatch.context() as m:
+        m.setattr(store_mod, "FORMAT_VERSION", 3)
+        m.setattr(opening_mod, "FORMAT_VERSION", 3)
+        return memvault.MemoryStore.create(url, passphrase=PASSPHRASE, kdf=FAST_KDF, cache_dir=cache)
+
+
 def test_a_version_3_store_refuses_a_dream_until_it_is_upgraded(
     s3_env: S3Env, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     url, cache = s3_env.url("gate"), tmp_path / "host-a"
-    with as_host(cache), monkeypatch.context() as m:
-        m.setattr(store_mod, "FORMAT_VERSION", 3)
-        m.setattr(opening_mod, "FORMAT_VERSION", 3)
-        store = memvault.MemoryStore.create(url, passphrase=PASSPHRASE, kdf=FAST_KDF, cache_dir=cache)
+    store = _version_3_store(url, cache, monkeypatch)
     assert store.format_version == 3
     store.put_file("/memories/a.md", "one\n")
     with pytest.raises(InvalidInputError, match="need format version 4.*memvault upgrade"):
@@ -60,10 +65,7 @@ def test_an_upgrade_whose_bucket_configuration_changed_meanwhile_changes_nothing
     s3_env: S3Env, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     url, cache = s3_env.url("race"), tmp_path / "host-a"
-    with as_host(cache), monkeypatch.context() as m:
-        m.setattr(store_mod, "FORMAT_VERSION", 3)
-        m.setattr(opening_mod, "FORMAT_VERSION", 3)
-        store = memvault.MemoryStore.create(url, passphrase=PASSPHRASE, kdf=FAST_KDF, cache_dir=cache)
+    store = _version_3_store(url, cache, monkeypatch)
     key = "race/memvault.json"
     before = s3_env.client.get_object(Bucket=s3_env.bucket, Key=key)["Body"].read()
     s3_env.client.put_object(Bucket=s3_env.bucket, Key=key, Body=before + b" ")  # another writer, meanwhile
@@ -79,10 +81,7 @@ def test_a_version_3_store_refuses_a_remote_gc_until_it_is_upgraded(
     s3_env: S3Env, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     url, cache = s3_env.url("gc3"), tmp_path / "host-a"
-    with as_host(cache), monkeypatch.context() as m:
-        m.setattr(store_mod, "FORMAT_VERSION", 3)
-        m.setattr(opening_mod, "FORMAT_VERSION", 3)
-        store = memvault.MemoryStore.create(url, passphrase=PASSPHRASE, kdf=FAST_KDF, cache_dir=cache)
+    store = _version_3_store(url, cache, monkeypatch)
     store.put_file("/memories/a.md", "one\n")
     log_before = sorted(k for k in s3_env.keys() if k.startswith("gc3/log/"))
     with pytest.raises(InvalidInputError, match="needs format version 4.*memvault upgrade"):

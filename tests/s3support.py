@@ -544,6 +544,23 @@ def as_host(cache: Any) -> Iterator[None]:
             os.environ["MEMVAULT_ANCHOR_DIR"] = previous
 
 
+def cli_as_host(monkeypatch: pytest.MonkeyPatch, cache: Path, *args: str) -> tuple[int, str, str]:
+    """Run the CLI as the host whose cache of the store is ``cache`` (under ``cache.parent``):
+    ``(exit status, stdout, stderr)``."""
+    import contextlib
+    import io
+
+    from conftest import PASSPHRASE
+    from memvault.cli import main
+
+    monkeypatch.setenv("MEMVAULT_PASSPHRASE", PASSPHRASE)
+    monkeypatch.setenv("MEMVAULT_CACHE_DIR", str(cache.parent))
+    out, err = io.StringIO(), io.StringIO()
+    with as_host(cache), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        status = main(list(args))
+    return status, out.getvalue(), err.getvalue()
+
+
 def create_as_host(url: str, cache: Path) -> memvault.MemoryStore:
     """A new store at ``url``, created as the host whose replica cache is ``cache`` (:func:`as_host`)."""
     from conftest import FAST_KDF, PASSPHRASE

@@ -6,8 +6,6 @@ racing writers lose nothing; redaction stays crypto-shredding."""
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import shutil
 import threading
@@ -17,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import memvault
-from conftest import PASSPHRASE, pack_entries
+from conftest import pack_entries
 from memvault.admin.remote_gc import compact_remote
 from memvault.cli import main
 from memvault.errors import ConflictError, IntegrityError, PathNotFoundError, RollbackDetectedError
@@ -25,7 +23,7 @@ from memvault.protocol.commands import run_command
 from memvault.remote.compact import compact
 from memvault.remote.lease import Lease
 from memvault.remote.replica import cache_dir_for
-from s3support import as_host, create_as_host, open_as_host
+from s3support import cli_as_host, create_as_host, open_as_host
 
 
 def _cmd(store: memvault.MemoryStore, **command: object) -> str:
@@ -287,16 +285,6 @@ def test_compaction_never_copies_a_destroyed_keys_ciphertext_and_redaction_rewri
     b.close()
 
 
-def _cli(monkeypatch, cache: Path, *args: str) -> tuple[int, str, str]:
-    """Run the CLI as the host whose cache of the store is ``cache`` (under ``cache.parent``)."""
-    monkeypatch.setenv("MEMVAULT_PASSPHRASE", PASSPHRASE)
-    monkeypatch.setenv("MEMVAULT_CACHE_DIR", str(cache.parent))
-    out, err = io.StringIO(), io.StringIO()
-    with as_host(cache), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        status = main(list(args))
-    return status, out.getvalue(), err.getvalue()
-
-
 def test_gc_help_names_the_grace_option_and_variable(capsys) -> None:
     assert main(["gc", "--help"]) == 0
     out = capsys.readouterr().out
@@ -312,26 +300,26 @@ def test_gc_cli_compacts_and_verify_remote_says_what_gc_would_delete(s3_env, tmp
     deks = len([k for k in _keys(s3_env, "cli") if k.startswith("deks/")])
     assert deks >= 3  # one per file version at least
     monkeypatch.setenv("MEMVAULT_GC_GRACE", "3600")
-    status, out, err = _cli(monkeypatch, cache, "--store", url, "gc", "--json")
+    status, out, err = cli_as_host(monkeypatch, cache, "--store", url, "gc", "--json")
     assert status == 0, err
     remote = json.loads(out)["remote"]
     assert remote["checkpoint"] == 3 and remote["deleted"] == {}
     assert remote["waiting"] == {"superseded": 4 + deks, "orphan": 8}  # records and deks, packs and indexes
-    status, out, err = _cli(monkeypatch, cache, "--store", url, "status", "--json")
+    status, out, err = cli_as_host(monkeypatch, cache, "--store", url, "status", "--json")
     assert status == 0, err
     superseded = json.loads(out)["remote"]["superseded"]
     assert superseded["objects"] == 4  # the log records 0..3, from the listing alone
-    status, out, err = _cli(monkeypatch, cache, "--store", url, "status")
+    status, out, err = cli_as_host(monkeypatch, cache, "--store", url, "status")
     assert "Superseded:" in out and "4 objects" in out
-    status, out, err = _cli(monkeypatch, cache, "--store", url, "verify", "--remote", "--json")
+    status, out, err = cli_as_host(monkeypatch, cache, "--store", url, "verify", "--remote", "--json")
     assert status == 0, err
     found = json.loads(out)
     assert found["orphans"] == 0, found["list"]  # the checkpoint names its pack; the bundle is no orphan
     assert found["gc"] == {"now": {}, "after_grace": {"superseded": 4 + deks, "orphan": 8}}
-    status, out, err = _cli(monkeypatch, cache, "--store", url, "verify", "--remote")
+    status, out, err = cli_as_host(monkeypatch, cache, "--store", url, "verify", "--remote")
     assert f"memvault gc would delete 0 object(s) now (none) and {12 + deks} once its grace period has passed" in out
     # The option wins over the variable: everything superseded goes now.
-    status, out, err = _cli(monkeypatch, cache, "--store", url, "gc", "--grace", "0", "--json")
+    status, out, err = cli_as_host(monkeypatch, cache, "--store", url, "gc", "--grace", "0", "--json")
     assert status == 0, err
     assert json.loads(out)["remote"]["deleted"] == {"superseded": 4 + deks, "orphan": 8}
     assert [k for k in _keys(s3_env, "cli") if k.startswith("log/")] == ["log/00000000000000000003.ckpt"]

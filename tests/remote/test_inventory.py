@@ -5,32 +5,19 @@ nothing."""
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import os
 from pathlib import Path
 
 import memvault
 from conftest import FAST_KDF, PASSPHRASE
-from memvault.cli import main
 from memvault.protocol.commands import run_command
 from memvault.remote.replica import cache_dir_for
-from s3support import as_host, create_as_host, open_as_host
+from s3support import cli_as_host, create_as_host, open_as_host
 
 
 def _cmd(store: memvault.MemoryStore, **command: object) -> str:
     return str(run_command(store, command, actor="tester", session="s"))
-
-
-def _cli(monkeypatch, cache: Path, *args: str) -> tuple[int, str, str]:
-    """Run the CLI as the host whose cache of the store is ``cache`` (under ``cache.parent``)."""
-    monkeypatch.setenv("MEMVAULT_PASSPHRASE", PASSPHRASE)
-    monkeypatch.setenv("MEMVAULT_CACHE_DIR", str(cache.parent))
-    out, err = io.StringIO(), io.StringIO()
-    with as_host(cache), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        status = main(list(args))
-    return status, out.getvalue(), err.getvalue()
 
 
 def _bucket(s3_env, prefix: str) -> dict[str, int]:
@@ -54,7 +41,7 @@ def test_status_counts_the_objects_under_the_prefix_by_kind_and_the_replica(
     store.close()
     s3_env.client.put_object(Bucket=s3_env.bucket, Key="st/stray.txt", Body=b"not memvault's")
     s3_env.client.put_object(Bucket=s3_env.bucket, Key="elsewhere/x", Body=b"another prefix")  # not counted
-    status, out, err = _cli(monkeypatch, cache, "--store", url, "status", "--json")
+    status, out, err = cli_as_host(monkeypatch, cache, "--store", url, "status", "--json")
     assert status == 0, err
     remote = json.loads(out)["remote"]
     objects = _bucket(s3_env, "st")
@@ -78,7 +65,7 @@ def test_status_counts_the_objects_under_the_prefix_by_kind_and_the_replica(
     for top, _dirs, files in os.walk(cache):
         on_disk += sum(os.lstat(os.path.join(top, name)).st_size for name in files)
     assert remote["replica_bytes"] == on_disk > remote["cache_bytes"] > 0
-    status, out, err = _cli(monkeypatch, cache, "--store", url, "status")
+    status, out, err = cli_as_host(monkeypatch, cache, "--store", url, "status")
     assert status == 0, err
     lines = {line.split(":", 1)[0]: line for line in out.splitlines()}
     assert f": {len(objects)} objects, " in lines["Objects"]
@@ -123,7 +110,7 @@ def test_a_lost_race_leaves_an_orphan_pack_that_verify_remote_lists(s3_env, tmp_
     before = _bucket(s3_env, "race")
     assert lost <= set(before) and packs[1] in before
 
-    status, out, err = _cli(monkeypatch, cache, "--store", url, "verify", "--remote", "--json")
+    status, out, err = cli_as_host(monkeypatch, cache, "--store", url, "verify", "--remote", "--json")
     assert status == 0, err
     report = json.loads(out)
     assert {(o["key"], o["kind"], o["reason"], o["bytes"]) for o in report["list"]} == {
@@ -132,7 +119,7 @@ def test_a_lost_race_leaves_an_orphan_pack_that_verify_remote_lists(s3_env, tmp_
     assert report["orphans"] == 2 and report["bytes"] == sum(before[key] for key in lost)
     assert report["kinds"] == {"packs": {"objects": 2, "bytes": report["bytes"]}, "deks": {"objects": 0, "bytes": 0}}
     assert report["listed"] == len(before) and report["log_records"] == 4  # init, x, b, a
-    status, out, err = _cli(monkeypatch, cache, "--store", url, "verify", "--remote")
+    status, out, err = cli_as_host(monkeypatch, cache, "--store", url, "verify", "--remote")
     assert status == 0, err
     lines = out.splitlines()
     assert sorted(line.split("  ")[1] for line in lines[:-2]) == sorted(lost)
@@ -168,11 +155,11 @@ def test_verify_remote_lists_a_redacted_versions_data_key_object_and_an_unknown_
     a.close()
     before = _bucket(s3_env, "red")
 
-    status, out, err = _cli(monkeypatch, cache, "--store", url, "verify", "--remote", "--json")
+    status, out, err = cli_as_host(monkeypatch, cache, "--store", url, "verify", "--remote", "--json")
     assert status == 0, err
     listed = {(o["key"], o["kind"], o["reason"], o["bytes"]) for o in json.loads(out)["list"]}
     assert listed == {(key, "deks", "destroyed", before[key]) for key in destroyed} | {(unknown, "deks", "unknown", 80)}
-    status, out, err = _cli(monkeypatch, cache, "--store", url, "verify", "--remote")
+    status, out, err = cli_as_host(monkeypatch, cache, "--store", url, "verify", "--remote")
     assert status == 0, err
     for key in destroyed:
         assert any(line.startswith(f"orphan  {key}  ") and "redaction destroyed" in line for line in out.splitlines())
@@ -181,7 +168,7 @@ def test_verify_remote_lists_a_redacted_versions_data_key_object_and_an_unknown_
 
 def test_verify_remote_is_a_usage_error_for_a_store_directory(tmp_path: Path, monkeypatch) -> None:
     memvault.MemoryStore.create(tmp_path / "store", passphrase=PASSPHRASE, kdf=FAST_KDF).close()
-    status, out, err = _cli(monkeypatch, tmp_path / "caches" / "x", "--store", str(tmp_path / "store"), "verify",
+    status, out, err = cli_as_host(monkeypatch, tmp_path / "caches" / "x", "--store", str(tmp_path / "store"), "verify",
                             "--remote")  # fmt: skip
     assert status == 2 and out == ""
     assert "--remote" in err and "object storage" in err

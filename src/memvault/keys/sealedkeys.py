@@ -11,8 +11,6 @@ reads 100,000 records sorts once.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 from . import framing as fr
 
 __all__ = ["SealedKeys"]
@@ -109,15 +107,6 @@ class SealedKeys:
         other._base, other._count = self._base, self._count
         other._recent, other._gone = dict(self._recent), set(self._gone)
         return other
-
-    def ids(self) -> Iterator[bytes]:
-        """Every kept id (sorted part first, in id order; then the recent ones)."""
-        base = self._base
-        for i in range(self._count):
-            dek_id = bytes(base[i * _SIZE : i * _SIZE + _ID])
-            if dek_id not in self._gone and dek_id not in self._recent:
-                yield dek_id
-        yield from list(self._recent)
 
     def settle(self, *, force: bool = False) -> None:
         """Merge the records added since the last merge into the sorted part, when they are many

@@ -165,10 +165,6 @@ class VersionTable(Sequence[VersionRecord]):
         """The commit number of row ``row``."""
         return self._seqs[row]
 
-    def lineage(self, row: int) -> int:
-        """The lineage number of row ``row``."""
-        return self._lineages[row]
-
     def prev(self, row: int) -> int:
         """The row of the lineage's version before row ``row`` (-1: none)."""
         return self._prev[row]
@@ -376,16 +372,6 @@ class LineageIndex:
 
     # -- queries -------------------------------------------------------------------------------------
 
-    def file_at(self, seq: int, path: str) -> bytes | None:
-        """The lineage commit ``seq`` wrote at API path ``path`` (None if it wrote none there)."""
-        info = self.commits.get(seq)
-        if info is None:
-            return None
-        for record in self.written_by(seq):
-            if record.path == path:
-                return record.file_id
-        return None
-
     def record(self, seq: int, fid: bytes) -> VersionRecord | None:
         """The version commit ``seq`` made of lineage ``fid``, or None."""
         for record in self.written_by(seq):
@@ -413,11 +399,6 @@ class LineageIndex:
         row = self._head[n] if n is not None else -1
         return self.versions[row] if row >= 0 else None
 
-    def is_binary(self, fid: bytes) -> bool:
-        """Whether lineage ``fid``'s head version is a binary file (no memory of the API)."""
-        latest = self.latest(fid)
-        return latest is not None and latest.binary and latest.operation != "deleted" and latest.path is not None
-
     def latest(self, fid: bytes) -> VersionRecord | None:
         """The newest version of lineage ``fid``."""
         n = self._numbers.get(fid)
@@ -442,14 +423,6 @@ class LineageIndex:
                 return self.versions[row]
             row = self.versions.prev(row)
         return None
-
-
-def _order(record: VersionRecord) -> tuple[int, bytes]:
-    return record.seq, record.file_id
-
-
-def _seq(record: VersionRecord) -> int:
-    return record.seq
 
 
 def _api(path: str | None) -> str | None:

@@ -102,9 +102,12 @@ class PackDirectory:
         #: a merge (a process may write only one commit).
         self._packs_written = MERGE_AT
 
-    def write(self, objects: Iterable[GitObject], *, merge: bool = False) -> tuple[str, bytes, bytes]:
-        """Write ``objects`` as one pack and its index, durable in durability ``full``; return
-        the pack's name (its checksum in hex), its bytes and its index's bytes.
+    def write(
+        self, objects: Iterable[GitObject], *, merge: bool = False, sync: bool = True
+    ) -> tuple[str, bytes, bytes]:
+        """Write ``objects`` as one pack and its index, durable in durability ``full`` unless not
+        ``sync`` (the caller makes it durable: the commit journal); return the pack's name (its
+        checksum in hex), its bytes and its index's bytes.
 
         With ``merge``, first merge the smallest packs when at least :data:`MERGE_AT` of them
         break the geometric progression and hold at most :data:`MERGE_BYTES` together (looked
@@ -125,7 +128,7 @@ class PackDirectory:
                 merged = None  # optional: the packs stay as they are
         try:
             self.install(data, idx, name)
-            if self._durable:
+            if self._durable and (sync or merged is not None):  # packs a merge replaces go once it is durable
                 self.sync()
         except BaseException:
             if merged is not None:
@@ -153,6 +156,19 @@ class PackDirectory:
                     pass
             raise
         return base
+
+    def restore(self, data: bytes, idx: bytes, name: str) -> bool:
+        """Put back a pack and its index (from the commit journal after a reboot) unless both are
+        there with exactly these bytes; True if they were written (unsynced: the caller syncs)."""
+        base = f"{self._pack_base}/{_PACK_PREFIX}{name}"
+        try:
+            with open(base + ".pack", "rb") as f_pack, open(base + ".idx", "rb") as f_idx:
+                if f_pack.read() == data and f_idx.read() == idx:
+                    return False
+        except OSError:
+            pass  # missing or unreadable: written again below
+        self.install(data, idx, name)
+        return True
 
     def _open_pack_tmp(self, prefix: str) -> tuple[int, str]:
         """Create ``objects/pack/<prefix><random>`` exclusively with mode 0400 (making the pack

@@ -94,7 +94,21 @@ class Branch:
             return False
         if old is not None and self._move_in_place(old, new):
             return True
-        sync = self._durable and (old is None or not self._syncfs)
+        self._replace(new, sync=self._durable and (old is None or not self._syncfs))
+        return True
+
+    def reset(self, new: bytes) -> None:
+        """Point the branch at ``new`` whatever it holds now, through the lock protocol, unsynced
+        (the commit journal's recovery after a reboot, which then syncs the filesystem: the branch
+        on disk may be behind, or torn). The caller holds the writer lock.
+
+        Raises:
+            OSError: the ref could not be written.
+        """
+        self._replace(new, sync=False)
+
+    def _replace(self, new: bytes, *, sync: bool) -> None:
+        """Write ``new`` to ``main.lock`` and rename it over the branch (git's protocol)."""
         lock = self._lock
         fd = self._create_lock(lock)
         try:
@@ -113,7 +127,6 @@ class Branch:
         os.replace(lock, self._path)
         if sync:
             fsync_dir(self._file.parent)
-        return True
 
     def remove_lock(self) -> None:
         """Remove a ``main.lock`` left behind (best effort; the caller holds the writer lock)."""

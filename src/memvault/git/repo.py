@@ -313,10 +313,12 @@ class GitStore:
         if self._durable:
             self._sync_new_files([*dirs, self._objects_base])
 
-    def write_pack(self, objects: Iterable[GitObject], *, merge: bool = False) -> tuple[str, bytes, bytes]:
+    def write_pack(
+        self, objects: Iterable[GitObject], *, merge: bool = False, sync: bool = True
+    ) -> tuple[str, bytes, bytes]:
         """Write a commit's objects as one pack; return its name, bytes and index bytes
         (:meth:`PackDirectory.write <memvault.git.packdir.PackDirectory.write>`)."""
-        return self.packs.write(objects, merge=merge)
+        return self.packs.write(objects, merge=merge, sync=sync)
 
     def _sync_new_files(self, dirs: list[str]) -> None:
         """Make files just renamed into ``dirs`` durable, and with them the previous branch move:

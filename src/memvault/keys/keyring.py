@@ -84,6 +84,9 @@ class Keyring:
         self._wrap_openers: dict[int, Callable[[bytes, bytes], bytes]] = {}  #: epoch -> cipher set up once
         self._mac_key = mac_key
         self._tombstone_key = tombstone_key
+        #: Called before the file is rewritten (a redaction's purge, a rotation): the store's
+        #: commit journal makes everything durable and wipes its entries then.
+        self.before_rewrite: Callable[[], None] | None = None
         self._reset()
 
     def _reset(self) -> None:
@@ -624,6 +627,8 @@ class Keyring:
 
     def _rewrite(self, transform: Callable[[int, bytes], bytes | None], extra: bytes) -> None:
         """Rewrite the keyring through ``transform`` (:func:`.keyfile.rewrite`), then read it again."""
+        if self.before_rewrite is not None:
+            self.before_rewrite()
         keyfile.remove_leftovers(self._path)
         self.refresh()
         keyfile.rewrite(self._path, self._offset, transform, extra)

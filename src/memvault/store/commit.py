@@ -18,7 +18,8 @@ from ..git.repo import GitStore
 from ..keys.keyring import ZERO_ID, Keyring
 from ..keys.slots import Subkeys
 from ..settings import StoreSettings
-from .config import SettingsRecord, chains_key_changes, record_encoding, settings_record
+from .config import SettingsRecord, chains_key_changes, journals_commits, record_encoding, settings_record
+from .journal import Entry, Journal
 from .state import StateReader, StoreState, shard_of
 from .transaction import Transaction
 
@@ -73,6 +74,9 @@ class CommitWriter:
         #: branch) there, given its pack ``(name, bytes, index bytes)`` and its keyring records,
         #: before the replica records it (:meth:`memvault.remote.replica.Replica.publish`).
         self.publish: Callable[[tuple[str, bytes, bytes], bytes], None] | None = None
+        #: A store directory in durability ``full`` on a host that journals (:mod:`.journal`):
+        #: commits of ``main`` of format version 5 are made durable through it.
+        self.journal: Journal | None = None
         #: ``(commit id, settings MAC it records)`` of the last commit of ``main`` this writer built,
         #: so that the next one need not open its parent again to carry the record on.
         self._last_settings: tuple[bytes, bytes] = (b"", b"")
@@ -232,8 +236,9 @@ class CommitWriter:
         if (side is None) == bool(meta.branch) or (side is not None and (destroy or announce_epoch)):
             raise InternalError()
         # Step 1: objects. A failure here leaves only unreferenced objects: the old state.
+        journal = self.journal if side is None and self.publish is None and journals_commits(version) else None
         try:
-            pack = self.git.write_pack(objects, merge=True)
+            pack = self.git.write_pack(objects, merge=True, sync=journal is None)
             self._on_objects(len(objects))
         except Exception as err:
             raise _storage_error(err) from None
@@ -269,12 +274,15 @@ class CommitWriter:
             appended = b"".join(dek_records)
             self.publish(pack, appended)
             return self._follow(state, txn, new_nodes, new_shard_blobs, appended, (commit.id, meta.seq, tree_id))
+        appended = b"".join(dek_records)
+        journaled = journal is not None and self._journal(journal, appended, pack)
         try:
-            self.keyring.append(b"".join(dek_records), durable=self._durable)
+            self.keyring.append(appended, durable=self._durable and not journaled)
         except OSError as err:
             # The append cut its records off again; if that failed and the commit is still
-            # recorded, withdraw it with an ABORT record.
-            if not self._abort(meta.seq, commit.id):
+            # recorded, withdraw it with an ABORT record (and its journal entry).
+            withdrawn = self._abort(meta.seq, commit.id)
+            if not withdrawn or (journal is not None and journaled and not journal.retract()):
                 raise StorageError.from_os_error(err, outcome_unknown=True) from None
             raise StorageError.from_os_error(err) from None
         # Step 3: publish by moving the branch.
@@ -307,6 +315,24 @@ class CommitWriter:
         if failure is not None and not isinstance(failure, Exception):
             raise failure  # e.g. KeyboardInterrupt after the branch moved: the commit stands
         return commit.id
+
+    def _journal(self, journal: Journal, records: bytes, pack: tuple[str, bytes, bytes]) -> bool:
+        """Make the commit durable through ``journal`` (docs/format.md §7.1): True once its entry
+        is flushed; False for a commit too large for an entry, whose pack is then synced here
+        (the keyring append syncs itself, the two flushes of version 4).
+
+        Raises:
+            StorageError: the entry or the sync failed (nothing recorded, unless it says the
+                outcome is unknown).
+        """
+        try:
+            self.keyring.refresh()
+            if journal.append(Entry(self.keyring.size, records, pack[1], pack[2])):
+                return True
+            self.git.packs.sync()
+        except OSError as err:
+            raise _storage_error(err) from None
+        return False
 
     def _write_side(
         self,

@@ -30,6 +30,7 @@ __all__ = [
     "parse_config",
     "FORMAT_VERSION",
     "READABLE_VERSIONS",
+    "journals_commits",
     "StoreConfig",
     "read_config",
     "authentic_config",
@@ -57,11 +58,12 @@ STORE_FILE = "memvault.json"
 STORE_ENTRIES = ("keys", "keyring", "repo", "access", "lock", STORE_FILE)
 #: Format version of new stores (docs/format.md): 2 writes compact binary node records, 3 also
 #: records redactions and rotations in the keyring's MAC chain, each with a commit; 4 lets the log
-#: of a store in object storage hold the commits of side branches (dreams).
-FORMAT_VERSION = 4
-#: Format versions this code opens: 1 (JSON node records), 2, 3 and 4; a store keeps being written
-#: in its own version (so that older memvault releases keep reading it) until it is upgraded.
-READABLE_VERSIONS = (1, 2, 3, 4)
+#: of a store in object storage hold the commits of side branches (dreams); 5 makes a durable commit
+#: of a store directory through the commit journal (one flush).
+FORMAT_VERSION = 5
+#: Format versions this code opens: 1 (JSON node records) to 5; a store keeps being written in its
+#: own version (so that older memvault releases keep reading it) until it is upgraded.
+READABLE_VERSIONS = (1, 2, 3, 4, 5)
 #: Largest ``memvault.json`` read (settings with a full allowlist and custom rules stay far below).
 MAX_CONFIG_BYTES = 16 * 1024 * 1024
 _STORE_FORMAT = "memvault-store"
@@ -256,6 +258,13 @@ def extends_object_log(version: int) -> bool:
     side branches and be compacted into checkpoints (version 4: a release that knows only older
     versions refuses such a store instead of taking those records for junk or finding no log)."""
     return version >= 4
+
+
+def journals_commits(version: int) -> bool:
+    """Whether a durable commit of a store directory of format ``version`` may go through the
+    commit journal (version 5: a release that knows only older versions would not replay it after
+    a power loss, and refuses the store instead)."""
+    return version >= 5
 
 
 def chains_key_changes(version: int) -> bool:

@@ -19,14 +19,12 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from .. import crypto
-from ..errors import ConflictError, InvalidInputError, MemvaultError, PathExistsError, StorageError
+from ..errors import InvalidInputError, MemvaultError, PathExistsError, StorageError
 from ..format import records
 from ..format.records import CommitMeta, Node
 from ..fsutil import (
     DEFAULT_LOCK_TIMEOUT,
     StoreLock,
-    sync_filesystem,
-    syncfs_available,
 )
 from ..git.repo import GitStore
 from ..hoststate import anchor_for
@@ -48,10 +46,12 @@ from .commit import CommitWriter
 from .config import FORMAT_VERSION, chains_key_changes, extends_object_log
 from .head import Head
 from .hosting import Hosting
+from .journal import Journal, journal_available
+from .keychanges import KeyChanges
 from .reads import FileReads
 from .replicated import publish_config, run_racing
 from .state import PLAINTEXT_CACHE_BYTES, OpenedCommit, StateReader, StoreState, shard_of
-from .transaction import Committed, Transaction
+from .transaction import Committed, Transaction, commit_meta_after
 
 __all__ = ["MemoryStore"]
 
@@ -66,12 +66,6 @@ T = TypeVar("T")
 
 def _now() -> float:
     return time.time()
-
-
-def _meta(state: StoreState, actor: str, session: str, command: str, paths: Any = (), findings: Any = None,
-          extra: Any = None) -> CommitMeta:  # fmt: skip
-    """The metadata of the commit after ``state``."""
-    return CommitMeta(state.seq + 1, _now(), actor, session, command, paths, dict(findings or {}), extra=extra or {})
 
 
 class _LiveTokens:
@@ -97,7 +91,7 @@ class _LiveTokens:
         return token in nodes
 
 
-class MemoryStore(FileReads, Hosting):
+class MemoryStore(FileReads, Hosting, KeyChanges):
     """An encrypted memory store in a directory. Thread-safe; many processes may share one.
 
     Use :meth:`create` or :meth:`open`; both take exactly one of ``passphrase`` or
@@ -157,6 +151,9 @@ class MemoryStore(FileReads, Hosting):
             self._reader, self.keyring, self._keys, store_id, durable=self._durable, on_objects=self._wrote_objects,
             on_stale=self._drop_state, on_published=self._head.committed,
         )  # fmt: skip
+        if self._durable and journal_available():  # used from format version 5 (docs/format.md §7.1)
+            self._writer_of_commits.journal = journal = Journal(root, store_id, self._keys.keyring)
+            self.keyring.before_rewrite = lambda: journal.checkpoint(wipe=True)
         #: For a store in object storage: the replica (``root`` is the host's cache of it), else None.
         self.remote: Replica | None = None
 
@@ -325,7 +322,7 @@ class MemoryStore(FileReads, Hosting):
             # Redactions made before version 3 are chained now (DESTROY records), the access file named.
             tombstoned = self.keyring.unchained_destructions()
             if relayout or tombstoned or record:
-                meta = _meta(state, actor, session, "upgrade")
+                meta = commit_meta_after(state, actor, session, "upgrade")
                 self._commit(state, Transaction(self, state), meta, relayout=relayout, destroy=tombstoned,
                              settings=record)  # fmt: skip
             digest = self.access_times.digest()
@@ -446,92 +443,6 @@ class MemoryStore(FileReads, Hosting):
         """The decrypted metadata of an authentic commit."""
         return self.opened_commit(commit_id).meta
 
-    def destroy_keys(  # fmt: skip
-        self,
-        dek_ids: set[bytes],
-        info: dict[str, object],
-        *,
-        actor: str = "operator",
-        session: str = "",
-        remove_from_head: bool = False,
-        per_key: dict[bytes, dict[str, object]] | None = None,
-    ) -> tuple[int, tuple[str, ...], bytes | None]:
-        """Destroy data keys (crypto-shredding, :mod:`memvault.erasure.redact`, docs/format.md §3.2) in one ``redact``
-        commit that also deletes the head's files using them (``remove_from_head``; else ConflictError);
-        in object storage their objects go after it. ``per_key`` adds to ``info`` for one key (its
-        lineage: ``file``; format version 3). Returns ``(keys present, paths removed, commit or None)``."""
-
-        def once() -> tuple[int, tuple[str, ...], bytes | None]:
-            state = self._sync(writer=True)
-            live = tuple(sorted(n.path for n in state.nodes.values() if n.dek_id in dek_ids))
-            if live and not remove_from_head:
-                raise ConflictError(f"Error: {len(live)} version(s) to redact are still in the current state.")
-            txn = Transaction(self, state)
-            for path in live:
-                if txn.get(path) is not None:
-                    txn.delete(parse_path(path))
-            meta = _meta(state, actor, session, "redact")
-            commit_id: bytes | None = None
-            try:
-                if chains_key_changes(self.format_version):
-                    count = sum(1 for dek_id in dek_ids if self.keyring.has(dek_id))
-                    fresh = {
-                        d: {**info, **(per_key or {}).get(d, {})} for d in dek_ids if not self.keyring.is_destroyed(d)
-                    }
-                    if fresh or live:
-                        commit_id = self._commit(state, txn, meta, destroy=fresh)
-                    try:
-                        if commit_id is not None and not self._durable:
-                            # The purge makes the keyring durable: the commit's objects must be first,
-                            # or a power loss would leave the destruction without its commit.
-                            sync_filesystem(self.root) if syncfs_available() else os.sync()
-                        self.keyring.purge()
-                    except OSError:
-                        pass  # the destruction stands; the next writer purges (verify: destroyed-key-present)
-                else:
-                    if live:
-                        commit_id = self._commit(state, txn, meta)
-                    count = self.keyring.destroy(dek_ids, info, durable=True)
-            except OSError as err:
-                raise StorageError.from_os_error(err, what="The keyring") from None
-            return count, live, commit_id
-
-        with self._writer(), self._state_lock:
-            try:
-                result = run_racing(once, self.remote)
-            finally:  # also when interrupted: nodes cached before the destruction are stale
-                self.forget_cached_plaintext()
-            if self.remote is not None:  # the data key objects go from object storage too
-                self.remote.delete_destroyed(self.keyring.destroyed_ids & dek_ids)
-            return result
-
-    def record_rotation(self, *, actor: str = "operator", session: str = "") -> None:
-        """After a master-key rotation (admin.keys.rotate), record its epoch in the keyring's MAC chain
-        with a ``key-rotate`` commit, so no process writes under an older epoch again and an older
-        keyring put back is older than the history (format version 3; nothing in 1 and 2)."""
-        if not chains_key_changes(self.format_version):
-            return
-
-        def once() -> bytes:
-            state = self._sync(writer=True)
-            meta = _meta(state, actor, session, "key-rotate")
-            return self._commit(state, Transaction(self, state), meta, announce_epoch=True)
-
-        with self._writer(), self._state_lock:
-            run_racing(once, self.remote)
-
-    def adopt_master_key(self, epoch: int, key: bytes) -> None:
-        """Start wrapping new data keys under a new epoch's master key (see admin.keys.rotate)."""
-        with self._state_lock:
-            self._master_keys[epoch] = key
-            self._subkeys[epoch] = Subkeys(key, self.store_id, epoch)
-            self._epoch = max(self._master_keys)
-            self.keyring.add_wrap_key(epoch, self._subkeys[epoch].wrap)
-
-    def master_keys(self) -> dict[int, bytes]:
-        """The master key of every epoch (for wrapping into a new key slot). Handle with care."""
-        return dict(self._master_keys)
-
     @contextmanager
     def writing(self) -> Iterator[None]:
         """Hold the store's writer lock (for operator changes outside commits, e.g. key slots, or
@@ -635,7 +546,7 @@ class MemoryStore(FileReads, Hosting):
             state = self._sync(writer=True)
             txn = Transaction(self, state)
             result = fn(txn)
-            meta = _meta(state, actor, session, command, paths, findings, dict(extra or {}))
+            meta = commit_meta_after(state, actor, session, command, paths, findings, dict(extra or {}))
             return result, self._commit(state, txn, meta, settings=settings), meta
 
         with self._writer(), self._state_lock:

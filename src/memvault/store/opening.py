@@ -16,13 +16,14 @@ from ..errors import StorageError
 from ..fsutil import make_private_dir, restrict_modes
 from ..git.repo import GitStore
 from ..keys.keyring import Keyring
-from ..keys.slots import Unlock, check_new_passphrase, load_slots, new_slot, unlock_master_keys, write_slot
+from ..keys.slots import Subkeys, Unlock, check_new_passphrase, load_slots, new_slot, unlock_master_keys, write_slot
 from ..settings import KdfParams, StoreSettings
 from ..storage.url import is_remote
 from . import config as cfg
 from .atimes import AccessTimes
 from .building import new_store_dir
 from .config import FORMAT_VERSION, STORE_FILE, chains_key_changes, read_config, write_config
+from .journal import recover_after_reboot
 from .replicated import Placement, replica_for_create, replica_for_open
 
 __all__ = ["TOKEN", "Made", "create_store", "open_store"]
@@ -142,6 +143,10 @@ def open_store(
         unlocked = unlocked or unlock_master_keys(config.store_id, load_slots(root / "keys"), unlock)
         config.verify(cfg.config_key(unlocked[1], config.store_id))
         git = GitStore(root / "repo", durable=config.settings.durability == "full")
+        if placed is None:  # a replica's journal is object storage's log
+            first = min(unlocked[1])
+            recover_after_reboot(root, config.store_id, Subkeys(unlocked[1][first], config.store_id, first).keyring,
+                                 git, lock_timeout)  # fmt: skip
         store = cls(root, config.store_id, config.settings, unlocked[1], git, _token=TOKEN)
         store.format_version, store.unlocked_slot = config.version, unlocked[0].slot_id
         store.lock_timeout, store.plaintext_cache_bytes = lock_timeout, plaintext_cache_bytes

@@ -2,18 +2,26 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from .. import crypto
 from ..errors import LimitExceededError, PathExistsError
-from ..format.records import Node
+from ..format.records import CommitMeta, Node
 from ..paths import MemoryPath, exact_key
 from ..settings import StoreSettings
 from .state import StoreState, split_path
 
-__all__ = ["Transaction", "Committed", "StoreView"]
+__all__ = ["Transaction", "Committed", "StoreView", "commit_meta_after"]
+
+
+def commit_meta_after(state: StoreState, actor: str, session: str, command: str, paths: Any = (),
+                      findings: Any = None, extra: Any = None) -> CommitMeta:  # fmt: skip
+    """The metadata of the commit after ``state``, made now."""
+    return CommitMeta(state.seq + 1, time.time(), actor, session, command, paths, dict(findings or {}),
+                      extra=extra or {})  # fmt: skip
 
 
 class StoreView(Protocol):

@@ -50,6 +50,9 @@ class Counter:
 
 @pytest.mark.skipif(not fsutil.syncfs_available(), reason="syncfs needs Linux 5.8+ (the fallback is tested below)")
 def test_durable_commit_uses_one_syncfs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without the commit journal (format version 4 and older, or ``MEMVAULT_NO_JOURNAL=1``):
+    the pack, one syncfs, then the keyring's fdatasync (test_journal.py: one flush with it)."""
+    monkeypatch.setenv("MEMVAULT_NO_JOURNAL", "1")
     store = make_store(tmp_path / "s", StoreSettings(durability="full"))
     count = Counter(monkeypatch)
     memvault.MemoryTool(store).call({"command": "create", "path": "/memories/a.md", "file_text": "a\n"})
@@ -138,6 +141,7 @@ def test_none_durability_never_syncs(tmp_path: Path, monkeypatch: pytest.MonkeyP
 
 @pytest.mark.skipif(not fsutil.syncfs_available(), reason="syncfs needs Linux 5.8+")
 def test_failing_syncfs_fails_the_command_and_changes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MEMVAULT_NO_JOURNAL", "1")  # with it, a commit syncs no filesystem (test_journal.py)
     store = make_store(tmp_path / "s", StoreSettings(durability="full"))
     tool = memvault.MemoryTool(store)
     tool.call({"command": "create", "path": "/memories/a.md", "file_text": "a\n"})

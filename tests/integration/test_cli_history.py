@@ -32,7 +32,7 @@ def session(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[dict[st
     """The store after the scripted session, and ``c0..c9`` (short ids), ``C0..C9`` (full), ``t0..t9``."""
     start = int(time.time()) - 10 * 24 * HOUR - HOUR
     ticks = iter(range(100))
-    monkeypatch.setattr(memvault.store.memorystore, "_now", lambda: float(start + 12 * HOUR * next(ticks)))
+    monkeypatch.setattr(memvault.store.transaction, "commit_time", lambda: float(start + 12 * HOUR * next(ticks)))
     path = tmp_path / "store"
     store = make_store(path)  # 0: init
 

@@ -52,7 +52,7 @@ def _build(path: Path, key: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, 
     """#0 init, #1 a.md, #2 an edit by a long actor name, #3 d/b.md, #4 c.md, #5 e.md with a
     scrubber finding; commit N at T0 + N hours."""
     ticks = iter(range(100))
-    monkeypatch.setattr(memvault.store.memorystore, "_now", lambda: float(T0 + 3600 * next(ticks)))
+    monkeypatch.setattr(memvault.store.transaction, "commit_time", lambda: float(T0 + 3600 * next(ticks)))
     store = memvault.MemoryStore.create(path, key_file=key)
     tool = memvault.MemoryTool(store, actor="claude", session="s-1")
     tool.call({"command": "create", "path": "/memories/a.md", "file_text": "one\n"})

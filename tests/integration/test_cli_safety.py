@@ -32,7 +32,7 @@ import memvault
 from memvault.cli import main
 from memvault.errors import ConflictError, RedactedError, StoreExistsError
 from memvault.keys.slots import read_key_file
-from memvault.store import building, memorystore, opening
+from memvault.store import building, memorystore, opening, transaction
 
 NOTES = "/memories/notes.md"
 OTHER = "/memories/other.md"
@@ -56,7 +56,7 @@ def cli(tmp_path: Path, key_file: Path, monkeypatch: pytest.MonkeyPatch) -> Iter
     the CLI's environment."""
     root = tmp_path / "store"
     with monkeypatch.context() as m:
-        m.setattr(memorystore, "_now", lambda: time.time() - 7200)
+        m.setattr(transaction, "commit_time", lambda: time.time() - 7200)
         with memvault.MemoryStore.create(root, key_file=key_file) as s:
             s.put_file(NOTES, "alpha secret v1\n")
             s.put_file(NOTES, "alpha secret v2\n")

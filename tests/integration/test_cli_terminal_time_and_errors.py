@@ -15,7 +15,7 @@ from memvault import history
 from memvault.cli import main
 from memvault.cli._common import terminal_safe
 from memvault.erasure import redact as shred
-from memvault.store import memorystore as store_module
+from memvault.store import transaction as store_module
 
 
 class _Tty(io.StringIO):
@@ -61,7 +61,7 @@ def test_since_survives_a_clock_set_back(store_path: Path, monkeypatch: pytest.M
     tool = memvault.MemoryTool(store)
     now = time.time()
     for i, t in enumerate([now, now - 3600, now + 10]):
-        monkeypatch.setattr(store_module, "_now", lambda t=t: t)
+        monkeypatch.setattr(store_module, "commit_time", lambda t=t: t)
         tool.call({"command": "create", "path": f"/memories/{i}.md", "file_text": "x"})
     # #2 was made "an hour ago" by a clock set back; #1 and #0 (init) come after it in the chain.
     assert [c.seq for c in history.log(store, since=now - 60)] == [3, 1, 0]
@@ -69,7 +69,7 @@ def test_since_survives_a_clock_set_back(store_path: Path, monkeypatch: pytest.M
 
 def test_at_time_to_the_second_selects_that_commit(store_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     store = make_store(store_path)
-    monkeypatch.setattr(store_module, "_now", lambda: 1_800_000_000.75)
+    monkeypatch.setattr(store_module, "commit_time", lambda: 1_800_000_000.75)
     memvault.MemoryTool(store).call({"command": "create", "path": "/memories/a.md", "file_text": "x"})
     shown = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(1_800_000_000.75))  # as log prints it (UTC here)
     assert history.resolve(store, f"@{{{shown}}}") == store.head[0]

@@ -19,7 +19,7 @@ import memvault
 from conftest import FAST_KDF, PASSPHRASE
 from memvault.errors import IntegrityError, MemvaultError, RollbackDetectedError, StorageError, StoreExistsError
 from memvault.protocol.commands import run_command
-from memvault.store import memorystore
+from memvault.store import memorystore, transaction
 
 SECRET_TEXT = "Patient Jane Roe, MRN 4417-22, allergic to penicillin"
 SECRET_PATH = "/memories/clinic/roe_jane.md"
@@ -169,7 +169,7 @@ def test_read_times_survive_a_bucket_that_names_another_store(s3_env, tmp_path: 
     url = s3_env.url("t")
     days = 86400.0
     with monkeypatch.context() as m:  # written five days ago
-        m.setattr(memorystore, "_now", lambda: time.time() - 5 * days)
+        m.setattr(transaction, "commit_time", lambda: time.time() - 5 * days)
         host = _create(url, tmp_path / "a")
         _cmd(host, command="create", path="/memories/daily.md", file_text="read every day\n")
     assert "read every day" in _cmd(host, command="view", path="/memories/daily.md")  # read today

@@ -52,6 +52,7 @@ ENVIRONMENT = (
     ("MEMVAULT_DREAM_MODEL", "the model of memvault dream (ANTHROPIC_API_KEY: its credentials)"),
     ("MEMVAULT_SERVER_URL, MEMVAULT_API_KEY", "the memvault server and API key of mcp --server (RemoteMemoryTool)"),
     ("MEMVAULT_NO_SYNCFS", "1: sync each file of a commit, not one syncfs(2) (Linux)"),
+    ("MEMVAULT_NO_JOURNAL", "1: flush a durable commit twice, not through the commit journal (Linux)"),
     ("MEMVAULT_NO_SCRUB_CACHE", "1: compile the scrubber's patterns in each process, not load them from the cache"),
 )
 

@@ -13,12 +13,14 @@ from typing import Any
 
 from ..fsutil import wipe_file
 from ..store import MemoryStore
+from ..store.journal import FILE_NAME as JOURNAL_FILE
 
 __all__ = ["ShredReceipt", "shred_store", "KEY_MATERIAL"]
 
 #: The files of a store directory that hold or name keys, destroyed first: the keyring (every
-#: wrapped data key), the configuration, the access-time file and a replica's own files.
-KEY_MATERIAL = ("keyring", "memvault.json", "access", "remote-mark", "remote-packs")
+#: wrapped data key), the commit journal (those of recent commits), the configuration, the
+#: access-time file and a replica's own files.
+KEY_MATERIAL = ("keyring", JOURNAL_FILE, "memvault.json", "access", "remote-mark", "remote-packs")
 
 
 @dataclass(frozen=True)

@@ -156,7 +156,10 @@ class Journal:
     def _start(self, fd: int, generation: int) -> None:
         """Begin ``generation`` after a ``syncfs`` made every earlier write durable: the file at
         its full size (written once, so that entries overwrite allocated blocks) and a new header."""
-        sync_filesystem(self._root)
+        if syncfs_available():
+            sync_filesystem(self._root)
+        else:  # recovering, on a host that does not journal (macOS, older Linux)
+            os.sync()
         if os.fstat(fd).st_size < CAPACITY:
             pwrite_all(fd, bytes(CAPACITY), 0)
         pwrite_all(fd, self._header(generation, boot_id() or _NO_BOOT).ljust(BLOCK, b"\0"), 0)
@@ -245,15 +248,16 @@ class Journal:
     # -- recovery -------------------------------------------------------------------------------
 
     def needs_recovery(self) -> bool:
-        """Whether this journal was last written under another boot (or on a platform without a
-        boot id), so its writes after the last flush may be lost: :meth:`recover` must run first."""
+        """Whether this journal was last written under another boot (a host without a boot id
+        counts as one boot of its own), so writes after its last flush may be lost:
+        :meth:`recover` must run first."""
         try:
             fd = os.open(self._path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
         except FileNotFoundError:
             return False
         with opened(fd):
             header = self._read_header(fd)
-        return header is not None and (boot_id() is None or header[1] != boot_id())
+        return header is not None and header[1] != (boot_id() or _NO_BOOT)
 
     def recover(self, keyring: Path, install: Callable[[Entry], object]) -> int:
         """After a reboot: rebuild the keyring file's tail from the entries (docs/format.md §7.1)

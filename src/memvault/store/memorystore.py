@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
@@ -37,7 +36,7 @@ from ..paths import parse_path, sibling_key
 from ..remote.replica import Replica
 from ..settings import KdfParams, StoreSettings
 from . import config as cfg
-from . import opening, upkeep
+from . import opening, transaction, upkeep
 from .access import AccessLog
 from .atimes import FILE_NAME as ATIMES_FILE
 from .atimes import AccessTimes
@@ -62,10 +61,6 @@ CLOSE_PACK_SECONDS = 3.0
 #: ... and merges packs holding at most this many bytes together (``memvault gc`` merges any).
 CLOSE_MERGE_BYTES = 64 * 1024 * 1024
 T = TypeVar("T")
-
-
-def _now() -> float:
-    return time.time()
 
 
 class _LiveTokens:
@@ -241,7 +236,9 @@ class MemoryStore(FileReads, Hosting, KeyChanges):
 
     def write_first_commit(self, settings: StoreSettings) -> None:
         """Write commit #0 of a new store (store construction only, :mod:`.opening`)."""
-        self._head.state = self._writer_of_commits.write_initial(self.format_version, _now(), settings)
+        self._head.state = self._writer_of_commits.write_initial(
+            self.format_version, transaction.commit_time(), settings
+        )
 
     @property
     def config_key(self) -> bytes:

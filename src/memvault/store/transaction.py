@@ -14,13 +14,18 @@ from ..paths import MemoryPath, exact_key
 from ..settings import StoreSettings
 from .state import StoreState, split_path
 
-__all__ = ["Transaction", "Committed", "StoreView", "commit_meta_after"]
+__all__ = ["Transaction", "Committed", "StoreView", "commit_meta_after", "commit_time"]
+
+
+def commit_time() -> float:
+    """Seconds since the epoch that a new commit records (tests move this clock)."""
+    return time.time()
 
 
 def commit_meta_after(state: StoreState, actor: str, session: str, command: str, paths: Any = (),
                       findings: Any = None, extra: Any = None) -> CommitMeta:  # fmt: skip
     """The metadata of the commit after ``state``, made now."""
-    return CommitMeta(state.seq + 1, time.time(), actor, session, command, paths, dict(findings or {}),
+    return CommitMeta(state.seq + 1, commit_time(), actor, session, command, paths, dict(findings or {}),
                       extra=extra or {})  # fmt: skip
 
 

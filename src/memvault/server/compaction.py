@@ -253,6 +253,8 @@ class BackgroundGc:
             return
         with self._cond:
             position = self._seen.get(store_id, -1)
+            if threshold > 0 and position - self._known.get(store_id, -1) < threshold:
+                return  # a run since it was queued has compacted it
         try:
             if threshold > 0:
                 newest = self._newest_checkpoint(store_id, position - threshold)

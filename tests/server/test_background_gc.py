@@ -242,3 +242,26 @@ def test_a_local_root_runs_no_gc_and_serve_documents_the_options(
     text = " ".join(capsys.readouterr().out.split())
     for needle in ("--gc-every", "--gc-interval", "--gc-grace", "MEMVAULT_GC_EVERY", "MEMVAULT_GC_INTERVAL"):
         assert needle in text
+
+
+def test_the_interval_compacts_a_quiet_store_and_deletes_once_the_grace_period_has_passed(
+    s3_env: Any, tmp_path: Path
+) -> None:
+    key, store_id = make_root(s3_env, tmp_path)
+    with serving(s3_env, tmp_path / "writer", GcPolicy()) as (_root, _app, url, _runs):
+        for n in range(3):
+            client(url, key).create(store_id, path=f"/m{n}.md", content="x")
+    with serving(s3_env, tmp_path / "cache", GcPolicy(interval=0.3, grace=1.5)) as (_root, _app, url, runs):
+        assert len(client(url, key).list(store_id).data) == 3  # a read: the process knows the store now
+        wait_for(lambda: bool(runs))  # no count given: the interval's pass
+        assert runs[0].outcome == "compacted" and runs[0].deleted == 0  # within the grace period nothing goes
+        keys = store_keys(s3_env, store_id)
+        (position,) = [int(m.group(1)) for k in keys if (m := CHECKPOINT.search(k))]
+        assert [k for k in keys if (m := RECORD.search(k)) and int(m.group(1)) <= position]
+        wait_for(lambda: len(runs) >= 2, seconds=20)  # once the grace period has passed, a pass deletes
+        assert runs[1].outcome == "current" and runs[1].deleted > 0
+        keys = store_keys(s3_env, store_id)
+        assert not [k for k in keys if (m := RECORD.search(k)) and int(m.group(1)) <= position]
+        time.sleep(0.7)
+        assert all(r.outcome == "current" for r in runs[1:])  # nothing new: no other checkpoint
+        assert len([k for k in store_keys(s3_env, store_id) if CHECKPOINT.search(k)]) == 1

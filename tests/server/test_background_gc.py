@@ -265,3 +265,28 @@ def test_the_interval_compacts_a_quiet_store_and_deletes_once_the_grace_period_h
         time.sleep(0.7)
         assert all(r.outcome == "current" for r in runs[1:])  # nothing new: no other checkpoint
         assert len([k for k in store_keys(s3_env, store_id) if CHECKPOINT.search(k)]) == 1
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "said"),
+    [
+        (["--gc-every", "-1"], {}, "--gc-every"),
+        ([], {"MEMVAULT_GC_EVERY": "often"}, "MEMVAULT_GC_EVERY"),
+        ([], {"MEMVAULT_GC_INTERVAL": "-5"}, "--gc-interval"),
+        (["--gc-every", "10", "--gc-grace", "-1"], {}, "grace"),
+    ],
+)
+def test_serve_refuses_bad_gc_options_before_asking_for_a_key(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    args: list[str],
+    env: dict[str, str],
+    said: str,
+) -> None:
+    for name in ("MEMVAULT_PASSPHRASE", "MEMVAULT_KEY", "MEMVAULT_KEY_FILE"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert main(["serve", str(tmp_path / "root"), "--port", "0", *args]) != 0
+    assert said in capsys.readouterr().err

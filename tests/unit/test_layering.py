@@ -117,7 +117,7 @@ ORDER = {
     "admin": ["keys", "config", "status", "audit", "remote_gc"],
     "agent": ["mcphttp", "tool", "remote", "mcp", "demo"],
     "memories": ["ids", "model", "paths", "cursor", "index", "versions", "ops"],
-    "server": ["catalog", "errors", "openstores", "replicas", "root", "ops", "views", "app", "run"],
+    "server": ["catalog", "errors", "compaction", "openstores", "replicas", "root", "ops", "views", "app", "run"],
     "server/views": ["base", "health", "memories", "stores", "versions", "tool"],
     "ui": ["textview", "sessions", "jobs", "backend", "views", "app"],
     "ui/views": ["base", "login", "tree", "file", "history", "commit", "checks", "dreams", "erase", "undo"],

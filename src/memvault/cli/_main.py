@@ -41,6 +41,7 @@ ENVIRONMENT = (
     ),
     ("MEMVAULT_CACHE_BYTES", "the bound of that cache's packs"),
     ("MEMVAULT_GC_GRACE", "seconds before memvault gc deletes what a checkpoint supersedes in object storage"),
+    ("MEMVAULT_GC_EVERY, MEMVAULT_GC_INTERVAL", "memvault serve --gc-every and --gc-interval (background gc)"),
     (
         "MEMVAULT_ANCHOR_DIR",
         "this host's anchors of stores and high-water marks of stores in object storage"

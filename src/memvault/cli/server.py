@@ -8,6 +8,7 @@ secret is printed once, as the last line of standard output. Needs ``memvault[se
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -16,6 +17,7 @@ from ._common import credentials, fmt_time, port_number, print_json, terminal_sa
 
 if TYPE_CHECKING:
     from ..keys.slots import Unlock
+    from ..server.compaction import GcPolicy
     from ..server.root import ServerRoot
 
 __all__ = ["register"]
@@ -135,6 +137,31 @@ def _cmd_stores(args: argparse.Namespace) -> int:
     return ExitStatus.SUCCESS
 
 
+def _from_env(value: float | None, name: str, option: str) -> float:
+    """``value`` if the option was given, else the variable ``name`` (0 when unset)."""
+    if value is not None:
+        return value
+    raw = os.environ.get(name, "").strip()
+    try:
+        return float(raw) if raw else 0.0
+    except ValueError:
+        raise InvalidInputError(f"Error: ${name} ({option}) must be a number.") from None
+
+
+def _gc_policy(args: argparse.Namespace) -> GcPolicy:
+    from ..remote.compact import grace_seconds
+    from ..server.compaction import GC_EVERY_ENV, GC_INTERVAL_ENV, GcPolicy
+
+    every = _from_env(args.gc_every, GC_EVERY_ENV, "--gc-every")
+    if every != int(every):
+        raise InvalidInputError("Error: --gc-every must be a whole number of commits.")
+    policy = GcPolicy(every=int(every), interval=_from_env(args.gc_interval, GC_INTERVAL_ENV, "--gc-interval"),
+                      grace=args.gc_grace)  # fmt: skip
+    if policy.enabled:
+        grace_seconds(policy.grace)  # a bad grace period fails here, not in every run
+    return policy
+
+
 def _cmd_serve(args: argparse.Namespace) -> int:
     try:
         from ..server.run import ServeOptions, check_bind, serve
@@ -144,10 +171,11 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     check_bind(args.host, args.allow_remote)  # before asking for a key
     if args.workers < 1:
         raise InvalidInputError("Error: --workers must be at least 1.")
+    gc = _gc_policy(args)
     options = ServeOptions(
         args.root, _unlock(), host=args.host, port=args.port, workers=args.workers, allow_remote=args.allow_remote,
         rate=args.rate, burst=args.burst, open_stores=args.open_stores, log_level=args.log_level,
-        store_requests=args.store_requests, cache_replicas=args.cache_replicas, cache_bytes=args.cache_bytes,
+        store_requests=args.store_requests, cache_replicas=args.cache_replicas, cache_bytes=args.cache_bytes, gc=gc,
     )  # fmt: skip
 
     def announce(url: str) -> None:
@@ -244,6 +272,18 @@ def register(sub: Any) -> None:
                             "recently used closed ones beyond are deleted (default: 256; 0: no bound)")  # fmt: skip
     serve.add_argument("--cache-bytes", type=int, default=0,
                        help="a root in object storage: bytes kept in them at most (default: 0, no bound)")  # fmt: skip
+    serve.add_argument("--gc-every", type=int, default=None, metavar="N",
+                       help="a root in object storage: compact a store in the background (its own replica, under the "
+                            "store's gc lease) once N commits were made since its newest checkpoint (default: "
+                            "$MEMVAULT_GC_EVERY, else 0: off); the process needs delete rights in the bucket",
+                       )  # fmt: skip
+    serve.add_argument("--gc-interval", type=float, default=None, metavar="SECONDS",
+                       help="a root in object storage: every SECONDS, also compact each store with a commit since its "
+                            "newest checkpoint or deletions due after the grace period (default: "
+                            "$MEMVAULT_GC_INTERVAL, else 0: off)")  # fmt: skip
+    serve.add_argument("--gc-grace", type=float, default=None, metavar="SECONDS",
+                       help="grace period of those runs before superseded or orphaned objects are deleted (default: "
+                            "$MEMVAULT_GC_GRACE, else 3600; keep it above 300 except in tests)")  # fmt: skip
     serve.add_argument("--log-level", choices=("debug", "info", "warning", "error"), default="info",
                        help="level of the server log on stderr; info includes one access line per request")  # fmt: skip
     serve.set_defaults(func=_cmd_serve)

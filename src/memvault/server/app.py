@@ -64,6 +64,7 @@ class ServerApp:
         self.max_body_bytes = max_body_bytes
         self.limiter = RateLimiter(rate, burst or max(1, int(rate * 2)))
         self.metrics = Metrics()
+        root.gc.observers.append(self.metrics.gc_run)
         self.access_log = AccessLog()
         self.store_cursors = CursorSealer(root.derive("cursor"), b"catalog")
         #: Reads of the catalog's head that run beside a request's work (roots in object storage).

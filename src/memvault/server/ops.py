@@ -5,8 +5,10 @@ request id, API key id, route template (never the URL: it carries ids, paths and
 method, status, latency and the memory store id. Never content, paths or secrets.
 
 Metrics (``prometheus-client``): ``memvault_requests_total{route,method,status}``,
-``memvault_request_seconds{route}``, ``memvault_commits_total{kind}`` and
-``memvault_open_stores``. With several worker processes, ``memvault serve`` points
+``memvault_request_seconds{route}``, ``memvault_commits_total{kind}``,
+``memvault_open_stores``, and for the background gc of a root in object storage
+``memvault_gc_runs_total{outcome}``, ``memvault_gc_seconds`` and
+``memvault_gc_deleted_objects_total``. With several worker processes, ``memvault serve`` points
 ``PROMETHEUS_MULTIPROC_DIR`` at a private directory and ``/metrics`` adds up every worker.
 
 Rate limits: a token bucket per API key and process (``rate`` requests per second, bursts of
@@ -24,6 +26,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest, multiprocess
 
+from .compaction import GcRun
 from .errors import ApiError
 
 __all__ = ["AccessLog", "Metrics", "RateLimiter"]
@@ -55,12 +58,26 @@ class Metrics:
         self.commits = Counter("memvault_commits", "Commits made through the server", ["kind"], **kwargs)
         self.open_stores = Gauge("memvault_open_stores", "Memory stores open in this process", **kwargs,
                                  multiprocess_mode="livesum")  # fmt: skip
+        self.gc_runs = Counter("memvault_gc_runs", "Background gc steps by outcome", ["outcome"], **kwargs)
+        self.gc_seconds = Histogram(
+            "memvault_gc_seconds", "Time of a background gc run", **kwargs,
+            buckets=(0.1, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 900.0),
+        )  # fmt: skip
+        self.gc_deleted = Counter("memvault_gc_deleted_objects", "Objects a background gc deleted", **kwargs)
         if multiproc:
             multiprocess.MultiProcessCollector(self.registry)  # type: ignore[no-untyped-call]
 
     def commit(self, kind: str) -> None:
         """Count one commit of ``kind``."""
         self.commits.labels(kind).inc()
+
+    def gc_run(self, run: GcRun) -> None:
+        """Count one step of the background gc (its time only for a run that opened the store)."""
+        self.gc_runs.labels(run.outcome).inc()
+        if run.outcome in ("compacted", "current", "failed"):
+            self.gc_seconds.observe(run.seconds)
+        if run.deleted:
+            self.gc_deleted.inc(run.deleted)
 
     def observe(self, route: str, method: str, status: int, seconds: float) -> None:
         """Count one answered request."""

@@ -35,7 +35,8 @@ from ..memories import Memories
 from ..paths import parse_path
 from ..remote.replica import cache_dir_for
 from ..settings import KdfParams, StoreSettings
-from ..storage.url import is_remote, parse_url
+from ..storage.base import ObjectStore
+from ..storage.url import is_remote, open_backend, parse_url
 from ..store import MemoryStore, Transaction
 from .catalog import (
     KEYS_DIR,
@@ -48,6 +49,7 @@ from .catalog import (
     parse_store,
     record_bytes,
 )
+from .compaction import STOP_SECONDS, BackgroundGc, GcPolicy
 from .openstores import OpenStores
 from .replicas import DEFAULT_REPLICAS, ReplicaCache
 
@@ -139,12 +141,15 @@ class ServerRoot:
         cache_replicas, cache_bytes: for a root in object storage, how many replicas of its stores
             this host keeps in its cache, and how many bytes in them (0: no bound); the least
             recently used closed ones beyond are deleted (:mod:`.replicas`).
+        gc: for a root in object storage, when this process compacts its stores in the background
+            (:mod:`.compaction`; default: never; nothing for a local root).
     """
 
     def __init__(
         self, location: str, catalog: MemoryStore, *, cache_dir: str | None = None,
         open_stores: int = DEFAULT_OPEN_STORES, lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
         store_requests: int = DEFAULT_STORE_REQUESTS, cache_replicas: int = DEFAULT_REPLICAS, cache_bytes: int = 0,
+        gc: GcPolicy | None = None,
     ) -> None:  # fmt: skip
         self.location = location
         self.catalog = catalog
@@ -165,6 +170,8 @@ class ServerRoot:
                                      is_open=self._stores.is_open)  # fmt: skip
         #: The replica in-use marks of open stores in object storage (:meth:`ReplicaCache.hold`).
         self._held: dict[int, int] = {}
+        #: The background compaction of this process (a local root: never any).
+        self.gc = BackgroundGc(self, gc if gc is not None and self._remote else GcPolicy())
 
     # -- construction ----------------------------------------------------------------------------
 
@@ -198,6 +205,7 @@ class ServerRoot:
         cls, location: str | os.PathLike[str], unlock: Unlock, *, cache_dir: str | None = None,
         open_stores: int = DEFAULT_OPEN_STORES, lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
         store_requests: int = DEFAULT_STORE_REQUESTS, cache_replicas: int = DEFAULT_REPLICAS, cache_bytes: int = 0,
+        gc: GcPolicy | None = None,
     ) -> ServerRoot:  # fmt: skip
         """Open the server root at ``location`` with the catalog's key (the options as for the class).
 
@@ -211,7 +219,8 @@ class ServerRoot:
         catalog = MemoryStore.open(_join(root, CATALOG), unlock=unlock, cache_dir=cache_dir,
                                    lock_timeout=lock_timeout)  # fmt: skip
         return cls(root, catalog, cache_dir=cache_dir, open_stores=open_stores, lock_timeout=lock_timeout,
-                   store_requests=store_requests, cache_replicas=cache_replicas, cache_bytes=cache_bytes)  # fmt: skip
+                   store_requests=store_requests, cache_replicas=cache_replicas, cache_bytes=cache_bytes,
+                   gc=gc)  # fmt: skip
 
     def derive(self, purpose: str) -> bytes:
         """A 32-byte key of this root for ``purpose`` (cursor keys, key digests, store keys)."""
@@ -226,7 +235,9 @@ class ServerRoot:
         return Unlock(raw_key=self.derive("store-key/" + store_id))
 
     def close(self) -> None:
-        """Close every open store and the catalog."""
+        """Stop the background gc (waiting at most :data:`~.compaction.STOP_SECONDS` for a run in
+        progress), close every open store and the catalog."""
+        self.gc.stop(STOP_SECONDS)
         self._stores.close()
         self.catalog.close()
 
@@ -365,6 +376,7 @@ class ServerRoot:
         every file or object destroyed (``shred-store``), then its record removed."""
         record = self.store(store_id)
         self._write(replace(record, deleting=True), actor=actor, command="store-delete")
+        self.gc.forget(store_id)  # this process's gc of it has finished (no checkpoint after the shredding)
         self._evict(store_id)
         self._destroy(store_id)
         self._remove(record, actor=actor)
@@ -413,6 +425,9 @@ class ServerRoot:
         self.store(store_id, registry)
         with self._stores.use(store_id) as memories:
             yield memories
+            remote = memories.store.remote
+            if remote is not None:
+                self.gc.note(store_id, remote.next_commit)
 
     def _evict(self, store_id: str) -> None:
         self._stores.evict(store_id)
@@ -442,6 +457,27 @@ class ServerRoot:
         if self._cache_dir is not None:
             return Path(os.path.abspath(self._cache_dir), store_id)
         return cache_dir_for(str(parse_url(store_location(self.location, store_id))))
+
+    # -- what the background gc needs (:class:`.compaction.GcHost`) ---------------------------------
+
+    def gc_cache_dir(self, store_id: str) -> Path:
+        """The replica a background gc of ``store_id`` uses: beside the serving replicas, in ``gc/``."""
+        serving = self._replica_dir(store_id)
+        return serving.parent / "gc" / serving.name
+
+    def open_for_gc(self, store_id: str, cache_dir: Path) -> MemoryStore:
+        """Store ``store_id`` opened with its replica in ``cache_dir`` (not the serving one)."""
+        return MemoryStore.open(store_location(self.location, store_id), unlock=self.store_unlock(store_id),
+                                cache_dir=cache_dir, lock_timeout=self._lock_timeout)  # fmt: skip
+
+    def store_objects(self, store_id: str) -> ObjectStore:
+        """The objects of store ``store_id`` in object storage."""
+        return open_backend(parse_url(store_location(self.location, store_id)))
+
+    def is_live(self, store_id: str) -> bool:
+        """Whether ``store_id`` is a store of the root, not being deleted, as the last catalog read found."""
+        record = self.last_registry().stores.get(store_id)
+        return record is not None and not record.deleting
 
     @property
     def remote(self) -> bool:

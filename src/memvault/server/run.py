@@ -23,10 +23,14 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidInputError
 from ..keys.slots import Unlock
+from ..storage.url import is_remote
+
+if TYPE_CHECKING:
+    from .compaction import GcPolicy
 
 __all__ = ["ServeOptions", "is_loopback", "check_bind", "serve", "bind", "quiet_server_class"]
 
@@ -82,7 +86,7 @@ class ServeOptions:
         self, location: str, unlock: Unlock, *, host: str = "127.0.0.1", port: int = 8080, workers: int = 1,
         allow_remote: bool = False, rate: float = 0.0, burst: int = 0, open_stores: int = 64,
         cache_dir: str | None = None, log_level: str = "info", store_requests: int = 16, cache_replicas: int = 256,
-        cache_bytes: int = 0,
+        cache_bytes: int = 0, gc: GcPolicy | None = None,
     ) -> None:  # fmt: skip
         self.location = location
         self.unlock = unlock
@@ -98,6 +102,8 @@ class ServeOptions:
         self.cache_bytes = cache_bytes
         self.cache_dir = cache_dir
         self.log_level = log_level
+        #: When each worker compacts the root's stores in the background (a root in object storage).
+        self.gc = gc
 
 
 def _url(sock: socket.socket, host: str) -> str:
@@ -161,7 +167,10 @@ def _run_worker(
 
     root = ServerRoot.open(options.location, options.unlock, cache_dir=options.cache_dir,
                            open_stores=options.open_stores, store_requests=options.store_requests,
-                           cache_replicas=options.cache_replicas, cache_bytes=options.cache_bytes)  # fmt: skip
+                           cache_replicas=options.cache_replicas, cache_bytes=options.cache_bytes,
+                           gc=options.gc)  # fmt: skip
+    if options.gc is not None and options.gc.enabled and not is_remote(options.location):
+        _log.info("--gc-every and --gc-interval do nothing for a local root (its stores need no compaction)")
     try:
         root.finish_deletions()
     except Exception as err:  # the next worker or start tries again

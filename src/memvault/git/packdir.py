@@ -363,9 +363,10 @@ class PackDirectory:
         write_all(fd, checksum)
         return index, checksum
 
-    def _remove_pack_files(self, base: str) -> None:
-        """Remove a pack, its index first (so no reader starts using it), best effort."""
-        for ext in (".idx", ".pack", *_PACK_EXTRAS):
+    def _remove_pack_files(self, base: str, extras: Iterable[str] = _PACK_EXTRAS) -> None:
+        """Remove a pack, its index first (so no reader starts using it), and those of ``extras``
+        (file name endings) it has, best effort."""
+        for ext in (".idx", ".pack", *extras):
             try:
                 os.unlink(base + ext)
             except FileNotFoundError:
@@ -377,8 +378,13 @@ class PackDirectory:
     def _retire(self, bases: list[str]) -> None:
         """Remove packs whose objects a durable merged pack now holds (best effort: a pack left
         behind only holds duplicates), and drop them from dulwich's cache."""
+        try:  # git's extra files, if any: one listing, not a failed removal per pack and kind
+            names = [n for n in os.listdir(self._pack_base) if n.endswith(_PACK_EXTRAS)]
+        except OSError:
+            names = []
         for base in bases:
-            self._remove_pack_files(base)
+            stem = os.path.basename(base)
+            self._remove_pack_files(base, [e for e in _PACK_EXTRAS if stem + e in names])
         self._reader.forget(bases)
         self._on_retired()
 

@@ -152,7 +152,8 @@ def setup(base: Path, files: int, layout: str) -> dict[str, float]:
     key.chmod(0o600)
     os.chmod(key, 0o600)
     t0 = time.perf_counter()
-    settings = memvault.StoreSettings(max_files=files + 100)
+    content = sum(len(NOTE.format(i=i)) for i in range(files))
+    settings = memvault.StoreSettings(max_files=files + 100, max_total_bytes=max(2 * content, 1 << 30))
     store = memvault.MemoryStore.create(base / "store", key_file=key, settings=settings)
 
     def seed(txn: Any) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
+from ..errors import IntegrityError
 from ..git.objects import MODE_BLOB, MODE_TREE
 
 __all__ = [
@@ -106,25 +107,37 @@ def shape_problem(entries: Entries, role: str, depth: int = 2) -> str | None:
 
 
 def fanout_depth(root: Entries, read: Callable[[bytes], Entries]) -> int:
-    """The depth of a fan-out root: how many trees lead to its first blob along the first
-    entries (2, 3 or 4; 2 when that is none of them, or for a layout 1 or empty root: whatever
-    it is, the role checks then find what does not fit). Reads at most three trees.
-
-    Raises:
-        whatever ``read`` raises for a tree that cannot be read.
+    """The depth of a fan-out root: how many trees lead to its first blob (2, 3 or 4; 2 when
+    that is none of them, or for a layout 1 or empty root: whatever it is, the role checks then
+    find what does not fit). A tree that ``read`` refuses (IntegrityError) is passed over for
+    the next one, so that a hostile shard tree is refused when its shard is first needed, as in
+    layout 2 (docs/format.md §8); when no blob is reached, a refused tree is taken for a shard
+    tree. Reads four trees in a store that has none memvault did not write.
     """
     if not root or b"i" in root:
         return 2
-    entries, depth = root, 0
-    while entries:
-        mode, obj_id = entries[min(entries)]
-        if mode != MODE_TREE:
-            return depth if depth in FANOUT_LAYOUTS else 2
-        depth += 1
-        if depth > max(FANOUT_LAYOUTS):
-            return 2
-        entries = read(obj_id)
-    return 2
+    refused = 0
+
+    def first_blob(entries: Entries, depth: int) -> int:
+        nonlocal refused
+        for name in sorted(entries):
+            mode, obj_id = entries[name]
+            if mode != MODE_TREE:
+                return depth
+            if depth >= max(FANOUT_LAYOUTS):
+                return 0
+            try:
+                below = read(obj_id)
+            except IntegrityError:
+                refused = refused or depth + 1
+                continue
+            found = first_blob(below, depth + 1)
+            if found:
+                return found
+        return 0
+
+    depth = first_blob(root, 0) or refused
+    return depth if depth in FANOUT_LAYOUTS else 2
 
 
 def fresh_layout(format_version: int, max_files: int) -> int:

@@ -136,7 +136,7 @@ SEEDED = {"/memories/a.md": "alpha\n", "/memories/notes/b.md": "bravo\n"} | {
     f"/memories/more/f{i}.md": f"file {i}\n" for i in range(12)
 }
 #: ``max_files`` that makes a format version 6 store file its first node in layout 3 or 4.
-MAX_FILES = {3: 10_000, 4: 100_000}
+MAX_FILES = {3: 100_000, 4: 1_000_000}
 
 
 def _seed(path: Path, layout: int = 2) -> None:

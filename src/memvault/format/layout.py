@@ -20,6 +20,7 @@ __all__ = [
     "ROLES",
     "ROLE_NAMES",
     "FANOUT_LAYOUTS",
+    "SHARD_ENTRIES",
     "Entries",
     "Memo",
     "root_roles",
@@ -42,8 +43,9 @@ Memo = dict[tuple[bytes, str, bytes], dict[bytes, bytes]]
 #: The fan-out layouts (their number is their depth) and the letter of their roles.
 FANOUT_LAYOUTS = {2: "s", 3: "t", 4: "u"}
 #: Largest ``max_files`` for which a new store of format version 6 takes each fan-out layout:
-#: at most 16 entries per index shard when the store is full (:func:`fresh_layout`).
-_FRESH_LIMITS = ((2, 16 * 16**2), (3, 16 * 16**3))
+#: at most 32 entries per index shard, on average, when the store is full (:func:`fresh_layout`).
+SHARD_ENTRIES = 32
+_FRESH_LIMITS = ((2, SHARD_ENTRIES * 16**2), (3, SHARD_ENTRIES * 16**3))
 
 _HEX1 = re.compile(rb"\A[0-9a-f]\Z")
 _HEX62 = re.compile(rb"\A[0-9a-f]{62}\Z")
@@ -143,7 +145,7 @@ def fanout_depth(root: Entries, read: Callable[[bytes], Entries]) -> int:
 def fresh_layout(format_version: int, max_files: int) -> int:
     """The layout of a commit on the empty tree: 1 in a format version 1 store, 2 in versions 2
     to 5, and from version 6 the shallowest fan-out layout that keeps a full store (``max_files``
-    files and directories' worth) at 16 entries or fewer per shard."""
+    nodes) at :data:`SHARD_ENTRIES` or fewer per shard on average (layout 4 beyond 131,072)."""
     if format_version < 2:
         return 1
     if format_version < 6:

@@ -87,6 +87,8 @@ class StateReader:
         self.max_files = 100_000
         self._layout = LayoutChecker(git.tree_entries)
         self._subtrees: layout.Memo = {}
+        #: Fan-out depth of the roots whose first subtree is the key (:meth:`shard_digits`).
+        self._depths: dict[bytes, int] = {}
         self._commits: OrderedDict[bytes, OpenedCommit] = OrderedDict()
         self._shards: OrderedDict[bytes, dict[bytes, Node]] = OrderedDict()
         self._contents: OrderedDict[bytes, bytes] = OrderedDict()
@@ -154,7 +156,18 @@ class StateReader:
             IntegrityError: a tree on the way to the first blob cannot be read.
         """
         root = self.git.tree_entries(tree_id)
-        return 2 if b"i" in root else layout.fanout_depth(root, self.git.tree_entries)
+        if b"i" in root or not root:
+            return 2
+        # Remembered by the root's first subtree, which consecutive commits mostly share: one
+        # commit after another, the trees below it are not read again to find the depth.
+        first = root[min(root)][1]
+        depth = self._depths.get(first)
+        if depth is None:
+            depth = layout.fanout_depth(root, self.git.tree_entries)
+            if len(self._depths) >= _SUBTREE_CACHE_ENTRIES:
+                self._depths.clear()
+            self._depths[first] = depth
+        return depth
 
     def shard_blobs(self, tree_id: bytes) -> dict[bytes, bytes]:
         """``shard -> index blob id`` of a commit's tree.
@@ -376,6 +389,7 @@ class StateReader:
         self._shards.clear()
         self._commits.clear()
         self._subtrees.clear()
+        self._depths.clear()
         self._layout.forget()
 
     def forget_plaintext(self) -> None:

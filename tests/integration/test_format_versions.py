@@ -265,7 +265,7 @@ def test_upgrade_rereads_the_configuration_under_the_lock(tmp_path: Path, monkey
         (root / "memvault.json").write_text(json.dumps(config))
         with pytest.raises(IntegrityError, match="Unsupported"):
             store.upgrade_format()
-    assert _config(root)["version"] == 6
+    assert _config(root)["version"] == 7
     # durability "none" still writes the upgraded configuration durably
     _create(tmp_path / "n", monkeypatch, 1)
     synced.clear()  # (creating it wrote its configuration as durability "none" stores do)

@@ -352,7 +352,7 @@ def _alias_first_entry(store_path: Path, entries: list[Entry]) -> bytes:
     return _raw(_git_sorted([*entries, (entries[0][0], name, entries[0][2])]))
 
 
-@pytest.mark.parametrize(("layout", "location"), [(1, "i"), (2, "root")])
+@pytest.mark.parametrize(("layout", "location"), [(1, "i"), (2, "root"), (3, "h0/h1"), (4, "h0/h1/h2")])
 def test_a_subtree_filed_under_a_second_name_is_checked_there_too(store_path: Path, layout: int, location: str) -> None:
     """The same shard tree under another name files its index shard under another shard name (part
     of the shard's associated data): decoding it there refuses it (a listing decodes every shard),
@@ -365,6 +365,36 @@ def test_a_subtree_filed_under_a_second_name_is_checked_there_too(store_path: Pa
         report = verify(store)
     assert not report.ok
     assert "bad-index" in {p.code for p in report.problems}, report.problems
+
+
+def _lift_first_shard_tree(store_path: Path, entries: list[Entry]) -> bytes:
+    """The first subtree's content in place of the tree: its shard tree one level higher."""
+    with memvault.MemoryStore.open(store_path, passphrase=PASSPHRASE) as store:
+        return _raw(_entries(store, entries[0][2].hex().encode()))
+
+
+@pytest.mark.parametrize(("layout", "location"), [(3, "h0/h1"), (4, "h0/h1/h2"), (4, "h0/h1")])
+def test_shard_trees_at_two_depths_are_refused(store_path: Path, layout: int, location: str) -> None:
+    """A tree whose shard trees are not all at one depth fits no layout: the depth a reader takes
+    from the first blob is then wrong for some of them, which meet a tree of the wrong role on the
+    way and are refused; a listing and verify refuse the tree, and no file is served wrongly."""
+    _seed(store_path, layout)
+    _make_hostile(store_path, location, _lift_first_shard_tree)
+    with memvault.MemoryStore.open(store_path, passphrase=PASSPHRASE, check_head=False) as store:
+        tree_id = store.git.read_commit(store.git.head() or b"")[0]
+        assert LayoutChecker(store.git.tree_entries).problem(tree_id) is not None
+        report = verify(store)
+    assert "hostile-tree" in [p.code for p in report.errors], report.problems
+    refused = 0
+    for path, text in SEEDED.items():
+        with memvault.MemoryStore.open(store_path, passphrase=PASSPHRASE) as store:
+            try:
+                assert store.read_text(path) == text
+            except IntegrityError:
+                refused += 1
+    assert refused
+    with memvault.MemoryStore.open(store_path, passphrase=PASSPHRASE) as store, pytest.raises(IntegrityError):
+        store.list(recursive=True)
 
 
 def test_layout_problem_is_none_for_a_real_store(seeded: Path) -> None:

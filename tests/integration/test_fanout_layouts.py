@@ -3,6 +3,7 @@ nodes, what an older store keeps, what `upgrade` moves, and what a commit rewrit
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -12,19 +13,19 @@ from conftest import FAST_KDF, PASSPHRASE
 from memvault import MemoryStore, MemoryTool, history
 from memvault.format import layout
 from memvault.settings import StoreSettings
+from memvault.store import journal as journal_module
 from memvault.store import memorystore as store_mod
 from memvault.verify import verify
 
 FILES = {"/memories/a.md": "alpha\n", "/memories/notes/b.md": "bravo\n", "/memories/notes/c.md": "charlie\n"}
 
 
-def _create(root: Path, max_files: int, version: int = 6) -> MemoryStore:
+def _create(root: Path, max_files: int, version: int = 6, durability: str = "none") -> MemoryStore:
     with pytest.MonkeyPatch.context() as m:
         m.setattr(store_mod, "FORMAT_VERSION", version)
         m.setattr(memvault.store.opening, "FORMAT_VERSION", version)
-        store = MemoryStore.create(
-            root, passphrase=PASSPHRASE, kdf=FAST_KDF, settings=StoreSettings(durability="none", max_files=max_files)
-        )
+        settings = StoreSettings(durability=durability, max_files=max_files)  # type: ignore[arg-type]
+        store = MemoryStore.create(root, passphrase=PASSPHRASE, kdf=FAST_KDF, settings=settings)
     for path, text in FILES.items():
         store.put_file(path, text)
     return store
@@ -110,6 +111,38 @@ def test_an_older_store_keeps_layout_2_until_upgrade_moves_it_to_layout_3(tmp_pa
         assert len(store.list(recursive=True)) == len(texts) + 1  # and the directory /memories/notes
 
 
+@pytest.mark.skipif(not journal_module.journal_available(), reason="the commit journal needs Linux 5.8+")
+def test_a_version_5_store_journals_in_layout_2_and_upgrade_deepens_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Version 5 is the journal with the old layouts: its commits flush only the journal and keep
+    layout 2; `upgrade` moves it to version 6 and layout 3, and its commits still flush only the
+    journal."""
+    root = tmp_path / "s"
+    flushed: list[str] = []
+    real_fdatasync = os.fdatasync
+    monkeypatch.setattr(os, "fdatasync", lambda fd: (flushed.append(os.readlink(f"/proc/self/fd/{fd}")),
+                                                     real_fdatasync(fd))[1])  # fmt: skip
+    with _create(root, 100_000, version=5, durability="full") as store:
+        assert store.format_version == 5
+        flushed.clear()
+        store.put_file("/memories/e.md", "echo\n")
+        assert flushed == [str(root / "journal")]
+        assert {len(s) for s in store.index_blobs(_tree(store))} == {2}
+    with MemoryStore.open(root, passphrase=PASSPHRASE) as store:
+        assert store.format_version == 5 and store.read_text("/memories/e.md") == "echo\n"
+        assert store.upgrade_format() == (5, 6)
+        assert {len(s) for s in store.index_blobs(_tree(store))} == {3}
+        flushed.clear()
+        store.put_file("/memories/f.md", "foxtrot\n")
+        assert flushed == [str(root / "journal")]
+        assert {len(s) for s in store.index_blobs(_tree(store))} == {3}
+    with MemoryStore.open(root, passphrase=PASSPHRASE) as store:
+        texts = {**FILES, "/memories/e.md": "echo\n", "/memories/f.md": "foxtrot\n"}
+        assert store.format_version == 6 and {p: store.read_text(p) for p in texts} == texts
+        assert verify(store).ok
+
+
 def test_a_handle_opened_before_an_upgrade_reads_and_writes_after_it(tmp_path: Path) -> None:
     """Another store object's upgrade changes every shard's name under a handle that holds some
     decoded: it follows, reads and writes in the new layout."""
@@ -155,5 +188,5 @@ def test_layout_paths_and_choices() -> None:
     assert layout.shard_path(b"012", 3) == (b"0", b"1", b"2", b"i")
     assert layout.shard_path(b"0123", 4) == (b"0", b"1", b"2", b"3", b"i")
     assert layout.shard_path(b"01", 1) == (b"i", b"0", b"1")
-    assert [layout.fresh_layout(v, 100_000) for v in (1, 2, 3, 4, 6)] == [1, 2, 2, 2, 3]
+    assert [layout.fresh_layout(v, 100_000) for v in (1, 2, 3, 4, 5, 6)] == [1, 2, 2, 2, 2, 3]
     assert [layout.fresh_layout(6, n) for n in (1, 8_192, 8_193, 131_072, 131_073, 10**7)] == [2, 2, 3, 3, 4, 4]

@@ -263,7 +263,7 @@ def test_upgrade_records_the_settings_of_a_store_from_before_the_record(
             {"version": 5, "settings": json.loads(current)["settings"]},
         )
     assert main(["upgrade"]) == 0
-    assert "already at format version 5" in capsys.readouterr().out
+    assert "already at format version 6" in capsys.readouterr().out
     (root / "memvault.json").write_bytes(first)
     with pytest.raises(IntegrityError, match=REFUSED):
         _open(root, key)

@@ -45,7 +45,7 @@ def test_a_version_3_store_refuses_a_dream_until_it_is_upgraded(
     store.close()
     with as_host(tmp_path / "host-b"):  # a new host reads the upgraded configuration from the bucket
         other = memvault.MemoryStore.open(url, passphrase=PASSPHRASE, cache_dir=tmp_path / "host-b")
-    assert other.format_version == 5
+    assert other.format_version == 6
     assert other.branches() == [NAME]
     other.close()
 

@@ -75,7 +75,7 @@ class CommitWriter:
         #: before the replica records it (:meth:`memvault.remote.replica.Replica.publish`).
         self.publish: Callable[[tuple[str, bytes, bytes], bytes], None] | None = None
         #: A store directory in durability ``full`` on a host that journals (:mod:`.journal`):
-        #: commits of ``main`` of format version 5 are made durable through it.
+        #: commits of ``main`` of format version 5 or later are made durable through it.
         self.journal: Journal | None = None
         #: ``(commit id, settings MAC it records)`` of the last commit of ``main`` this writer built,
         #: so that the next one need not open its parent again to carry the record on.

@@ -83,7 +83,7 @@ def test_status_of_a_local_store(
     assert json.loads(capsys.readouterr().out) == {
         "location": str(cli),
         "store_id": store_id,
-        "format_version": 5,
+        "format_version": 6,
         "durability": "full",
         "files": 2,
         "bytes": 2010,

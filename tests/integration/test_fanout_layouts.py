@@ -11,6 +11,7 @@ import pytest
 import memvault.store.opening
 from conftest import FAST_KDF, PASSPHRASE
 from memvault import MemoryStore, MemoryTool, history
+from memvault.admin.config import change_settings
 from memvault.format import layout
 from memvault.settings import StoreSettings
 from memvault.store import journal as journal_module
@@ -140,6 +141,32 @@ def test_a_version_5_store_journals_in_layout_2_and_upgrade_deepens_it(
     with MemoryStore.open(root, passphrase=PASSPHRASE) as store:
         texts = {**FILES, "/memories/e.md": "echo\n", "/memories/f.md": "foxtrot\n"}
         assert store.format_version == 6 and {p: store.read_text(p) for p in texts} == texts
+        assert verify(store).ok
+
+
+def test_a_store_that_outgrows_its_layout_keeps_it_until_upgrade_deepens_it(tmp_path: Path) -> None:
+    """A version 6 store made for 100 files is in layout 2; with max_files raised it keeps
+    layout 2 (correct, with larger shards) until `upgrade`, which refiles it in layout 4 with one
+    commit, in the same process that raised it."""
+    root = tmp_path / "s"
+    with _create(root, 100) as store:
+        assert {len(s) for s in store.index_blobs(_tree(store))} == {2}
+        change_settings(store, {"max_files": 200_000})
+        texts = dict(FILES)
+        for i in range(150):  # more files than the store was made for
+            texts[f"/memories/more/m{i}.md"] = f"more {i}\n"
+            store.put_file(f"/memories/more/m{i}.md", f"more {i}\n")
+        assert {len(s) for s in store.index_blobs(_tree(store))} == {2}
+        seq = store.head[1]
+        assert store.upgrade_format() == (6, 6)
+        assert store.head[1] == seq + 1 and history.log(store, limit=1)[0].command == "upgrade"
+        assert {len(s) for s in store.index_blobs(_tree(store))} == {4}
+        store.put_file("/memories/after.md", "after\n")
+        texts["/memories/after.md"] = "after\n"
+        assert {len(s) for s in store.index_blobs(_tree(store))} == {4}
+        assert store.upgrade_format() == (6, 6) and store.head[1] == seq + 2  # nothing more to do
+    with MemoryStore.open(root, passphrase=PASSPHRASE) as store:
+        assert {p: store.read_text(p) for p in texts} == texts
         assert verify(store).ok
 
 

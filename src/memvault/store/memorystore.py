@@ -315,6 +315,9 @@ class MemoryStore(FileReads, Hosting, KeyChanges):
             publish = partial(publish_config, self.remote) if self.remote is not None else None
             record = config.upgraded(self.root, self._keys.config, self._head.settings_in_force(), publish=publish)
             self.format_version = FORMAT_VERSION
+            # The layout follows max_files as memvault.json has it now (raised since this object
+            # opened the store, maybe by another process).
+            self._reader.max_files = config.settings.max_files
             relayout = self._reader.relayout_target(state.tree_id, self.format_version)
             # Redactions made before version 3 are chained now (DESTROY records), the access file named.
             tombstoned = self.keyring.unchained_destructions()

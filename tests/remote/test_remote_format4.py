@@ -38,7 +38,7 @@ def test_a_version_3_store_refuses_a_dream_until_it_is_upgraded(
     store.put_file("/memories/a.md", "one\n")
     with pytest.raises(InvalidInputError, match="need format version 4.*memvault upgrade"):
         store.branch(NAME)
-    assert store.upgrade_format() == (3, 5)
+    assert store.upgrade_format() == (3, 6)
     branch = store.branch(NAME)
     branch.create(actor="dream")
     assert store.branches() == [NAME]

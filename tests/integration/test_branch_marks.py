@@ -357,7 +357,7 @@ def test_a_dream_from_before_the_records_is_discarded_from_its_ref_and_says_so(
     old.close()
     with memvault.MemoryStore.open(root, passphrase=PASSPHRASE) as store:
         store.upgrade_format()
-        assert store.format_version == 5
+        assert store.format_version == 6
         branch = store.branch(NAME)
         assert "keyring" not in branch.fork_meta.extra
         _run(branch, command="create", path="/memories/y.md", file_text="y\n")

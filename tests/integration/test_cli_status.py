@@ -71,7 +71,7 @@ def test_status_of_a_local_store(
     assert capsys.readouterr().out.splitlines() == [
         f"Store:       {cli}",
         f"Store id:    {store_id}",
-        "Format:      version 5",
+        "Format:      version 6",
         "Durability:  full",
         "Head:        2 files, 2.0K (2010 bytes)",
         f"History:     {_size(history)} in {packs} packs",
@@ -83,7 +83,7 @@ def test_status_of_a_local_store(
     assert json.loads(capsys.readouterr().out) == {
         "location": str(cli),
         "store_id": store_id,
-        "format_version": 5,
+        "format_version": 6,
         "durability": "full",
         "files": 2,
         "bytes": 2010,

@@ -56,7 +56,8 @@ def test_a_commit_is_one_pack_and_its_index(tmp_path: Path) -> None:
     assert new[0][:-4] == new[1][:-5]  # pack-<checksum>.pack and .idx
     assert store.git.loose_count() == 0
     data = (_pack_dir(store) / new[1]).read_bytes()
-    assert data[:8] == b"PACK\0\0\0\2" and int.from_bytes(data[8:12], "big") == 6  # blob, shard, 3 trees, commit
+    # blob, shard, 4 trees (layout 3), commit
+    assert data[:8] == b"PACK\0\0\0\2" and int.from_bytes(data[8:12], "big") == 7
     assert new[1] == f"pack-{data[-20:].hex()}.pack"  # named by its checksum, as git does
     for name in new:
         assert (_pack_dir(store) / name).stat().st_mode & 0o777 == 0o400

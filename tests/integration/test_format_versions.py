@@ -54,12 +54,12 @@ def _open(root: Path) -> MemoryStore:
     return MemoryStore.open(root, passphrase=PASSPHRASE)
 
 
-def test_new_store_is_version_5_with_compact_records(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    assert store_mod.FORMAT_VERSION == 5
+def test_new_store_is_version_6_with_compact_records(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert store_mod.FORMAT_VERSION == 6
     _create(tmp_path / "s", monkeypatch, store_mod.FORMAT_VERSION)
-    assert _config(tmp_path / "s")["version"] == 5
+    assert _config(tmp_path / "s")["version"] == 6
     with _open(tmp_path / "s") as store:
-        assert store.format_version == 5
+        assert store.format_version == 6
         store.put_file("/memories/b.md", "two\n")
         for path in (NOTE, "/memories/notes", "/memories/b.md"):
             assert _record(store, path)[:2] == b"N2"
@@ -86,16 +86,16 @@ def test_upgrade_keeps_old_records_and_writes_compact_ones(tmp_path: Path, monke
     _create(root, monkeypatch, 1)
     before = _config(root)
     with _open(root) as store:
-        assert store.upgrade_format() == (1, 5)
-        assert store.format_version == 5
+        assert store.upgrade_format() == (1, 6)
+        assert store.format_version == 6
         store.put_file("/memories/b.md", "two\n")
         assert _record(store, NOTE)[:1] == b"{" and _record(store, "/memories/b.md")[:2] == b"N2"
-        assert store.upgrade_format() == (5, 5)
+        assert store.upgrade_format() == (6, 6)
     after = _config(root)
-    assert after["version"] == 5 and after["settings"] == before["settings"]
+    assert after["version"] == 6 and after["settings"] == before["settings"]
     assert after["settings_mac"] != before["settings_mac"]  # the MAC covers the version
     with _open(root) as store:  # the new MAC verifies, and both encodings read
-        assert store.format_version == 5
+        assert store.format_version == 6
         assert _text(store, NOTE) == "version one\n" and _text(store, "/memories/b.md") == "two\n"
         assert verify(store).ok
 
@@ -105,16 +105,16 @@ def test_upgrade_cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: py
     _create(root, monkeypatch, 1)
     monkeypatch.setenv("MEMVAULT_PASSPHRASE", PASSPHRASE)
     assert main(["--store", str(root), "upgrade", "--json", "--actor", "ops"]) == 0
-    assert json.loads(capsys.readouterr().out) == {"old_version": 1, "version": 5, "changed": True, "commit": True}
+    assert json.loads(capsys.readouterr().out) == {"old_version": 1, "version": 6, "changed": True, "commit": True}
     with _open(root) as store:
         (info,) = history.log(store, limit=1)
         assert (info.command, info.actor) == ("upgrade", "ops")
     assert main(["--store", str(root), "upgrade"]) == 0
-    assert "already at format version 5" in capsys.readouterr().out
-    assert _config(root)["version"] == 5
+    assert "already at format version 6" in capsys.readouterr().out
+    assert _config(root)["version"] == 6
 
 
-@pytest.mark.parametrize("version", [6, 0, True, "2", 2.0, None])
+@pytest.mark.parametrize("version", [7, 0, True, "2", 2.0, None])
 def test_unknown_versions_are_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, version: object) -> None:
     root = tmp_path / "s"
     _create(root, monkeypatch, 2)
@@ -168,7 +168,7 @@ def test_upgrade_refiles_a_layout_1_tree_in_one_commit_and_history_reads_across(
         first, seq = store.head
         files_before = {p: _text(store, p) for p in (NOTE, "/memories/b.md")}
         assert b"i" in _root(store)
-        assert store.upgrade_format() == (1, 5)
+        assert store.upgrade_format() == (1, 6)
         assert store.head[1] == seq + 1  # one commit: the same files, filed in layout 2
         assert _root(store) and b"i" not in _root(store)
         (info,) = history.log(store, limit=1)
@@ -183,7 +183,7 @@ def test_upgrade_refiles_a_layout_1_tree_in_one_commit_and_history_reads_across(
         assert (d.path, d.old, d.new) == (NOTE, b"version one\n", b"version after\n")
         assert [(c.op, c.path) for c in history.changes(store, "HEAD")] == [("modified", NOTE)]
         assert verify(store).ok  # every commit, in either layout
-        assert store.upgrade_format() == (5, 5) and store.head[1] == seq + 2  # nothing more to do
+        assert store.upgrade_format() == (6, 6) and store.head[1] == seq + 2  # nothing more to do
     with _open(root) as store:
         assert _text(store, NOTE) == "version after\n" and _text(store, "/memories/b.md") == "two\n"
 
@@ -203,13 +203,13 @@ def test_upgrade_interrupted_before_its_commit_is_finished_by_the_next(
             m.setattr(store, "_commit", crash)
             with pytest.raises(MemvaultError):
                 store.upgrade_format()
-    assert _config(root)["version"] == 5  # the configuration went first
+    assert _config(root)["version"] == 6  # the configuration went first
     with _open(root) as store:
         assert store.head[1] == seq and b"i" in _root(store)  # a version 3 store, still in layout 1
         assert _text(store, NOTE) == "version one\n"
         store.put_file("/memories/b.md", "two\n")  # a commit keeps its parent's layout
         assert b"i" in _root(store) and _record(store, "/memories/b.md")[:2] == b"N2"
-        assert store.upgrade_format() == (5, 5)
+        assert store.upgrade_format() == (6, 6)
         assert b"i" not in _root(store) and store.head[1] == seq + 2
         assert verify(store).ok
 
@@ -220,7 +220,7 @@ def test_empty_version_1_store_upgrades_without_a_commit(tmp_path: Path, monkeyp
         m.setattr(memvault.store.opening, "FORMAT_VERSION", 1)
         MemoryStore.create(tmp_path / "s", passphrase=PASSPHRASE, kdf=FAST_KDF).close()
     with _open(tmp_path / "s") as store:
-        assert store.upgrade_format() == (1, 5) and store.head[1] == 0
+        assert store.upgrade_format() == (1, 6) and store.head[1] == 0
         store.put_file(NOTE, "x")
         assert b"i" not in _root(store)
 
@@ -252,20 +252,20 @@ def test_upgrade_rereads_the_configuration_under_the_lock(tmp_path: Path, monkey
     _create(root, monkeypatch, 1)
     early = _open(root)
     with _open(root) as other:
-        assert other.upgrade_format() == (1, 5)
+        assert other.upgrade_format() == (1, 6)
     synced: list[bool] = []
     real = store_config.atomic_write
     monkeypatch.setattr(store_config, "atomic_write", lambda *a, **k: (synced.append(k["durable"]), real(*a, **k)))
-    assert early.upgrade_format() == (5, 5) and synced == []  # already version 5: not written again
+    assert early.upgrade_format() == (6, 6) and synced == []  # already version 6: not written again
     early.close()
     # A version this release does not know is refused, not overwritten.
     config = _config(root)
     with _open(root) as store:
-        config["version"] = 6
+        config["version"] = 7
         (root / "memvault.json").write_text(json.dumps(config))
         with pytest.raises(IntegrityError, match="Unsupported"):
             store.upgrade_format()
-    assert _config(root)["version"] == 6
+    assert _config(root)["version"] == 7
     # durability "none" still writes the upgraded configuration durably
     _create(tmp_path / "n", monkeypatch, 1)
     synced.clear()  # (creating it wrote its configuration as durability "none" stores do)
@@ -302,7 +302,7 @@ def test_a_handle_opened_before_the_upgrade_keeps_writing_readable_commits(
     assert _commit_record_types(root) == {2, 5}
     early.close()
     with _open(root) as store:
-        assert store.format_version == 5
+        assert store.format_version == 6
         assert _text(store, "/memories/b.md") == "from the upgraded handle\n"
         assert _text(store, "/memories/c.md") == "from the early handle\n"
         assert verify(store).ok
@@ -328,7 +328,7 @@ def test_upgrade_chains_earlier_redactions_and_names_the_access_file(
         saved = (root / "keyring").read_bytes()
         shred_version(store, NOTE, "#2")
         seq = store.head[1]
-        assert store.upgrade_format() == (2, 5)
+        assert store.upgrade_format() == (2, 6)
         assert store.head[1] == seq + 1 and history.log(store, limit=1)[0].command == "upgrade"
         assert expiry.expire(store, 1.0, actor="ops", dry_run=True).cutoff > 0  # the access file is named
         assert verify(store).ok

@@ -124,19 +124,39 @@ HOSTILE: dict[str, tuple[Mutation, str]] = {
 
 #: Where the hostile tree sits, per tree layout (docs/format.md 5.3): a path of entry names from
 #: the root (resolved per store; h0, h1: the first entry there).
-LOCATIONS = {1: ["root", "i", "i/h0", "c", "c/h0", "c/h0/h1"], 2: ["root", "h0", "h0/h1"]}
+LOCATIONS = {
+    1: ["root", "i", "i/h0", "c", "c/h0", "c/h0/h1"],
+    2: ["root", "h0", "h0/h1"],
+    3: ["root", "h0", "h0/h1", "h0/h1/h2"],
+    4: ["root", "h0", "h0/h1", "h0/h1/h2", "h0/h1/h2/h3"],
+}
+#: The files of the seeded store and their contents (enough that the first tree at each level is
+#: rarely the only one there).
+SEEDED = {"/memories/a.md": "alpha\n", "/memories/notes/b.md": "bravo\n"} | {
+    f"/memories/more/f{i}.md": f"file {i}\n" for i in range(12)
+}
+#: ``max_files`` that makes a format version 6 store file its first node in layout 3 or 4.
+MAX_FILES = {3: 100_000, 4: 1_000_000}
 
 
 def _seed(path: Path, layout: int = 2) -> None:
-    """A store whose trees have ``layout`` (1: made as a format version 1 store)."""
+    """A store whose trees have ``layout`` (1, 2: made as a store of that format version; 3, 4:
+    a version 6 store whose ``max_files`` calls for that layout)."""
+    version = layout if layout < 3 else 6
     with pytest.MonkeyPatch.context() as m:
-        m.setattr(memvault.store.memorystore, "FORMAT_VERSION", layout)
-        m.setattr(memvault.store.opening, "FORMAT_VERSION", layout)
-        store = make_store(path, StoreSettings(durability="none"))
-    store.put_file("/memories/a.md", "alpha\n")
-    store.put_file("/memories/notes/b.md", "bravo\n")
-    root = store.git.tree_entries(store.git.read_commit(store.head[0])[0])
+        m.setattr(memvault.store.memorystore, "FORMAT_VERSION", version)
+        m.setattr(memvault.store.opening, "FORMAT_VERSION", version)
+        store = make_store(path, StoreSettings(durability="none", max_files=MAX_FILES.get(layout, 100_000)))
+    for path, text in SEEDED.items():
+        store.put_file(path, text)
+    root_id = store.git.read_commit(store.head[0])[0]
+    root = store.git.tree_entries(root_id)
     assert (b"i" in root) == (layout == 1)
+    with store.reading() as view:
+        node = view.get("/memories/a.md")
+    assert node is not None
+    digits = 2 if layout == 1 else layout  # the shard's name is that many hex digits of the token
+    assert node.token.hex()[:digits].encode() in store.index_blobs(root_id)
     store.close()
 
 
@@ -176,7 +196,7 @@ def _make_hostile(path: Path, location: str, mutation: Mutation) -> None:
         names: list[bytes] = []  # the entry names followed
         for part in location.split("/") if location != "root" else []:
             entries = _entries(store, chain[-1])
-            name = part.encode() if part in ("i", "c") else entries[0][1]  # h0/h1: the first entry
+            name = part.encode() if part in ("i", "c") else entries[0][1]  # h0, h1...: the first entry
             names.append(name)
             chain.append(next(e[2] for e in entries if e[1] == name).hex().encode())
         new_id = _write_object(path, b"tree", mutation(path, _entries(store, chain[-1])))
@@ -200,14 +220,14 @@ def seeded(store_path: Path) -> Path:
 # -- the tests -------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("layout", "location"), [(1, "c/h0"), (2, "h0")])
+@pytest.mark.parametrize(("layout", "location"), [(1, "c/h0"), (2, "h0"), (3, "h0/h1"), (4, "h0/h1/h2/h3")])
 def test_the_forging_helper_makes_an_authentic_commit(store_path: Path, layout: int, location: str) -> None:
     """Control: the same helper with a clean tree gives a store that opens and verifies."""
     _seed(store_path, layout)
     seeded = store_path
     _make_hostile(seeded, location, lambda _p, entries: _raw(entries))
     with memvault.MemoryStore.open(seeded, passphrase=PASSPHRASE) as store:
-        assert store.head[1] == 3
+        assert store.head[1] == len(SEEDED) + 1  # the seeded files, then the forged commit
         assert store.snapshot().read(memvault.paths.parse_path("/memories/a.md", store.settings)) == b"alpha\n"
     with memvault.MemoryStore.open(seeded, passphrase=PASSPHRASE, check_head=False) as store:
         report = verify(store)
@@ -225,9 +245,9 @@ def _params() -> list[object]:
 
 #: The trees that grow with the store (one per shard): checked when their shard is first needed,
 #: not at open (docs/format.md §8, *Lazy decoding*). Every other tree is checked at open.
-LEAVES = {(1, "c/h0/h1"), (2, "h0/h1")}
-#: The files of the seeded store and their contents.
-SEEDED = {"/memories/a.md": "alpha\n", "/memories/notes/b.md": "bravo\n"}
+LEAVES = {
+    (1, "c/h0/h1"), (2, "h0/h1"), (3, "h0/h1"), (3, "h0/h1/h2"), (4, "h0/h1"), (4, "h0/h1/h2"), (4, "h0/h1/h2/h3"),
+}  # fmt: skip
 
 
 @pytest.mark.parametrize(("layout", "location", "name"), _params())
@@ -268,7 +288,7 @@ def test_hostile_tree_is_reported_by_verify(store_path: Path, layout: int, locat
         report = verify(store)
     hostile = [p for p in report.problems if p.code == "hostile-tree"]
     assert len(hostile) == 1, report.problems
-    assert hostile[0].seq == 3 and hostile[0].severity == "error"
+    assert hostile[0].seq == len(SEEDED) + 1 and hostile[0].severity == "error"
     assert not report.ok
     assert "bad-tree" not in {p.code for p in report.problems}
     if name != "nul":  # a NUL cuts the name: the parser sees a malformed entry, not the name
@@ -306,14 +326,17 @@ def test_unexpected_top_level_entry(store_path: Path, layout: int, extra: bytes,
 
 
 @pytest.mark.parametrize(
-    ("layout", "location"), [(1, "i"), (1, "i/h0"), (1, "c"), (1, "c/h0"), (1, "c/h0/h1"), (2, "h0"), (2, "h0/h1")]
-)
+    ("layout", "location"),
+    [(1, "i"), (1, "i/h0"), (1, "c"), (1, "c/h0"), (1, "c/h0/h1"), (2, "h0"), (2, "h0/h1"), (3, "h0"), (3, "h0/h1"),
+     (3, "h0/h1/h2"), (4, "h0/h1/h2"), (4, "h0/h1/h2/h3")],
+)  # fmt: skip
 def test_entry_out_of_place_in_the_layout(store_path: Path, layout: int, location: str) -> None:
     """A well-formed name and mode that the layout does not allow at that depth (a blob where a
     subtree belongs or the reverse, a non-hex name): the layout check and verify see it."""
     _seed(store_path, layout)
     seeded = store_path
-    mode = b"100644" if location in ("i", "c", "c/h0", "h0") else b"40000"
+    holds_blobs = location in ("i/h0", "c/h0/h1") if layout == 1 else location.count("/") + 1 == layout
+    mode = b"40000" if holds_blobs else b"100644"
     _make_hostile(seeded, location, _add(mode, b"z", "tree" if mode == b"40000" else "blob"))
     with memvault.MemoryStore.open(seeded, passphrase=PASSPHRASE, check_head=False) as store:
         tree_id = store.git.read_commit(store.git.head() or b"")[0]
@@ -329,7 +352,7 @@ def _alias_first_entry(store_path: Path, entries: list[Entry]) -> bytes:
     return _raw(_git_sorted([*entries, (entries[0][0], name, entries[0][2])]))
 
 
-@pytest.mark.parametrize(("layout", "location"), [(1, "i"), (2, "root")])
+@pytest.mark.parametrize(("layout", "location"), [(1, "i"), (2, "root"), (3, "h0/h1"), (4, "h0/h1/h2")])
 def test_a_subtree_filed_under_a_second_name_is_checked_there_too(store_path: Path, layout: int, location: str) -> None:
     """The same shard tree under another name files its index shard under another shard name (part
     of the shard's associated data): decoding it there refuses it (a listing decodes every shard),
@@ -342,6 +365,38 @@ def test_a_subtree_filed_under_a_second_name_is_checked_there_too(store_path: Pa
         report = verify(store)
     assert not report.ok
     assert "bad-index" in {p.code for p in report.problems}, report.problems
+
+
+def _lift_first_shard_tree(store_path: Path, entries: list[Entry]) -> bytes:
+    """The first subtree's content in place of the tree: its shard tree one level higher."""
+    with memvault.MemoryStore.open(store_path, passphrase=PASSPHRASE) as store:
+        return _raw(_entries(store, entries[0][2].hex().encode()))
+
+
+@pytest.mark.parametrize(("layout", "location"), [(3, "h0/h1"), (4, "h0/h1/h2"), (4, "h0/h1")])
+def test_shard_trees_at_two_depths_are_refused(store_path: Path, layout: int, location: str) -> None:
+    """A tree whose shard trees are not all at one depth fits no layout: the depth a reader takes
+    from the first blob is then wrong for some of them, which meet a tree of the wrong role on the
+    way and are refused; a listing and verify refuse the tree, and no file is served wrongly."""
+    _seed(store_path, layout)
+    _make_hostile(store_path, location, _lift_first_shard_tree)
+    with memvault.MemoryStore.open(store_path, passphrase=PASSPHRASE, check_head=False) as store:
+        tree_id = store.git.read_commit(store.git.head() or b"")[0]
+        assert LayoutChecker(store.git.tree_entries).problem(tree_id) is not None
+        report = verify(store)
+    assert "hostile-tree" in [p.code for p in report.errors], report.problems
+    refused = 0
+    for path, text in SEEDED.items():
+        with memvault.MemoryStore.open(store_path, passphrase=PASSPHRASE) as store:
+            try:
+                assert store.read_text(path) == text
+            except IntegrityError:
+                refused += 1
+            except memvault.errors.PathNotFoundError:
+                pass  # its subtree is not in the forged tree (the lift dropped the first tree's siblings)
+    assert refused
+    with memvault.MemoryStore.open(store_path, passphrase=PASSPHRASE) as store, pytest.raises(IntegrityError):
+        store.list(recursive=True)
 
 
 def test_layout_problem_is_none_for_a_real_store(seeded: Path) -> None:

@@ -115,13 +115,18 @@ def test_a_delete_and_an_edit_that_does_not_grow_decode_what_they_touch(store_pa
 
 def _victim(store: memvault.MemoryStore) -> tuple[str, str, bytes]:
     """``(a file whose shard is not its directory's, a file in neither shard, that shard's blob id)``."""
-    directory = store.token(DIRECTORY)[:1]
     tree = store.commit(store.head[0])[1]
     blobs = store.index_blobs(tree)
-    target = next(_path(i) for i in range(FILES) if store.token(_path(i))[:1] != directory)
-    bad = store.token(target)[:1]
-    other = next(_path(i) for i in range(FILES) if store.token(_path(i))[:1] not in (directory, bad))
-    return target, other, blobs[b"%02x" % bad[0]]
+    digits = len(next(iter(blobs)))  # a shard is named by this many hex digits of the token (2, 3 or 4)
+
+    def shard(path: str) -> bytes:
+        return store.token(path).hex()[:digits].encode()
+
+    directory = shard(DIRECTORY)
+    target = next(_path(i) for i in range(FILES) if shard(_path(i)) != directory)
+    bad = shard(target)
+    other = next(_path(i) for i in range(FILES) if shard(_path(i)) not in (directory, bad))
+    return target, other, blobs[bad]
 
 
 def test_a_tampered_shard_not_read_at_open_is_refused_when_first_read_and_changes_nothing(store_path: Path) -> None:

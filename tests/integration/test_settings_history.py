@@ -255,15 +255,15 @@ def test_upgrade_records_the_settings_of_a_store_from_before_the_record(
     monkeypatch.setenv("MEMVAULT_STORE", str(root))
     capsys.readouterr()
     assert main(["upgrade", "--json"]) == 0
-    assert json.loads(capsys.readouterr().out) == {"old_version": 5, "version": 5, "changed": True, "commit": True}
+    assert json.loads(capsys.readouterr().out) == {"old_version": 6, "version": 6, "changed": True, "commit": True}
     with _open(root, key) as store:
         meta = store.commit_meta(store.head[0])
         assert (meta.command, meta.settings_file) == (
             "upgrade",
-            {"version": 5, "settings": json.loads(current)["settings"]},
+            {"version": 6, "settings": json.loads(current)["settings"]},
         )
     assert main(["upgrade"]) == 0
-    assert "already at format version 5" in capsys.readouterr().out
+    assert "already at format version 6" in capsys.readouterr().out
     (root / "memvault.json").write_bytes(first)
     with pytest.raises(IntegrityError, match=REFUSED):
         _open(root, key)

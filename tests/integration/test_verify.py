@@ -172,8 +172,9 @@ def _reachable(path: Path) -> tuple[int, set[bytes], set[bytes], set[bytes]]:
                     stack.append((entry.sha, top or entry.path))
                 else:
                     seen.add(entry.sha)
-                    # content blobs are named h[2:] (62 hex) in both layouts; shards "i" or one hex digit
-                    (content if len(entry.path) == 62 else shards).add(entry.sha)
+                    # content blobs are named h[d:] (64 - d hex, d = 2, 3 or 4 by layout); shards "i"
+                    # or one hex digit
+                    (content if len(entry.path) in (60, 61, 62) else shards).add(entry.sha)
         commit_id = commit.parents[0] if commit.parents else None
     return commits, seen, content, shards
 
@@ -270,8 +271,9 @@ def test_missing_objects(seeded: Seeded) -> None:
     with _open(seeded.path) as store:
         _meta, tree9, _parent = store.commit(seeded.commits[9])
         d1 = seeded.nodes[("/memories/d.md", 9)]
-        shard = d1.token.hex()[:2].encode()
-        shard_blob = store.index_blobs(tree9)[shard]
+        blobs9 = store.index_blobs(tree9)
+        shard = next(d1.token.hex()[:d].encode() for d in (2, 3, 4) if d1.token.hex()[:d].encode() in blobs9)
+        shard_blob = blobs9[shard]
         _meta, tree10, _parent = store.commit(seeded.commits[10])
         assert store.index_blobs(tree10)[shard] != shard_blob
     _remove_object(seeded.path, shard_blob)

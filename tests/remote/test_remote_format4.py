@@ -38,14 +38,14 @@ def test_a_version_3_store_refuses_a_dream_until_it_is_upgraded(
     store.put_file("/memories/a.md", "one\n")
     with pytest.raises(InvalidInputError, match="need format version 4.*memvault upgrade"):
         store.branch(NAME)
-    assert store.upgrade_format() == (3, 5)
+    assert store.upgrade_format() == (3, 6)
     branch = store.branch(NAME)
     branch.create(actor="dream")
     assert store.branches() == [NAME]
     store.close()
     with as_host(tmp_path / "host-b"):  # a new host reads the upgraded configuration from the bucket
         other = memvault.MemoryStore.open(url, passphrase=PASSPHRASE, cache_dir=tmp_path / "host-b")
-    assert other.format_version == 5
+    assert other.format_version == 6
     assert other.branches() == [NAME]
     other.close()
 

@@ -59,12 +59,14 @@ from .refs import BRANCH_NAME, Branch
 __all__ = ["GitStore", "PACK_BATCH"]
 
 BRANCH = Ref(BRANCH_NAME)
-#: Trees whose parsed entries :meth:`GitStore.tree_entries` keeps (every tree of one state is
-#: at most 291: root, ``c``, 16 + 256 below it, ``i`` and 16 below it).
-_TREE_CACHE_ENTRIES = 4096
-#: Trees whose serialised entries :meth:`GitStore.tree_update` keeps: every tree of one state
-#: (at most 291, see above), so a commit rebuilds only the entries it changes.
-_TREE_PARTS_ENTRIES = 320
+#: Trees whose parsed entries :meth:`GitStore.tree_entries` keeps: every tree of one state in tree
+#: layouts 1 to 3 (layout 3: 4,369 = 1 + 16 + 256 + 4,096 shard trees; layout 1: 291), with room
+#: for those the commits around it changed (a layout 4 state has up to 69,905: the recent stay).
+_TREE_CACHE_ENTRIES = 8192
+#: Trees whose serialised entries :meth:`GitStore.tree_update` keeps: every tree of one state up
+#: to layout 3 (see above), so a commit rebuilds only the entries it changes (at 100,000 files
+#: about 18 MB more than the 320 of layouts 1 and 2 took).
+_TREE_PARTS_ENTRIES = 4608
 #: Loose objects per pack written by :meth:`GitStore.pack_loose` (bounds its memory).
 PACK_BATCH = 4096
 

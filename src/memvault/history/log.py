@@ -99,11 +99,17 @@ def node_pairs(store: AnyBranch, tree_id: bytes, parent_tree: bytes | None) -> l
     new_blobs = store.index_blobs(tree_id)
     old_blobs = store.index_blobs(parent_tree) if parent_tree is not None else {}
     out: list[tuple[Node | None, Node | None]] = []
-    for shard in sorted(set(new_blobs) | set(old_blobs)):
-        if new_blobs.get(shard) == old_blobs.get(shard):
-            continue
-        new = store.shard_nodes(shard, new_blobs[shard]) if shard in new_blobs else {}
-        old = store.shard_nodes(shard, old_blobs[shard]) if shard in old_blobs else {}
+    pairs = [
+        (store.shard_nodes(shard, new_blobs[shard]) if shard in new_blobs else {},
+         store.shard_nodes(shard, old_blobs[shard]) if shard in old_blobs else {})
+        for shard in sorted(set(new_blobs) | set(old_blobs))
+        if new_blobs.get(shard) != old_blobs.get(shard)
+    ]  # fmt: skip
+    if {len(shard) for shard in new_blobs} != {len(shard) for shard in old_blobs} and new_blobs and old_blobs:
+        # Trees of two layouts (an upgrade refiled the nodes in shards of other names): compare
+        # every token of one with the other's.
+        pairs = [({t: n for s in pairs for t, n in s[0].items()}, {t: n for s in pairs for t, n in s[1].items()})]
+    for new, old in pairs:
         for token, node in new.items():
             before = old.get(token)
             if before is None or (before.version, before.dek_id) != (node.version, node.dek_id):

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidInputError, NotFoundError
-from ..store.state import shard_of
+from ..store.nodes import shard_among
 from .ids import memory_id, parse_memory_id, version_id
 from .index import LineageIndex, VersionRecord
 from .model import MemoryVersion, micros, redaction_of
@@ -59,8 +59,9 @@ class VersionReader:
     def _content(self, record: VersionRecord) -> str:
         commit_id = self._index.commits[record.seq].commit_id
         tree_id = self._store.commit(commit_id)[1]
-        shard = shard_of(record.token)
-        node = self._store.shard_nodes(shard, self._store.index_blobs(tree_id)[shard])[record.token]
+        blobs = self._store.index_blobs(tree_id)
+        shard = shard_among(blobs, record.token)
+        node = self._store.shard_nodes(shard, blobs[shard])[record.token]
         return self._store.read_node(node).decode("utf-8")
 
     def build(self, record: VersionRecord, *, view: str) -> MemoryVersion:

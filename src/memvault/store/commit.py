@@ -10,7 +10,7 @@ from dataclasses import replace
 from .. import crypto
 from ..errors import ConflictError, InternalError, KeyRotatedError, LimitExceededError, MemvaultError, StorageError
 from ..format import records
-from ..format.layout import content_path, shard_path
+from ..format.layout import content_path, shard_digits, shard_path
 from ..format.records import CommitMeta, Node
 from ..git.objects import MODE_BLOB, MODE_TREE, GitObject
 from ..git.refs import Branch
@@ -75,7 +75,7 @@ class CommitWriter:
         #: before the replica records it (:meth:`memvault.remote.replica.Replica.publish`).
         self.publish: Callable[[tuple[str, bytes, bytes], bytes], None] | None = None
         #: A store directory in durability ``full`` on a host that journals (:mod:`.journal`):
-        #: commits of ``main`` of format version 5 are made durable through it.
+        #: commits of ``main`` of format version 5 or later are made durable through it.
         self.journal: Journal | None = None
         #: ``(commit id, settings MAC it records)`` of the last commit of ``main`` this writer built,
         #: so that the next one need not open its parent again to carry the record on.
@@ -89,7 +89,7 @@ class CommitWriter:
         *,
         epoch: int,
         version: int,
-        relayout: bool = False,
+        relayout: int = 0,
         destroy: dict[bytes, dict[str, object]] | None = None,
         announce_epoch: bool = False,
         stored_limit: int | None = None,
@@ -102,7 +102,7 @@ class CommitWriter:
         Args:
             epoch: the key epoch whose wrap key wraps the new data keys.
             version: the store's format version (record encodings).
-            relayout: file every live blob and shard of ``state`` anew in tree layout 2.
+            relayout: file every live blob and shard of ``state`` anew in this tree layout (0: none).
             destroy: data keys to destroy with this commit (``dek_id -> info``): DESTROY records
                 in the same keyring append, before its commit record (format version 3).
             announce_epoch: record that ``epoch`` is the store's key epoch (an EPOCH record,
@@ -148,12 +148,17 @@ class CommitWriter:
         layout = self._reader.tree_layout(state.tree_id, version)
         base_tree: bytes | None = state.tree_id
         if relayout:
-            layout, base_tree = 2, None
+            moved = shard_digits(relayout) != shard_digits(layout)
+            layout, base_tree = relayout, None
             for node in state.every_node():
                 if not node.is_dir and not node.redacted:
-                    tree_changes[content_path(node.token, 2)] = (MODE_BLOB, node.blob_id)
-            for shard, shard_blob in state.shard_blobs.items():
-                tree_changes[shard_path(shard, 2)] = (MODE_BLOB, shard_blob)
+                    tree_changes[content_path(node.token, layout)] = (MODE_BLOB, node.blob_id)
+                if moved:  # shards of another width: every one is encoded anew below
+                    touched_shards.add(shard_of(node.token, shard_digits(layout)))
+                    shard_nodes.setdefault(shard_of(node.token, shard_digits(layout)), {})[node.token] = node
+            for shard, shard_blob in state.shard_blobs.items() if not moved else ():
+                tree_changes[shard_path(shard, layout)] = (MODE_BLOB, shard_blob)
+        digits = shard_digits(layout)
 
         def shard_view(shard: bytes) -> dict[bytes, Node]:
             # A copy of the whole shard as the state has it (decoded now if it was not yet):
@@ -171,8 +176,8 @@ class CommitWriter:
             if pending is None:
                 if old is None:
                     continue
-                touched_shards.add(shard_of(old.token))
-                shard_view(shard_of(old.token)).pop(old.token, None)
+                touched_shards.add(shard_of(old.token, digits))
+                shard_view(shard_of(old.token, digits)).pop(old.token, None)
                 if not old.is_dir:
                     tree_changes[content_path(old.token, layout)] = None
                 new_nodes[path] = None
@@ -193,7 +198,7 @@ class CommitWriter:
             elif old is not None and not old.is_dir:
                 tree_changes[content_path(old.token, layout)] = None
             node = records.seal_node(dek, self.store_id, node, encoding=record_encoding(version))
-            shard = shard_of(node.token)
+            shard = shard_of(node.token, digits)
             touched_shards.add(shard)
             shard_view(shard)[node.token] = node
             new_nodes[path] = node

@@ -59,11 +59,12 @@ STORE_ENTRIES = ("keys", "keyring", "repo", "access", "lock", STORE_FILE)
 #: Format version of new stores (docs/format.md): 2 writes compact binary node records, 3 also
 #: records redactions and rotations in the keyring's MAC chain, each with a commit; 4 lets the log
 #: of a store in object storage hold the commits of side branches (dreams); 5 makes a durable commit
-#: of a store directory through the commit journal (one flush).
-FORMAT_VERSION = 5
-#: Format versions this code opens: 1 (JSON node records) to 5; a store keeps being written in its
+#: of a store directory through the commit journal (one flush); 6 also files a new tree in the
+#: fan-out layout its ``max_files`` calls for (docs/format.md §5.3: layouts 2 to 4).
+FORMAT_VERSION = 6
+#: Format versions this code opens: 1 (JSON node records) to 6; a store keeps being written in its
 #: own version (so that older memvault releases keep reading it) until it is upgraded.
-READABLE_VERSIONS = (1, 2, 3, 4, 5)
+READABLE_VERSIONS = (1, 2, 3, 4, 5, 6)
 #: Largest ``memvault.json`` read (settings with a full allowlist and custom rules stay far below).
 MAX_CONFIG_BYTES = 16 * 1024 * 1024
 _STORE_FORMAT = "memvault-store"

@@ -1,4 +1,4 @@
-"""The commit journal of a store directory in durability ``full`` (format version 5, Linux): a
+"""The commit journal of a store directory in durability ``full`` (format version 5 and later, Linux): a
 commit of ``main`` is durable after one flush, of one file (docs/format.md §7.1).
 
 A commit writes its pack and index as before, then one *entry* to ``<store>/journal`` holding the

@@ -49,7 +49,7 @@ from .journal import Journal, journal_available
 from .keychanges import KeyChanges
 from .reads import FileReads
 from .replicated import publish_config, run_racing
-from .state import PLAINTEXT_CACHE_BYTES, OpenedCommit, StateReader, StoreState, shard_of
+from .state import PLAINTEXT_CACHE_BYTES, OpenedCommit, StateReader, StoreState
 from .transaction import Committed, Transaction, commit_meta_after
 
 __all__ = ["MemoryStore"]
@@ -77,7 +77,7 @@ class _LiveTokens:
     def __contains__(self, token: object) -> bool:
         if not isinstance(token, bytes) or not token:
             return False
-        shard = shard_of(token)
+        shard = self._state.shard_name(token)
         nodes = self._state.decoded(shard)
         if nodes is None:
             if token not in self._exact:
@@ -138,7 +138,7 @@ class MemoryStore(FileReads, Hosting, KeyChanges):
             live=lambda: _LiveTokens(self._sync(writer=False), self.access_times.pending()),
         )  # fmt: skip
         self._reader = StateReader(git, self.keyring, self._keys, store_id, self._token_mac, lock=self._state_lock)
-        self._reader.fold = sibling_key(settings)
+        self._reader.fold, self._reader.max_files = sibling_key(settings), settings.max_files
         #: This host's anchor of the store directory (docs/format.md §14.2); None for a replica.
         self.anchor = anchor_for(root, store_id, self._keys.keyring, self.keyring.recorded_commits)
         self._head = Head(self._reader, self.keyring, durable=self._durable, anchor=self.anchor)
@@ -315,7 +315,10 @@ class MemoryStore(FileReads, Hosting, KeyChanges):
             publish = partial(publish_config, self.remote) if self.remote is not None else None
             record = config.upgraded(self.root, self._keys.config, self._head.settings_in_force(), publish=publish)
             self.format_version = FORMAT_VERSION
-            relayout = self._reader.tree_layout(state.tree_id, self.format_version) == 1
+            # The layout follows max_files as memvault.json has it now (raised since this object
+            # opened the store, maybe by another process).
+            self._reader.max_files = config.settings.max_files
+            relayout = self._reader.relayout_target(state.tree_id, self.format_version)
             # Redactions made before version 3 are chained now (DESTROY records), the access file named.
             tombstoned = self.keyring.unchained_destructions()
             if relayout or tombstoned or record:

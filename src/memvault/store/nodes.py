@@ -16,7 +16,9 @@ from ..errors import IntegrityError
 from ..format.records import Node
 from ..paths import ROOT
 
-__all__ = ["StoreState", "NodeMap", "ShardSource", "shard_of", "split_path", "gc_paused", "PLACEHOLDER"]
+__all__ = [
+    "StoreState", "NodeMap", "ShardSource", "shard_of", "shard_among", "split_path", "gc_paused", "PLACEHOLDER",
+]  # fmt: skip
 
 
 class ShardSource(Protocol):
@@ -33,6 +35,8 @@ class ShardSource(Protocol):
 
     def locate_shard(self, tree_id: bytes, shard: bytes) -> bytes | None: ...
 
+    def shard_digits(self, tree_id: bytes) -> int: ...
+
     def all_shard_blobs(self, tree_id: bytes) -> dict[bytes, bytes]: ...
 
     def shard_nodes(self, shard: bytes, blob_id: bytes) -> dict[bytes, Node]: ...
@@ -42,9 +46,22 @@ class ShardSource(Protocol):
 _SHARD_NAMES = tuple(b"%02x" % i for i in range(256))
 
 
-def shard_of(token: bytes) -> bytes:
-    """The index shard (two hex digits) of a path token."""
-    return _SHARD_NAMES[token[0]] if token else b""
+def shard_of(token: bytes, digits: int = 2) -> bytes:
+    """The index shard of a path token: the first ``digits`` hex digits of it (2 in tree layouts
+    1 and 2, the layout's number in layouts 3 and 4; docs/format.md §5.3)."""
+    if digits == 2:
+        return _SHARD_NAMES[token[0]] if token else b""
+    return token[: (digits + 1) // 2].hex()[:digits].encode()
+
+
+def shard_among(shards: Mapping[bytes, object], token: bytes) -> bytes:
+    """The shard of ``token`` among the shard names of one tree (every name of a tree has the
+    same number of digits); its two-digit name if no name fits."""
+    for digits in (2, 3, 4):
+        name = shard_of(token, digits)
+        if name in shards:
+            return name
+    return shard_of(token)
 
 
 def split_path(path: str) -> tuple[str, str]:
@@ -95,6 +112,8 @@ class StoreState:
         self.shards: dict[bytes, dict[bytes, Node]] = {}
         #: shard -> index blob id (None: no such shard) of the shards located so far.
         self._blobs: dict[bytes, bytes | None] = {}
+        #: Hex digits of the tree's shard names (0: not looked up yet).
+        self._digits = 0
         self._complete = complete
         #: Every shard with nodes is in :attr:`shards` (a copy of a complete state, which builds
         #: its child lists and counts only when asked).
@@ -137,7 +156,7 @@ class StoreState:
         if path == ROOT:
             return None  # the root has no node
         token = self.reader.token_of(path)
-        node = self.shard(_SHARD_NAMES[token[0]]).get(token)
+        node = self.shard(self.shard_name(token)).get(token)
         if node is None or node.path != path:
             return None  # absent, or a redacted version (its placeholder path is not looked up)
         parent = path.rpartition("/")[0]
@@ -153,8 +172,15 @@ class StoreState:
     def redacted(self, token: bytes) -> Node | None:
         """The redacted version whose path has ``token`` (its path went with its key; the token
         stays), or None; decodes that token's shard only."""
-        node = self.shard(_SHARD_NAMES[token[0]]).get(token) if token else None
+        node = self.shard(self.shard_name(token)).get(token) if token else None
         return node if node is not None and node.redacted else None
+
+    def shard_name(self, token: bytes) -> bytes:
+        """The name of the shard that holds ``token`` in this state's tree (as many hex digits
+        as its layout's shards have)."""
+        if not self._digits:
+            self._digits = self.reader.shard_digits(self.tree_id)
+        return shard_of(token, self._digits)
 
     def shard(self, shard: bytes) -> dict[bytes, Node]:
         """``token -> node`` of one shard (empty: none at this commit), decoded if needed. The
@@ -273,6 +299,13 @@ class StoreState:
         """Become the commit ``made`` = ``(id, seq, tree id)`` this store wrote on top of this
         state: ``shards`` maps each shard it rewrote to ``(its new index blob or None, its
         nodes)``; ``removed`` and ``added`` are the nodes it replaced and wrote."""
+        if shards:
+            digits = len(next(iter(shards)))
+            if self.shards and len(next(iter(self.shards))) != digits:
+                # A commit in another layout (``upgrade``, or the first after the tree emptied):
+                # it wrote every shard of the state.
+                self.shards, self._blobs = {}, {}
+            self._digits = digits
         for shard, (blob, nodes) in shards.items():
             self._blobs[shard] = blob
             self.shards[shard] = nodes
@@ -300,6 +333,8 @@ class StoreState:
         new = StoreState(commit_id, seq, tree_id, self.reader, current=self.current)
         reader = self.reader
         if not self._complete:
+            if self.shards and reader.shard_digits(tree_id) != len(next(iter(self.shards))):
+                return new  # another layout (an upgrade since): its shards have other names
             for shard, nodes in self.shards.items():
                 blob = reader.locate_shard(tree_id, shard)
                 if blob == self._blobs.get(shard):

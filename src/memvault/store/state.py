@@ -82,8 +82,13 @@ class StateReader:
         self._token = token
         #: How sibling names are told apart (``paths.sibling_key``); every state built gets it.
         self.fold: Callable[[str], str] = fold_key
+        #: The store's ``max_files``: picks the layout of a commit on the empty tree in a store of
+        #: format version 6 (:func:`~memvault.format.layout.fresh_layout`).
+        self.max_files = 100_000
         self._layout = LayoutChecker(git.tree_entries)
         self._subtrees: layout.Memo = {}
+        #: Fan-out depth of the roots whose first subtree is the key (:meth:`shard_digits`).
+        self._depths: dict[bytes, int] = {}
         self._commits: OrderedDict[bytes, OpenedCommit] = OrderedDict()
         self._shards: OrderedDict[bytes, dict[bytes, Node]] = OrderedDict()
         self._contents: OrderedDict[bytes, bytes] = OrderedDict()
@@ -129,8 +134,40 @@ class StateReader:
     # -- trees and shards ----------------------------------------------------------------------------
 
     def tree_layout(self, tree_id: bytes, format_version: int) -> int:
-        """The layout a commit on ``tree_id`` keeps (:func:`~memvault.format.layout.tree_layout`)."""
-        return layout.tree_layout(self.git.tree_entries(tree_id), format_version)
+        """The layout a commit on ``tree_id`` keeps in a store of ``format_version``
+        (:func:`~memvault.format.layout.tree_layout`)."""
+        fresh = layout.fresh_layout(format_version, self.max_files)
+        return layout.tree_layout(self.git.tree_entries(tree_id), self.git.tree_entries, fresh)
+
+    def relayout_target(self, tree_id: bytes, format_version: int) -> int:
+        """The layout ``memvault upgrade`` refiles the tree ``tree_id`` in (0: it keeps its own):
+        the one a new store of ``format_version`` would take, when the tree's is shallower."""
+        root = self.git.tree_entries(tree_id)
+        fresh = layout.fresh_layout(format_version, self.max_files)
+        if not root:
+            return 0
+        own = layout.tree_layout(root, self.git.tree_entries, fresh)
+        return fresh if own < fresh else 0
+
+    def shard_digits(self, tree_id: bytes) -> int:
+        """How many hex digits name the shards of the tree ``tree_id`` (2 for the empty tree).
+
+        Raises:
+            IntegrityError: a tree on the way to the first blob cannot be read.
+        """
+        root = self.git.tree_entries(tree_id)
+        if b"i" in root or not root:
+            return 2
+        # Remembered by the root's first subtree, which consecutive commits mostly share: one
+        # commit after another, the trees below it are not read again to find the depth.
+        first = root[min(root)][1]
+        depth = self._depths.get(first)
+        if depth is None:
+            depth = layout.fanout_depth(root, self.git.tree_entries)
+            if len(self._depths) >= _SUBTREE_CACHE_ENTRIES:
+                self._depths.clear()
+            self._depths[first] = depth
+        return depth
 
     def shard_blobs(self, tree_id: bytes) -> dict[bytes, bytes]:
         """``shard -> index blob id`` of a commit's tree.
@@ -138,16 +175,24 @@ class StateReader:
         Raises:
             IntegrityError: a tree on the way does not have memvault's layout.
         """
+        return self._walk_shards(tree_id, name_problem=False)
+
+    def _walk_shards(self, tree_id: bytes, *, name_problem: bool) -> dict[bytes, bytes]:
+        # Every tree read is checked against its role; ``name_problem``: the error says what
+        # does not fit (as ``_refuse``). Subtrees walked before are not read again (the memo).
+        depth = self.shard_digits(tree_id)
 
         def read(obj_id: bytes, role: str, _prefix: bytes) -> layout.Entries:
             entries = self.git.tree_entries(obj_id)
-            if layout.shape_problem(entries, role) is not None:
+            problem = layout.shape_problem(entries, role, depth)
+            if problem is not None:
+                _refuse(problem if name_problem else None)
                 raise IntegrityError()
             return entries
 
         if len(self._subtrees) > _SUBTREE_CACHE_ENTRIES:
             self._subtrees.clear()
-        return layout.walk(tree_id, read, content=False, memo=self._subtrees)[0]
+        return layout.walk(tree_id, read, content=False, memo=self._subtrees, depth=depth)[0]
 
     def shard_nodes(self, shard: bytes, blob_id: bytes) -> dict[bytes, Node]:
         """The decrypted nodes of one index shard blob (``token -> node``), cached.
@@ -180,13 +225,13 @@ class StateReader:
                 # uses characters the path grammar refuses, so it can never collide.
                 placeholder = f"{PLACEHOLDER}{token.hex()[:16]}>"
                 node = Node(placeholder, "file", token, b"", 0, dek_id, sealed=sealed, redacted=True)
-                if shard_of(token) != shard or token in nodes:
+                if shard_of(token, len(shard)) != shard or token in nodes:
                     raise IntegrityError()
                 nodes[token] = node
                 continue
             node = records.open_node(keyring.dek(dek_id), store_id, token, dek_id, sealed)
             # The record names its path; the path's token (HMAC(K_name, path)) must be the entry's.
-            if shard_of(token) != shard or token in nodes or token_of(node.path.encode()) != token:
+            if shard_of(token, len(shard)) != shard or token in nodes or token_of(node.path.encode()) != token:
                 raise IntegrityError()
             nodes[token] = node
         return nodes
@@ -205,11 +250,11 @@ class StateReader:
         return hw is not None and hw.commit_id == commit_id
 
     def check_top(self, tree_id: bytes) -> None:
-        """Check every tree of a commit's tree but the leaves that grow with the store against
-        the layouts (docs/format.md §8, *Lazy decoding*): layout 2 the root and its fan-out
-        trees (at most 17 trees of at most 16 entries), layout 1 the root, the index subtree
-        whole and the content subtree's two fan-out levels (at most 35 such trees). The leaves
-        (``<h0>/<h1>``, ``c/<h0>/<h1>``) are checked when their shard is first located
+        """Check the top of a commit's tree against the layouts (docs/format.md §8, *Lazy
+        decoding*): in a fan-out layout the root and the trees it holds (at most 17 trees of at
+        most 16 entries), in layout 1 the root, the index subtree whole and the content subtree's
+        two fan-out levels (at most 35 such trees). The trees below (``<h0>/.../<h(d-1)>``,
+        ``c/<h0>/<h1>``) are checked on the way to a shard when it is first located
         (:meth:`locate_shard`) or all at once (:meth:`all_shard_blobs`).
 
         Raises:
@@ -227,8 +272,8 @@ class StateReader:
         """
         self.check_top(tree_id)
         root = self.git.tree_entries(tree_id)
-        h0, h1 = shard[:1], shard[1:]
-        if b"i" in root:  # layout 1: the shard at i/<h0>/<h1>, its content below c/<h0>/<h1>
+        if b"i" in root:
+            h0, h1 = shard[:1], shard[1:]  # layout 1: the shard at i/<h0>/<h1>, its content below c/<h0>/<h1>
             content = root.get(b"c")
             fan = self.git.tree_entries(content[1]).get(h0) if content is not None else None
             leaf = self.git.tree_entries(fan[1]).get(h1) if fan is not None else None
@@ -239,25 +284,37 @@ class StateReader:
                 return None
             found = self.git.tree_entries(fan[1]).get(h1)
             return found[1] if found is not None else None
-        fan = root.get(h0)
-        if fan is None:
-            return None
-        leaf = self.git.tree_entries(fan[1]).get(h1)
-        if leaf is None:
-            return None
-        _refuse(self._layout.problem(leaf[1], "s2"))
-        found = self.git.tree_entries(leaf[1]).get(b"i")
+        # A fan-out layout: the shard's name has as many digits as the tree has levels (a name of
+        # another length meets a tree of the wrong role on the way, and is refused).
+        letter = layout.FANOUT_LAYOUTS.get(len(shard))
+        if letter is None or len(shard) != self.shard_digits(tree_id):
+            raise IntegrityError("The store's index is inconsistent.")
+        entries = root
+        for level in range(len(shard)):
+            below = entries.get(shard[level : level + 1])
+            if below is None:
+                return None
+            _refuse(self._layout.problem(below[1], f"{letter}{level + 1}", levels=0))
+            entries = self.git.tree_entries(below[1])
+        found = entries.get(b"i")
         return found[1] if found is not None else None
 
     def all_shard_blobs(self, tree_id: bytes) -> dict[bytes, bytes]:
         """``shard -> index blob id`` of a commit's tree, the whole tree checked against the
         layouts (subtrees already checked are remembered by id).
 
+        In a fan-out layout every tree holds a shard or leads to one, so the walk that finds the
+        shards checks each tree as it reads it: one pass, each tree read once (a layout 4 tree
+        has about 70,000, more than the tree cache holds). Layout 1's content subtree leads to no
+        shard: it is checked whole first.
+
         Raises:
             IntegrityError: a tree does not fit.
         """
-        _refuse(self._layout.problem(tree_id))
-        return self.shard_blobs(tree_id)
+        if b"i" in self.git.tree_entries(tree_id):
+            _refuse(self._layout.problem(tree_id))
+            return self.shard_blobs(tree_id)
+        return self._walk_shards(tree_id, name_problem=True)
 
     def load_state(
         self, commit_id: bytes, seq: int, tree_id: bytes, old: StoreState | None, *, current: bool = False
@@ -346,6 +403,7 @@ class StateReader:
         self._shards.clear()
         self._commits.clear()
         self._subtrees.clear()
+        self._depths.clear()
         self._layout.forget()
 
     def forget_plaintext(self) -> None:

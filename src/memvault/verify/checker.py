@@ -454,7 +454,11 @@ class _Verifier:
             self.walked_trees.add((tree_id, role, prefix))
             return entries
 
-        shard_map, blobs = layout.walk(entry.tree_id, read)
+        try:
+            depth = layout.fanout_depth(self.git.read_tree(entry.tree_id), self.git.read_tree)
+        except IntegrityError:
+            depth = 2  # a tree on the way that cannot be read: the walk reports it
+        shard_map, blobs = layout.walk(entry.tree_id, read, depth=depth)
         for token, blob_id in blobs.items():
             self.content_entries.setdefault(blob_id, (token, where))
         for shard, blob_id in sorted(shard_map.items()):
@@ -531,7 +535,7 @@ class _Verifier:
         good: list[Node] = []
         tokens: set[bytes] = set()
         for token, dek_id, sealed in entries:
-            if token.hex()[:2].encode() != shard or token in tokens:
+            if token.hex()[: len(shard)].encode() != shard or token in tokens:
                 self.add("error", "bad-index", f"The {label} holds an entry that does not belong to it.", where=where)
                 continue
             tokens.add(token)
@@ -672,7 +676,7 @@ class _Verifier:
                     "error", code, f"Content blob {blob_id.decode()} under {{path}} {state}.", token=token, where=where
                 )
                 continue
-            if token in self.unopened_tokens or token.hex()[:2].encode() in self.unread_shards:
+            if token in self.unopened_tokens or any(token.hex().encode()[:d] in self.unread_shards for d in (2, 3, 4)):
                 continue  # its version could not be read (reported): not known to be stray
             if token in self.redacted_tokens:
                 continue  # the content of a redacted version: kept as ciphertext on purpose

@@ -19,7 +19,7 @@ from ...history import BlameLine, attribute_lines, walk
 from ...memories.index import LineageIndex, VersionRecord
 from ...paths import ROOT, parse_path
 from ...store import MemoryStore
-from ...store.state import shard_of
+from ...store.nodes import shard_among
 from ..jobs import Job
 from ..textview import clip, lines_of, show
 from .base import Ctx, Page, Reply, UiError, View, commit_of
@@ -98,8 +98,9 @@ def working(job: Job) -> Page:
 def _content(store: MemoryStore, commit_id: bytes, token: bytes) -> Node | None:
     """The node with path token ``token`` in commit ``commit_id`` (read from its one shard)."""
     tree = store.commit(commit_id)[1]
-    shard = shard_of(token)
-    blob = store.index_blobs(tree).get(shard)
+    blobs = store.index_blobs(tree)
+    shard = shard_among(blobs, token)
+    blob = blobs.get(shard)
     return store.shard_nodes(shard, blob).get(token) if blob is not None else None
 
 

@@ -57,6 +57,18 @@ def checks(quick: bool, seed: int) -> dict[str, tuple[list[str], dict[str, str]]
             {},
         ),
         "s3race": (_pytest(["tests/remote/test_remote_store.py", "-k", "racing_processes"], []), race_env),
+        "s3soak": (
+            _pytest(["tests/remote/test_soak.py", "-s", "-k", "soak_loses"], []),
+            {} if quick else {"MEMVAULT_SOAK_HOSTS": "8", "MEMVAULT_SOAK_COMMITS": "500", "MEMVAULT_SOAK_GC_EVERY": "100",
+                              "MEMVAULT_SOAK_REDACTIONS": "3", "MEMVAULT_SOAK_MAX_FAULTS": "0",
+                              "MEMVAULT_SOAK_FAULT_INTERVAL": "0.5", "MEMVAULT_SOAK_SLOW_SECONDS": "1.0",
+                              "MEMVAULT_SOAK_COMMIT_WINDOW": "20", "MEMVAULT_SOAK_GRACE": "120",
+                              "MEMVAULT_SOAK_MIN_PAUSE": "5", "MEMVAULT_SOAK_MAX_PAUSE": "90"},
+        ),
+        "s3gc10k": (
+            _pytest(["tests/remote/test_soak.py", "-s", "-k", "many_commits"], []),
+            {} if quick else {"MEMVAULT_GC_COMMITS": "10000"},
+        ),
         "scrubkeys": (
             _pytest(["tests/scrub/test_scrub_keys.py", "-k", "never_let"], []),
             {} if quick else {"MEMVAULT_SCRUB_KEYS": "1000000"},
@@ -68,7 +80,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="CI sizes (a smoke test of this script)")
     ap.add_argument(
-        "--only", default="", help="comma-separated subset of: stateful, fuzz, faults, stress, s3race, scrubkeys"
+        "--only", default="", help="comma-separated subset of: stateful, fuzz, faults, stress, s3race, s3soak, s3gc10k, scrubkeys"
     )
     ap.add_argument("--seed", type=int, default=1, help="seed of the fuzz and stress runs (default 1)")
     args = ap.parse_args()

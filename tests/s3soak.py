@@ -403,7 +403,9 @@ def run_soak(endpoint: str, proxy: Any, client: Any, bucket: str, base: Path, si
     setup = s3support.create_as_host(url, host_cache(url, base, "gc"))
     setup.close()
     rng = random.Random(size.seed)
-    result.secrets = {f"/memories/redact/r{i}.md": f"SOAKSECRET{rng.getrandbits(64):016x}\n" for i in range(size.redactions)}
+    result.secrets = {
+        f"/memories/redact/r{i}.md": f"SOAKSECRET{rng.getrandbits(64):016x}\n" for i in range(size.redactions)
+    }
     go, final, gc_now = base / "go", base / "final", base / "gc-now"
     proxied = {**s3support.aws_environment(proxy.url)}
     common = {"url": url, "commit_window": size.commit_window, "go": str(go)}
@@ -594,7 +596,9 @@ def check_soak(result: SoakResult, client: Any, bucket: str) -> tuple[list[str],
     return problems, figures
 
 
-def gc_size_check(url: str, base: Path, client: Any, bucket: str, commits: int, note_bytes: int = 200) -> dict[str, Any]:
+def gc_size_check(
+    url: str, base: Path, client: Any, bucket: str, commits: int, note_bytes: int = 200
+) -> dict[str, Any]:
     """``commits`` commits (init included) on a new store as one host, then ``gc`` with grace 0:
     objects and bytes in the bucket before and after, against the host's replica (packs merged, as
     ``benchmarks/bench_s3_gc.py`` measures)."""

@@ -11,8 +11,8 @@ import os
 import secrets
 from pathlib import Path
 
-import s3support
 import s3soak
+import s3support
 
 #: CI sizes: a few hosts and commits, a short pause, a handful of faults.
 CI_SIZE = s3soak.SoakSize(

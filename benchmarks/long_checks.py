@@ -115,6 +115,8 @@ def main() -> int:
         else:
             m = re.findall(r"^=*\s*(\d+ passed.*?)(?: in [\d.]+s.*)?=*$", out, re.M)
             summary = m[-1].strip() if m else out.strip().splitlines()[-1] if out.strip() else ""
+        for figures in re.findall(r"(?:SOAK|GC)-FIGURES \{.*\}", out):
+            print(f"   {figures}", flush=True)  # the counts the soak and the gc size check measured
         ok = proc.returncode == 0
         if not ok:
             print(out[-4000:])

@@ -9,7 +9,7 @@ content before some of them; one writer is paused (SIGSTOP) until a compaction h
 end, then resumed. Each writer acknowledges what its commands returned; a command that failed with
 an unknown outcome is resolved by reading the file back. Afterwards :func:`check_soak` reads the
 whole history as a new host: every acknowledged commit exactly once and nothing else, ``memvault
-verify`` and ``verify --remote`` clean on every host, and no redacted text in any object of the
+verify`` and ``verify --remote`` clean on every host and on a new one, and no redacted text in any object of the
 bucket (raw, inflated, in pack entries) nor in anything a host can decrypt.
 
 Run as a script, this module is one host of the soak: ``s3soak.py writer|gc|verify CONFIG_JSON``.
@@ -467,7 +467,7 @@ def run_soak(endpoint: str, proxy: Any, client: Any, bucket: str, base: Path, si
     result.faults = {f"added_{k}": v for k, v in added.items()} | _faults_seen(proxy, size.slow_seconds)
     direct = s3support.aws_environment(endpoint)
     checks = {}
-    for name in names:
+    for name in [*names, "new"]:  # "new": a host that opens from the checkpoint (no redacted ciphertext)
         env = {**direct, **host_env(host_cache(url, base, name))}
         proc = _spawn("verify", {"url": url, "secrets": list(result.secrets)}, env, base / f"verify-{name}.err")
         checks[name] = (proc, _Reader(proc, lambda _entry: None))

@@ -161,9 +161,11 @@ def commit_file(store: Any, path: str, text: str, session: str, counts: Counter[
 
     Returns:
         "ok" (acknowledged), "resolved" (an unknown outcome, found committed by reading) or
-        "exists" (a retry found the file there after an error that said nothing was saved).
+        "exists" (a retry found the file there after an error that said nothing was saved). A
+        ConflictError (other hosts committed first for ``replicated.RACE_SECONDS``: nothing was
+        saved) is run again, as its message asks, and counted.
     """
-    from memvault.errors import PathExistsError, StorageError
+    from memvault.errors import ConflictError, PathExistsError, StorageError
     from memvault.protocol.commands import run_command
 
     command = {"command": "create", "path": path, "file_text": text}
@@ -176,6 +178,8 @@ def commit_file(store: Any, path: str, text: str, session: str, counts: Counter[
             if _landed(store, path, text, counts):
                 return "resolved" if unknown else "exists"
             raise
+        except ConflictError:
+            counts["conflicts"] += 1
         except StorageError as err:
             counts["command_errors"] += 1
             if err.outcome_unknown:
@@ -189,13 +193,13 @@ def commit_file(store: Any, path: str, text: str, session: str, counts: Counter[
 def _redact(store: Any, path: str, counts: Counter[str]) -> list[str]:
     """Redact every version of ``path`` until it is done; the data key ids destroyed (hex)."""
     from memvault.erasure.redact import file_versions, shred_file
-    from memvault.errors import StorageError
+    from memvault.errors import ConflictError, StorageError
 
     while True:
         try:
             result = shred_file(store, path, actor="dpo", session="soak-redact", reason="soak")
             return [v.dek_id for v in result.versions]
-        except StorageError:
+        except (StorageError, ConflictError):
             counts["redact_errors"] += 1
             time.sleep(0.05)
             try:

@@ -15,6 +15,11 @@ test count and wall time):
 - ``stress``: benchmarks/bench_stress.py with 4 processes x 2 threads x 1,000 commands;
 - ``s3race``: the object-storage race test (tests/remote) with 8 processes x 40 rounds (CI: 4 x 6),
   each process a host with its own cache, against moto on loopback;
+- ``s3soak``: the soak of a store in S3 (tests/s3soak.py) with 8 writer hosts x 500 commits through a
+  faulty proxy, a gc every 100 commits on a ninth host, a writer paused across a compaction, 3
+  redactions (CI: 3 x 15, a gc every 10); its SOAK-FIGURES line gives the counts;
+- ``s3gc10k``: 10,000 commits and a gc leave at most 50 objects and about the replica's bytes
+  (CI: 120 commits); its GC-FIGURES line gives the counts;
 - ``scrubkeys``: tests/scrub/test_scrub_keys.py's check that no random key of any credential kind is let
   through, with a million keys per kind (CI: 100,000; 2-3 minutes on the project's machine).
 
@@ -38,6 +43,15 @@ def _pytest(paths: list[str], extra: list[str]) -> list[str]:
     return [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *paths, *extra]
 
 
+#: The long soak (tests/s3soak.py): 8 writers x 500 commits, a gc every 100 commits on a ninth host.
+SOAK_ENV = {
+    "MEMVAULT_SOAK_HOSTS": "8", "MEMVAULT_SOAK_COMMITS": "500", "MEMVAULT_SOAK_GC_EVERY": "100",
+    "MEMVAULT_SOAK_REDACTIONS": "3", "MEMVAULT_SOAK_MAX_FAULTS": "0", "MEMVAULT_SOAK_FAULT_INTERVAL": "0.5",
+    "MEMVAULT_SOAK_SLOW_SECONDS": "1.0", "MEMVAULT_SOAK_COMMIT_WINDOW": "20", "MEMVAULT_SOAK_GRACE": "120",
+    "MEMVAULT_SOAK_MIN_PAUSE": "5", "MEMVAULT_SOAK_MAX_PAUSE": "90",
+}  # fmt: skip
+
+
 def checks(quick: bool, seed: int) -> dict[str, tuple[list[str], dict[str, str]]]:
     stateful_env = (
         {}
@@ -57,6 +71,14 @@ def checks(quick: bool, seed: int) -> dict[str, tuple[list[str], dict[str, str]]
             {},
         ),
         "s3race": (_pytest(["tests/remote/test_remote_store.py", "-k", "racing_processes"], []), race_env),
+        "s3soak": (
+            _pytest(["tests/remote/test_soak.py", "-s", "-k", "soak_loses"], []),
+            {} if quick else SOAK_ENV,
+        ),
+        "s3gc10k": (
+            _pytest(["tests/remote/test_soak.py", "-s", "-k", "many_commits"], []),
+            {} if quick else {"MEMVAULT_GC_COMMITS": "10000"},
+        ),
         "scrubkeys": (
             _pytest(["tests/scrub/test_scrub_keys.py", "-k", "never_let"], []),
             {} if quick else {"MEMVAULT_SCRUB_KEYS": "1000000"},
@@ -68,7 +90,9 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="CI sizes (a smoke test of this script)")
     ap.add_argument(
-        "--only", default="", help="comma-separated subset of: stateful, fuzz, faults, stress, s3race, scrubkeys"
+        "--only",
+        default="",
+        help="comma-separated subset of: stateful, fuzz, faults, stress, s3race, s3soak, s3gc10k, scrubkeys",
     )
     ap.add_argument("--seed", type=int, default=1, help="seed of the fuzz and stress runs (default 1)")
     args = ap.parse_args()
@@ -91,6 +115,8 @@ def main() -> int:
         else:
             m = re.findall(r"^=*\s*(\d+ passed.*?)(?: in [\d.]+s.*)?=*$", out, re.M)
             summary = m[-1].strip() if m else out.strip().splitlines()[-1] if out.strip() else ""
+        for figures in re.findall(r"(?:SOAK|GC)-FIGURES \{.*\}", out):
+            print(f"   {figures}", flush=True)  # the counts the soak and the gc size check measured
         ok = proc.returncode == 0
         if not ok:
             print(out[-4000:])

@@ -43,7 +43,16 @@ import pytest
 
 import memvault
 
-__all__ = ["S3Env", "FaultProxy", "moto_server", "make_s3_env", "s3_client", "as_host", "sequential_round_trips"]
+__all__ = [
+    "S3Env",
+    "FaultProxy",
+    "moto_server",
+    "make_s3_env",
+    "s3_client",
+    "as_host",
+    "aws_environment",
+    "sequential_round_trips",
+]
 
 ACCESS_KEY = "testing-access-key"
 SECRET_KEY = "testing-secret-key"
@@ -218,6 +227,11 @@ def _environment(endpoint: str) -> dict[str, str]:
         "NO_PROXY": no_proxy,
         "no_proxy": no_proxy,
     }
+
+
+def aws_environment(endpoint: str) -> dict[str, str]:
+    """The AWS variables pointing a child process at ``endpoint`` with the test credentials."""
+    return _environment(endpoint)
 
 
 def _apply(env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:

@@ -285,6 +285,35 @@ def test_compaction_never_copies_a_destroyed_keys_ciphertext_and_redaction_rewri
     b.close()
 
 
+def test_hosts_without_a_redacted_versions_ciphertext_verify_clean_after_gc_dropped_it(s3_env, tmp_path: Path) -> None:
+    """A host that never fetched a redacted version's content blob before gc left it out of the
+    merged pack (a new host, one behind) finds it absent: that is no problem, while the live
+    versions are still read and authenticated."""
+    from memvault.erasure.redact import shred_file
+    from memvault.verify import verify
+
+    url = s3_env.url("v")
+    a = create_as_host(url, tmp_path / "a")
+    behind = open_as_host(url, tmp_path / "behind")  # its last pull: before the secret
+    _cmd(a, command="create", path="/memories/kept.md", file_text="kept\n")
+    _cmd(a, command="create", path="/memories/secret.md", file_text="the secret\n")
+    secret = a.snapshot().get("/memories/secret.md")
+    assert secret is not None
+    shred_file(a, "/memories/secret.md", actor="dpo", reason="erasure")
+    _cmd(a, command="create", path="/memories/more.md", file_text="more\n")
+    compact_remote(a, grace=0)
+    assert verify(a).problems == []  # the compacting host still holds the ciphertext
+    fresh = open_as_host(url, tmp_path / "fresh")
+    for host in (fresh, behind):
+        assert "more.md" in _cmd(host, command="view", path="/memories")  # a pull: up to the head
+        report = verify(host)
+        assert not host.git.contains(secret.blob_id)  # gc dropped it: this host never had it
+        assert report.problems == [], [(p.code, p.message) for p in report.problems]
+        assert report.ok and report.commits == 5 and report.versions == 2  # kept.md and more.md
+        host.close()
+    a.close()
+
+
 def test_gc_help_names_the_grace_option_and_variable(capsys) -> None:
     assert main(["gc", "--help"]) == 0
     out = capsys.readouterr().out

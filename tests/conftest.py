@@ -89,6 +89,19 @@ def pack_entries(data: bytes) -> list[tuple[int, int, int, bytes]]:
     return out
 
 
+def object_views(key: str, data: bytes) -> list[tuple[int | None, bytes]]:
+    """What an object in a bucket could reveal, as ``(pack entry type or None, bytes)``: its bytes,
+    their zlib inflation when they inflate, and the inflated data of every entry of a ``.pack``."""
+    views: list[tuple[int | None, bytes]] = [(None, data)]
+    try:
+        views.append((None, zlib.decompress(data)))
+    except zlib.error:
+        pass
+    if key.endswith(".pack"):
+        views += [(kind, body) for kind, _s, _e, body in pack_entries(data)]
+    return views
+
+
 def rewrite_packed_object(store_path: Path, obj_id: bytes, body: bytes | Callable[[bytes], bytes] | None) -> None:
     """Damage the store's packs holding ``obj_id`` as a disk or an attacker could: its entry
     holds ``body`` (or ``body(old data)``) instead (a well-formed zlib stream: only the id check

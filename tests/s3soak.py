@@ -25,7 +25,6 @@ import subprocess
 import sys
 import threading
 import time
-import zlib
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -514,7 +513,7 @@ def check_soak(result: SoakResult, client: Any, bucket: str) -> tuple[list[str],
     """Read the store as a new host and every object of the bucket: the problems found (none
     expected) and the figures of the run."""
     import s3support
-    from conftest import pack_entries
+    from conftest import object_views
     from memvault.errors import PathNotFoundError, RedactedError
     from memvault.history import log, read_at
 
@@ -564,16 +563,10 @@ def check_soak(result: SoakResult, client: Any, bucket: str) -> tuple[list[str],
     keys = [item["Key"] for page in pages for item in page.get("Contents", [])]
     for key in keys:
         data = client.get_object(Bucket=bucket, Key=key)["Body"].read()
-        views = [data]
-        try:
-            views.append(zlib.decompress(data))
-        except zlib.error:
-            pass
-        if key.endswith(".pack"):
-            for kind, _s, _e, body in pack_entries(data):
-                views.append(body)
-                if kind == 3 and body[:4] == b"MVB1" and body[44:60] in destroyed:
-                    problems.append(f"{key} holds the ciphertext of a destroyed key")
+        views = [view for _kind, view in object_views(key, data)]
+        for kind, body in object_views(key, data):
+            if kind == 3 and body[:4] == b"MVB1" and body[44:60] in destroyed:
+                problems.append(f"{key} holds the ciphertext of a destroyed key")
         if "/deks/" in key and any(d in data or d.hex().encode() in data for d in destroyed):
             problems.append(f"{key} holds a destroyed data key")
         for view in views:

@@ -208,6 +208,21 @@ def test_an_emptied_tree_takes_the_layout_of_a_new_store(tmp_path: Path) -> None
         assert store.read_text("/memories/g.md") == "golf\n" and verify(store).ok
 
 
+def test_an_emptied_tree_follows_max_files_as_changed_in_the_same_process(tmp_path: Path) -> None:
+    """The layout of a commit on the empty tree follows ``max_files`` as the store's settings have
+    it now: raised by ``change_settings`` on this very handle, not as it was at open."""
+    with _create(tmp_path / "s", 100) as store:
+        assert {len(s) for s in store.index_blobs(_tree(store))} == {2}
+        change_settings(store, {"max_files": 200_000})
+        tool = MemoryTool(store)
+        for path in ("/memories/a.md", "/memories/notes"):
+            assert tool.call({"command": "delete", "path": path}).startswith("Successfully deleted")
+        assert store.git.tree_entries(_tree(store)) == {}
+        store.put_file("/memories/h.md", "hotel\n")
+        assert {len(s) for s in store.index_blobs(_tree(store))} == {4}
+        assert store.read_text("/memories/h.md") == "hotel\n" and verify(store).ok
+
+
 def test_layout_paths_and_choices() -> None:
     token = bytes.fromhex("0123456789abcdef" * 4)
     assert layout.content_path(token, 1) == (b"c", b"0", b"1", b"23456789abcdef" + b"0123456789abcdef" * 3)

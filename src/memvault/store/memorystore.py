@@ -138,7 +138,7 @@ class MemoryStore(FileReads, Hosting, KeyChanges):
             live=lambda: _LiveTokens(self._sync(writer=False), self.access_times.pending()),
         )  # fmt: skip
         self._reader = StateReader(git, self.keyring, self._keys, store_id, self._token_mac, lock=self._state_lock)
-        self._reader.fold, self._reader.max_files = sibling_key(settings), settings.max_files
+        self._reader.fold, self._reader.max_files = sibling_key(settings), lambda: self.settings.max_files
         #: This host's anchor of the store directory (docs/format.md §14.2); None for a replica.
         self.anchor = anchor_for(root, store_id, self._keys.keyring, self.keyring.recorded_commits)
         self._head = Head(self._reader, self.keyring, durable=self._durable, anchor=self.anchor)
@@ -317,8 +317,7 @@ class MemoryStore(FileReads, Hosting, KeyChanges):
             self.format_version = FORMAT_VERSION
             # The layout follows max_files as memvault.json has it now (raised since this object
             # opened the store, maybe by another process).
-            self._reader.max_files = config.settings.max_files
-            relayout = self._reader.relayout_target(state.tree_id, self.format_version)
+            relayout = self._reader.relayout_target(state.tree_id, self.format_version, config.settings.max_files)
             # Redactions made before version 3 are chained now (DESTROY records), the access file named.
             tombstoned = self.keyring.unchained_destructions()
             if relayout or tombstoned or record:

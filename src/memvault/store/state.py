@@ -82,9 +82,9 @@ class StateReader:
         self._token = token
         #: How sibling names are told apart (``paths.sibling_key``); every state built gets it.
         self.fold: Callable[[str], str] = fold_key
-        #: The store's ``max_files``: picks the layout of a commit on the empty tree in a store of
-        #: format version 6 (:func:`~memvault.format.layout.fresh_layout`).
-        self.max_files = 100_000
+        #: The store's ``max_files`` as its settings have it now: picks the layout of a commit on
+        #: the empty tree in a store of format version 6 (:func:`~memvault.format.layout.fresh_layout`).
+        self.max_files: Callable[[], int] = lambda: 100_000
         self._layout = LayoutChecker(git.tree_entries)
         self._subtrees: layout.Memo = {}
         #: Fan-out depth of the roots whose first subtree is the key (:meth:`shard_digits`).
@@ -136,14 +136,15 @@ class StateReader:
     def tree_layout(self, tree_id: bytes, format_version: int) -> int:
         """The layout a commit on ``tree_id`` keeps in a store of ``format_version``
         (:func:`~memvault.format.layout.tree_layout`)."""
-        fresh = layout.fresh_layout(format_version, self.max_files)
+        fresh = layout.fresh_layout(format_version, self.max_files())
         return layout.tree_layout(self.git.tree_entries(tree_id), self.git.tree_entries, fresh)
 
-    def relayout_target(self, tree_id: bytes, format_version: int) -> int:
+    def relayout_target(self, tree_id: bytes, format_version: int, max_files: int) -> int:
         """The layout ``memvault upgrade`` refiles the tree ``tree_id`` in (0: it keeps its own):
-        the one a new store of ``format_version`` would take, when the tree's is shallower."""
+        the one a new store of ``format_version`` and ``max_files`` would take, when the tree's is
+        shallower."""
         root = self.git.tree_entries(tree_id)
-        fresh = layout.fresh_layout(format_version, self.max_files)
+        fresh = layout.fresh_layout(format_version, max_files)
         if not root:
             return 0
         own = layout.tree_layout(root, self.git.tree_entries, fresh)

@@ -8,7 +8,7 @@ each; docs/format.md §8, *Lazy decoding*, says what is checked when.
 from __future__ import annotations
 
 import gc
-from collections.abc import Callable, ItemsView, Iterator, KeysView, Mapping, ValuesView
+from collections.abc import Callable, Container, ItemsView, Iterator, KeysView, Mapping, ValuesView
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any, Protocol
 
@@ -54,9 +54,9 @@ def shard_of(token: bytes, digits: int = 2) -> bytes:
     return token[: (digits + 1) // 2].hex()[:digits].encode()
 
 
-def shard_among(shards: Mapping[bytes, object], token: bytes) -> bytes:
-    """The shard of ``token`` among the shard names of one tree (every name of a tree has the
-    same number of digits); its two-digit name if no name fits."""
+def shard_among(shards: Container[bytes], token: bytes) -> bytes:
+    """The shard of ``token`` among the shard names ``shards`` of one tree (every name of a tree
+    has the same number of digits); its two-digit name if no name fits."""
     for digits in (2, 3, 4):
         name = shard_of(token, digits)
         if name in shards:

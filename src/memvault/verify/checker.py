@@ -17,6 +17,7 @@ from ..format.records import Node
 from ..keys.keyring import ZERO_ID, freshness_problem
 from ..store import MemoryStore
 from ..store.config import STORE_FILE, config_key, read_config
+from ..store.nodes import shard_among, shard_of
 from . import keys
 from .branches import NOWHERE, BranchWalk, ChainEntry, Where, absent, seq_text, walk_branches
 from .report import Problem, Severity, VerifyReport
@@ -535,7 +536,7 @@ class _Verifier:
         good: list[Node] = []
         tokens: set[bytes] = set()
         for token, dek_id, sealed in entries:
-            if token.hex()[: len(shard)].encode() != shard or token in tokens:
+            if shard_of(token, len(shard)) != shard or token in tokens:
                 self.add("error", "bad-index", f"The {label} holds an entry that does not belong to it.", where=where)
                 continue
             tokens.add(token)
@@ -678,7 +679,7 @@ class _Verifier:
                     "error", code, f"Content blob {blob_id.decode()} under {{path}} {state}.", token=token, where=where
                 )
                 continue
-            if token in self.unopened_tokens or any(token.hex().encode()[:d] in self.unread_shards for d in (2, 3, 4)):
+            if token in self.unopened_tokens or shard_among(self.unread_shards, token) in self.unread_shards:
                 continue  # its version could not be read (reported): not known to be stray
             if token in self.redacted_tokens:
                 continue  # the content of a redacted version: kept as ciphertext on purpose

@@ -214,7 +214,8 @@ class S3Env:
             self.client.put_object(Bucket=self.bucket, Key=k, Body=v)
 
 
-def _environment(endpoint: str) -> dict[str, str]:
+def aws_environment(endpoint: str) -> dict[str, str]:
+    """The AWS variables pointing a process at ``endpoint`` with the test credentials."""
     no_proxy = ",".join(filter(None, [os.environ.get("NO_PROXY", ""), "127.0.0.1", "localhost"]))
     return {
         "AWS_ENDPOINT_URL": endpoint,
@@ -227,11 +228,6 @@ def _environment(endpoint: str) -> dict[str, str]:
         "NO_PROXY": no_proxy,
         "no_proxy": no_proxy,
     }
-
-
-def aws_environment(endpoint: str) -> dict[str, str]:
-    """The AWS variables pointing a child process at ``endpoint`` with the test credentials."""
-    return _environment(endpoint)
 
 
 def _apply(env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
@@ -247,7 +243,7 @@ def make_s3_env(endpoint: str, monkeypatch: pytest.MonkeyPatch) -> S3Env:
     client = s3_client(endpoint)
     bucket = f"memvault-test-{secrets.token_hex(6)}"
     client.create_bucket(Bucket=bucket)
-    env = _environment(endpoint)
+    env = aws_environment(endpoint)
     _apply(env, monkeypatch)
     return S3Env(endpoint, bucket, client, env)
 

@@ -16,7 +16,7 @@ import json
 import os
 import stat
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -51,7 +51,19 @@ _GROUP_MEMBERS = {
 }
 
 
-#: Random names tried for a temporary keyring before giving up.
+#: DEK records in a row, outside any group, that a read takes in as one run (docs/format.md §3.3).
+_RUN_RECORDS = 256
+
+
+def _aligned(run: bytes, dek_id: bytes, step: int, head: int) -> Iterator[int]:
+    """Where the records of ``run`` (``step`` bytes each) whose id (at ``head``) is ``dek_id`` start."""
+    at = run.find(dek_id)
+    while at >= 0:
+        if at % step == head:
+            yield at - head
+        at = run.find(dek_id, at + 1)
+
+
 def _read_error(err: OSError) -> MemvaultError:
     """What a failed open or read of the keyring means (:func:`~memvault.errors.read_failure`)."""
     return read_failure(err, what="The store's keyring", damaged="The store's keyring cannot be read.")
@@ -170,11 +182,19 @@ class Keyring:
         records among them) with its BRANCH record. Without it they are a torn tail, left unread
         and cut off by the next append, so a torn redaction never destroys a key its commit did
         not publish, and a torn branch write leaves no data key behind."""
-        records, pos = frame_records(data)
         group: list[tuple[int, bytes]] = []
         closers: tuple[int, ...] = ()
-        start = group_from = 0
-        for end, rtype, body in records:
+        pos = group_from = 0
+        while True:
+            if not group and (run := fr.dek_run(data, pos, at_least=_RUN_RECORDS)):
+                end = pos + run * fr.DEK_RECORD_SIZE
+                self._take_run(data[pos:end])
+                pos = end
+                continue
+            framed = fr.frame_record(data, pos)
+            if framed is None:
+                break
+            end, rtype, body = framed
             if group and rtype in closers:
                 self._apply_group(group, rtype, body)
                 group = []
@@ -183,12 +203,29 @@ class Keyring:
             elif group:
                 raise IntegrityError("The store's keyring is damaged.")
             elif rtype in (fr.DESTROY, fr.EPOCH, fr.BRANCH_KEYS):
-                group_from, closers = start, (fr.BRANCH,) if rtype == fr.BRANCH_KEYS else (fr.COMMIT, fr.COMMIT_RAW)
+                group_from, closers = pos, (fr.BRANCH,) if rtype == fr.BRANCH_KEYS else (fr.COMMIT, fr.COMMIT_RAW)
                 group.append((rtype, body))
+            elif rtype == fr.DEK:
+                self._parse_dek(body)
             else:
                 self._apply_group([], rtype, body)
-            start = end
+            pos = end
         self._offset += group_from if group else pos
+
+    def _take_run(self, run: bytes) -> None:
+        """Take in ``run``, consecutive DEK records outside any group (:func:`.framing.dek_run`),
+        as :meth:`_parse_dek` would one by one: a destroyed key's record is skipped."""
+        step, head = fr.DEK_RECORD_SIZE, fr.RECORD.size
+        destroyed: Iterable[bytes] = self._destroyed
+        if len(self._destroyed) > 16:  # many: see which the run names before searching for each
+            destroyed = self._destroyed.keys() & {run[at : at + 16] for at in range(head, len(run), step)}
+        cut = sorted(at for dek_id in destroyed for at in _aligned(run, dek_id, step, head))
+        start = 0
+        for at in [*cut, len(run)]:
+            if at > start:
+                self.newest_epoch = max(self.newest_epoch, fr.newest_dek_epoch(run[start:at]))
+                self._sealed.put_run(run[start:at])
+            start = at + step
 
     def _apply_group(self, group: list[tuple[int, bytes]], rtype: int, body: bytes) -> None:
         """Take in the records of ``group`` and the record ``(rtype, body)`` that closes it."""
@@ -252,15 +289,19 @@ class Keyring:
         for dek_id, entry in deks.items():
             self._sealed.put_if_absent(fr.DEK_HEAD.pack(dek_id, entry[0]) + entry[1])
 
+    def _parse_dek(self, body: bytes) -> None:
+        if len(body) != fr.DEK_SIZE:
+            raise IntegrityError("The store's keyring is damaged.")
+        dek_id, epoch = fr.DEK_HEAD.unpack_from(body)
+        if dek_id in self._destroyed:
+            return  # destroyed for good (a copy put back, or not yet purged): never used
+        self._sealed.put(body)
+        if epoch > self.newest_epoch:
+            self.newest_epoch = epoch
+
     def _parse(self, rtype: int, body: bytes) -> None:
         if rtype == fr.DEK:
-            if len(body) != fr.DEK_SIZE:
-                raise IntegrityError("The store's keyring is damaged.")
-            dek_id, epoch = fr.DEK_HEAD.unpack_from(body)
-            if dek_id in self._destroyed:
-                return  # destroyed for good (a copy put back, or not yet purged): never used
-            self._sealed.put(body)
-            self.newest_epoch = max(self.newest_epoch, epoch)
+            self._parse_dek(body)
         elif rtype == fr.COMMIT or rtype == fr.COMMIT_RAW:
             fields = commit_fields(rtype, body)
             if fields is None:

@@ -4,9 +4,10 @@ A store holds one data key record per version (one per memory of an idle server 
 at 100,000 notes), and a process keeps every one of them from open to close. A dict of tuples of
 bytes costs about 250 bytes a record; here each record is its DEK body as the keyring stores it
 (``dek_id || u32 epoch || wrapped key``, :data:`~memvault.keys.framing.DEK_SIZE` bytes), in one
-bytearray sorted by id, found by binary search. Records added since the last :meth:`settle` wait
-in a dict and are merged in one sort (the two sorted runs merge in linear time), so a refresh that
-reads 100,000 records sorts once.
+bytearray sorted by id, found by binary search. Records added one by one since the last merge
+wait in a dict; a long run of records read at once (a keyring of 1,000,000 notes written by one
+import is one run of 83 MB) is kept as the file framed it and searched in place until enough
+lookups have paid for sorting it (docs/format.md §3.3 has the reasoning and the figures).
 """
 
 from __future__ import annotations
@@ -17,24 +18,34 @@ __all__ = ["SealedKeys"]
 
 _SIZE = fr.DEK_SIZE
 _ID = 16
+#: Where a record's id starts in a run (after its record header), and a run's stride.
+_HEAD = fr.RECORD.size
+_STRIDE = fr.DEK_RECORD_SIZE
 #: Records waiting in the dict beyond which :meth:`SealedKeys.settle` merges them (at least).
 _MIN_MERGE = 64
+#: Lookups that searched the unsorted runs after which they are sorted in: a search of a run
+#: costs about 1/150 of sorting it, at any size (docs/format.md §3.3).
+_SEARCHES_BEFORE_SORT = 64
 
 
 class SealedKeys:
     """``dek_id -> (epoch, wrapped key)`` of a keyring's data key records; not thread-safe (the
-    keyring's caller serialises)."""
+    keyring's caller serialises). The newest record of an id wins: dict, then runs from the
+    newest, then the sorted part."""
 
-    __slots__ = ("_base", "_count", "_recent", "_gone")
+    __slots__ = ("_base", "_count", "_runs", "_run_records", "_searches", "_recent", "_gone")
 
     def __init__(self) -> None:
-        self._base = bytearray()  # DEK bodies sorted by id, _SIZE bytes each
+        self._base = bytearray()  # DEK bodies sorted by id, _SIZE bytes each, ids unique
         self._count = 0
-        self._recent: dict[bytes, bytes] = {}  # dek_id -> DEK body, added since the last merge
-        self._gone: set[bytes] = set()  # ids in _base removed since the last merge
+        self._runs: list[bytes] = []  # framed DEK records as read, oldest run first, newer than _base
+        self._run_records = 0
+        self._searches = 0  # lookups that searched _runs since they were last sorted in
+        self._recent: dict[bytes, bytes] = {}  # dek_id -> DEK body, newer than _runs and _base
+        self._gone: set[bytes] = set()  # ids removed from _runs and _base (a newer _recent entry wins)
 
     def _find(self, dek_id: bytes) -> int:
-        """The index of ``dek_id``'s record in the sorted part, or -1 (removed ones included)."""
+        """The index of ``dek_id``'s record in the sorted part, or -1."""
         base = self._base
         lo, hi = 0, self._count
         while lo < hi:
@@ -49,13 +60,31 @@ class SealedKeys:
                 return mid
         return -1
 
+    def _in_runs(self, dek_id: bytes) -> bytes | None:
+        """The newest record of ``dek_id`` in the unsorted runs (searched in place), or None."""
+        self._searches += 1
+        for run in reversed(self._runs):
+            end = len(run)
+            while True:
+                at = run.rfind(dek_id, 0, end)
+                if at < 0:
+                    break
+                if at % _STRIDE == _HEAD:  # an id where a record's id starts, not bytes inside one
+                    return run[at : at + _SIZE]
+                end = at + _ID - 1
+        return None
+
     def body(self, dek_id: bytes) -> bytes | None:
         """The DEK body of ``dek_id`` (``dek_id || epoch || wrapped key``), or None."""
         found = self._recent.get(dek_id)
-        if found is not None:
+        if found is not None or dek_id in self._gone:
             return found
-        if dek_id in self._gone:
-            return None
+        if self._runs:
+            found = self._in_runs(dek_id)
+            if self._searches >= _SEARCHES_BEFORE_SORT:
+                self._merge()
+            if found is not None:
+                return found
         i = self._find(dek_id)
         return bytes(self._base[i * _SIZE : (i + 1) * _SIZE]) if i >= 0 else None
 
@@ -70,17 +99,27 @@ class SealedKeys:
         return isinstance(dek_id, bytes) and self.body(dek_id) is not None
 
     def __len__(self) -> int:
-        return self._count - len(self._gone) + len(self._recent)
+        """How many ids have a record (sorts everything in first)."""
+        self._merge()
+        return self._count
 
     def put(self, body: bytes) -> None:
         """Keep the DEK body ``body`` (:data:`~memvault.keys.framing.DEK_SIZE` bytes), replacing
         any record of its id. Raises ValueError for a body of another size."""
         if len(body) != _SIZE:
             raise ValueError("a data key record has a fixed size")
-        dek_id = bytes(body[:_ID])
-        if dek_id not in self._recent and self._find(dek_id) >= 0:
-            self._gone.add(dek_id)  # the sorted copy is superseded
-        self._recent[dek_id] = bytes(body)
+        self._recent[bytes(body[:_ID])] = bytes(body)
+
+    def put_run(self, run: bytes) -> None:
+        """Keep the framed DEK records ``run`` (each a record header and a DEK body, back to back,
+        as the keyring holds them; newer than every record kept), searched in place until sorted
+        in. Raises ValueError unless ``run`` is whole records of that kind."""
+        if len(run) % _STRIDE or fr.dek_run(run, 0) * _STRIDE != len(run):
+            raise ValueError("not a run of data key records")
+        if self._recent or self._gone:
+            self._merge()  # what waits is older than the run: settle it so the run wins over it
+        self._runs.append(bytes(run))
+        self._run_records += len(run) // _STRIDE
 
     def put_if_absent(self, body: bytes) -> None:
         """Keep ``body`` unless a record of its id is kept already."""
@@ -89,40 +128,48 @@ class SealedKeys:
 
     def pop(self, dek_id: bytes) -> bytes | None:
         """Remove ``dek_id``'s record; its DEK body, or None if there was none."""
-        found = self._recent.pop(dek_id, None)
+        found = self.body(dek_id)
         if found is not None:
-            return found
-        if dek_id in self._gone:
-            return None
-        i = self._find(dek_id)
-        if i < 0:
-            return None
-        self._gone.add(dek_id)
-        return bytes(self._base[i * _SIZE : (i + 1) * _SIZE])
+            self._recent.pop(dek_id, None)
+            self._gone.add(dek_id)
+        return found
 
     def copy(self) -> SealedKeys:
         """A table holding the same records that changes independently of this one (the sorted
-        part, never changed in place, is shared)."""
+        part and the runs, never changed in place, are shared)."""
         other = SealedKeys()
         other._base, other._count = self._base, self._count
+        other._runs, other._run_records, other._searches = list(self._runs), self._run_records, self._searches
         other._recent, other._gone = dict(self._recent), set(self._gone)
         return other
 
     def settle(self, *, force: bool = False) -> None:
-        """Merge the records added since the last merge into the sorted part, when they are many
-        (more than an eighth of it, and at least a few dozen) or ``force``."""
+        """Merge the records added one by one since the last merge into the sorted part, when
+        they are many (more than an eighth of what is kept, and at least a few dozen) or
+        ``force`` (which sorts the runs in too)."""
         waiting = len(self._recent)
-        if not force and (waiting < _MIN_MERGE or waiting * 8 < self._count):
+        if force or (waiting >= _MIN_MERGE and waiting * 8 >= self._count + self._run_records):
+            self._merge()
+
+    def _merge(self) -> None:
+        """Sort every record into the sorted part: the newest of each id, none removed."""
+        if not (self._recent or self._gone or self._runs):
             return
-        if not waiting and not self._gone:
-            return
-        base, gone = self._base, self._gone
-        records = [bytes(base[i * _SIZE : (i + 1) * _SIZE]) for i in range(self._count)]
-        if gone:
-            records = [r for r in records if r[:_ID] not in gone]
-        records.extend(sorted(self._recent.values()))
-        records.sort()  # two sorted runs: merged in linear time; ids are unique, so bodies sort by id
+        base = bytes(self._base)
+        records = [base[at : at + _SIZE] for at in range(0, len(base), _SIZE)]
+        for run in self._runs:
+            records.extend(run[at : at + _SIZE] for at in range(_HEAD, len(run), _STRIDE))
+        if self._runs:  # an id may repeat in the file, or be in the sorted part too: the newest wins
+            newest = dict(zip([r[:_ID] for r in records], records, strict=True))
+            if len(newest) != len(records):
+                records = list(newest.values())
+        drop = self._gone | self._recent.keys()  # removed, or replaced by a newer record
+        if drop:
+            records = [r for r in records if r[:_ID] not in drop]
+        records.extend(self._recent.values())
+        records.sort()  # ids are unique now, so bodies sort by id
         self._base = bytearray(b"".join(records))  # a new object: copies share the old one
         self._count = len(records)
+        self._runs, self._run_records, self._searches = [], 0, 0
         self._recent = {}
         self._gone = set()

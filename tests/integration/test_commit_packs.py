@@ -23,7 +23,7 @@ from conftest import PASSPHRASE, make_store, rewrite_packed_object
 from memvault.errors import IntegrityError
 from memvault.git import objects as gitobjects
 from memvault.git import pack as gitpack
-from memvault.git import packdir, packread
+from memvault.git import packdir, packindex, packread
 from memvault.git import repo as gitrepo
 from memvault.paths import parse_path
 from memvault.settings import StoreSettings
@@ -282,7 +282,7 @@ def test_read_pack_index_refuses_damaged_indexes_without_raising() -> None:
 
     objects = [gitrepo.GitStore.blob(os.urandom(n)) for n in (10, 200, 3000)]
     pack, idx, _name = gitpack.build_pack(objects, 0)
-    entries = packread.read_pack_index(idx)
+    entries = packindex.read_pack_index(idx)
     assert entries is not None and sorted(e[1].hex().encode() for e in entries) == sorted(o.id for o in objects)
     assert [e[0] for e in entries] == sorted(e[0] for e in entries) and entries[0][0] == 12
     rng = random.Random(7)
@@ -293,12 +293,12 @@ def test_read_pack_index_refuses_damaged_indexes_without_raising() -> None:
             mutated[rng.randrange(len(mutated))] ^= 1 << rng.randrange(8)
         candidates.append(bytes(mutated))
     for data in candidates:
-        assert packread.read_pack_index(data) is None  # the index checksum or the format catches each
+        assert packindex.read_pack_index(data) is None  # the index checksum or the format catches each
     # a forged index whose checksum is right but whose tables lie (a count beyond the file)
     body = bytearray(idx[:-20])
     body[8 + 255 * 4 : 8 + 256 * 4] = (10**6).to_bytes(4, "big")
     forged = bytes(body) + __import__("hashlib").sha1(bytes(body)).digest()
-    assert packread.read_pack_index(forged) is None
+    assert packindex.read_pack_index(forged) is None
 
 
 def test_a_reader_whose_packs_were_merged_away_mid_use_reads_on(
@@ -325,27 +325,63 @@ def test_a_reader_whose_packs_were_merged_away_mid_use_reads_on(
     writer.close()
 
 
-def test_a_merge_leaves_a_pack_that_is_not_as_git_writes_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A pack whose header disagrees with its index (or whose index is damaged) is not merged:
-    the others are, and every object stays where it can be read."""
-    monkeypatch.setattr(packdir, "MERGE_AT", 10**6)  # no merge in the commands
-    store = make_store(tmp_path / "s", StoreSettings(durability="none"))
-    for i in range(3):
-        _create(store, i)
+def _damage_two_packs(store: memvault.MemoryStore) -> tuple[Path, Path]:
+    """Of the newest two packs: give the newest's header one object more than its index lists,
+    and damage the other's index checksum. Returns both packs."""
     packs = sorted(_pack_dir(store).glob("*.pack"), key=lambda p: p.stat().st_mtime_ns)
     odd, broken_idx = packs[-1], packs[-2].with_suffix(".idx")
     for path in (odd, broken_idx):
         os.chmod(path, 0o600)
     data = bytearray(odd.read_bytes())
-    data[11] += 1  # one object more than its index lists
+    data[11] += 1
     odd.write_bytes(bytes(data))
     idx = bytearray(broken_idx.read_bytes())
-    idx[-1] ^= 1  # the index's own checksum
+    idx[-1] ^= 1
     broken_idx.write_bytes(bytes(idx))
+    return odd, broken_idx.with_suffix(".pack")
+
+
+def test_a_merge_leaves_a_pack_that_is_not_as_git_writes_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pack another writer left whose header disagrees with its index (or whose index is
+    damaged) is not merged: the others are, and every object stays where it can be read."""
+    monkeypatch.setattr(packdir, "MERGE_AT", 10**6)  # no merge in the commands
+    writer = make_store(tmp_path / "s", StoreSettings(durability="none"))
+    for i in range(3):
+        _create(writer, i)
+    writer.close()
+    odd, other = _damage_two_packs(writer)
     monkeypatch.setattr(packdir, "geometric_merge", len)
-    assert store.git.consolidate_packs() == 2  # the two intact packs
-    names = {p.name for p in _pack_dir(store).glob("*.pack")}
-    assert odd.name in names and broken_idx.with_suffix(".pack").name in names and len(names) == 3
+    with memvault.MemoryStore.open(tmp_path / "s", passphrase=PASSPHRASE, check_head=False) as store:
+        assert store.git.consolidate_packs() == 2  # the two intact packs
+        names = {p.name for p in _pack_dir(store).glob("*.pack")}
+        assert odd.name in names and other.name in names and len(names) == 3
+
+
+def test_a_merge_copies_its_own_packs_by_the_entries_it_wrote_unless_their_header_changed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The packs a process wrote are merged by the entries it recorded when it wrote them (their
+    index is not read again), after a check of their size, header and trailer: one whose header
+    changed is left alone; one whose index was damaged is merged whole, its objects readable."""
+    monkeypatch.setattr(packdir, "MERGE_AT", 10**6)
+    store = make_store(tmp_path / "s", StoreSettings(durability="none"))
+    for i in range(3):
+        _create(store, i)
+    ids = {}
+    for pack in _pack_dir(store).glob("*.pack"):
+        entries = packindex.read_pack_index(pack.with_suffix(".idx").read_bytes())
+        assert entries is not None
+        ids[pack.name] = {raw_id for _offset, raw_id, _crc in entries}
+    odd, other = _damage_two_packs(store)
+    monkeypatch.setattr(packdir, "geometric_merge", len)
+    assert store.git.consolidate_packs() == len(ids) - 1  # all but the one whose header changed
+    merged = [p for p in _pack_dir(store).glob("*.pack") if p.name != odd.name]
+    assert odd.exists() and len(merged) == 1 and not other.exists()
+    entries = packindex.read_pack_index(merged[0].with_suffix(".idx").read_bytes())
+    assert entries is not None
+    assert {raw_id for _offset, raw_id, _crc in entries} == set().union(*(v for k, v in ids.items() if k != odd.name))
+    reader = packread.PackReader(str(_pack_dir(store)), 1 << 20)
+    assert all(reader.get(raw_id) is not None for raw_id in ids[other.name])  # read back, checked against the id
 
 
 def test_commits_are_compressed_in_stored_packs_and_read_back(tmp_path: Path) -> None:
@@ -825,7 +861,6 @@ def test_pack_reader_bounds_the_work_of_a_delta_chain(tmp_path: Path) -> None:
 
 
 def test_pack_reader_bounds_the_delta_bytes_of_a_lookup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from memvault.git import packread
     from memvault.git.packread import PackReader
 
     monkeypatch.setattr(packread, "MAX_DELTA_BYTES", 64 * 1024)
@@ -858,24 +893,23 @@ def test_pack_reader_reports_a_pack_it_cannot_open_as_a_storage_error(
     import errno
 
     from memvault.errors import StorageError
-    from memvault.git import packread
     from memvault.git.packread import PackReader
 
     blob = gitrepo.GitStore.blob(b"content")
     pack, idx, _ = gitpack.build_pack([blob], 0)
     _install(tmp_path / "p", pack, idx)
-    real_init = packread._Pack.__init__
+    real_init = packindex.IndexedPack.__init__
 
     def emfile(self: object, *args: object) -> None:
         raise OSError(errno.EMFILE, os.strerror(errno.EMFILE))
 
-    monkeypatch.setattr(packread._Pack, "__init__", emfile)
+    monkeypatch.setattr(packindex.IndexedPack, "__init__", emfile)
     reader = PackReader(str(tmp_path / "p"), 1 << 20)
     with pytest.raises(StorageError, match="could not be read"):
         reader.contains(_raw_id(blob))
     with pytest.raises(StorageError):
         reader.get(_raw_id(blob))
-    monkeypatch.setattr(packread._Pack, "__init__", real_init)
+    monkeypatch.setattr(packindex.IndexedPack, "__init__", real_init)
     reader.rescan()
     assert reader.get(_raw_id(blob)) == (3, b"content")
 
@@ -1006,7 +1040,6 @@ def test_a_packed_blob_is_read_without_an_inflater_and_checked_by_one_hash(
     body that does not have it is damaged (another pack's intact copy read, else IntegrityError)."""
     import hashlib
 
-    from memvault.git import packread
     from memvault.git.packread import PackReader
 
     blob = gitrepo.GitStore.blob(os.urandom(2400))
@@ -1128,12 +1161,10 @@ def test_checking_a_large_index_holds_a_bounded_share_of_it_in_memory(tmp_path: 
     (a hostile 256 MiB index then cost ~1.6 GB)."""
     import tracemalloc
 
-    from memvault.git import packread
-
     size, first = _fake_pack_with_index(tmp_path / "big", 200_000)
     tracemalloc.start()
     try:
-        pack = packread._Pack(str(next((tmp_path / "big").glob("*.idx")))[:-4], 1 << 30)
+        pack = packindex.IndexedPack(str(next((tmp_path / "big").glob("*.idx")))[:-4], 1 << 30)
         _current, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
@@ -1146,16 +1177,15 @@ def test_checking_a_large_index_holds_a_bounded_share_of_it_in_memory(tmp_path: 
 def test_ids_out_of_order_are_found_across_the_slices(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, swap_at: int
 ) -> None:
-    from memvault.git import packread
 
-    monkeypatch.setattr(packread, "_ID_CHUNK", 4)  # slices of 4 ids: 3/4 and 7/8 straddle them
+    monkeypatch.setattr(packindex, "_ID_CHUNK", 4)  # slices of 4 ids: 3/4 and 7/8 straddle them
     _fake_pack_with_index(tmp_path / "ok", 10, first_byte=7)
-    pack = packread._Pack(str(next((tmp_path / "ok").glob("*.idx")))[:-4], 1 << 20)
+    pack = packindex.IndexedPack(str(next((tmp_path / "ok").glob("*.idx")))[:-4], 1 << 20)
     assert pack.count == 10
     pack.close()
     _fake_pack_with_index(tmp_path / "bad", 10, swap_at=swap_at, first_byte=7)  # the fan-out cannot tell
     with pytest.raises(IntegrityError):
-        packread._Pack(str(next((tmp_path / "bad").glob("*.idx")))[:-4], 1 << 20)
+        packindex.IndexedPack(str(next((tmp_path / "bad").glob("*.idx")))[:-4], 1 << 20)
 
 
 def test_the_merge_leaves_alone_a_pack_the_reader_would_not_use(tmp_path: Path) -> None:

@@ -66,7 +66,7 @@ TIERS = {
 #: may import any of them). The cli package's commands share ``_common`` and ``__init__``.
 ORDER = {
     "format": ["records", "layout"],
-    "git": ["objects", "pack", "packread", "packdir", "refs", "repo"],
+    "git": ["objects", "pack", "packindex", "packread", "packdir", "refs", "repo"],
     "keys": ["framing", "command", "kms", "hsm", "provider", "slots", "marks", "keyfile", "sealedkeys", "keyring"],
     "store": [
         "config",

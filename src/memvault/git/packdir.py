@@ -12,6 +12,7 @@ import mmap
 import os
 import re
 import secrets
+import stat
 import struct
 import time
 import zlib
@@ -19,10 +20,11 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from ..errors import IntegrityError
-from ..fsutil import DIR_MODE, O_NEW_FILE, durable_flush, fsync_dir, install_file, private_dir, write_all
+from ..fsutil import DIR_MODE, O_NEW_FILE, durable_flush, fsync_dir, install_file, opened, private_dir, write_all
 from .objects import MAX_OBJECT_BYTES, TYPE_NAMES, GitObject
 from .pack import build_pack, entry_header, pack_index
-from .packread import PackReader, checked_pack_entries
+from .packindex import checked_pack_entries, read_pack_index
+from .packread import PackReader
 
 __all__ = ["PackDirectory", "geometric_merge", "MERGE_AT", "MERGE_BYTES", "ORPHAN_PACK_SECONDS"]
 
@@ -101,6 +103,9 @@ class PackDirectory:
         #: Commit packs written since the last merge (:meth:`write`); the first commit looks for
         #: a merge (a process may write only one commit).
         self._packs_written = MERGE_AT
+        #: Entries and size of the packs this object wrote, by path without extension: a merge
+        #: copies them without validating what it built itself (the pack's trailer is checked).
+        self._own: dict[str, tuple[list[tuple[int, bytes, int]], int]] = {}
 
     def write(
         self, objects: Iterable[GitObject], *, merge: bool = False, sync: bool = True
@@ -119,7 +124,7 @@ class PackDirectory:
         """
         fsync_each = self._fsync_each
         data, idx, name = build_pack(objects, self._compression)
-        merged: tuple[str, list[str]] | None = None
+        merged: tuple[str, list[str], bytes, int] | None = None
         if merge and self._packs_written >= MERGE_AT - 1:
             try:
                 plan = self._merge_plan(MERGE_AT, MERGE_BYTES)
@@ -127,7 +132,7 @@ class PackDirectory:
             except (OSError, IntegrityError, ValueError):
                 merged = None  # optional: the packs stay as they are
         try:
-            self.install(data, idx, name)
+            base = self.install(data, idx, name)
             if self._durable and (sync or merged is not None):  # packs a merge replaces go once it is durable
                 self.sync()
         except BaseException:
@@ -135,10 +140,20 @@ class PackDirectory:
                 self._remove_pack_files(merged[0])
             raise
         self._packs_written += 1
+        self._remember(base, idx, len(data))
         if merged is not None:
             self._packs_written = 0
             self._retire(merged[1])
+            self._remember(merged[0], merged[2], merged[3])
         return name, data, idx
+
+    def _remember(self, base: str, idx: bytes, size: int) -> None:
+        """Hand the pack ``base`` this process just wrote (index ``idx``, ``size`` bytes) to the
+        reader, and keep its entries for the merge that will copy it (no parsing again)."""
+        self._reader.adopt(base, idx)
+        entries = read_pack_index(idx)
+        if entries is not None:
+            self._own[base] = (entries, size)
 
     def install(self, data: bytes, idx: bytes, name: str) -> str:
         """Write a pack and then its index under their final names (each through a temporary
@@ -242,6 +257,8 @@ class PackDirectory:
         """The packs to merge now (smallest first): the :func:`geometric_merge` of the packs that
         together hold at most ``max_bytes``, if it names at least ``min_packs``."""
         packs = self._packs()
+        listed = {base for _size, base in packs}
+        self._own = {base: own for base, own in self._own.items() if base in listed}  # others merged them
         if max_bytes is not None:
             total, n = 0, 0
             for size, _base in packs:
@@ -252,18 +269,24 @@ class PackDirectory:
         k = geometric_merge([size for size, _base in packs])
         return [base for _size, base in packs[:k]] if k >= max(min_packs, 2) else []
 
-    def _write_merged(self, bases: list[str], *, fsync: bool) -> tuple[str, list[str]] | None:
+    def _write_merged(self, bases: list[str], *, fsync: bool) -> tuple[str, list[str], bytes, int] | None:
         """Write one pack holding every object of the packs ``bases`` (each id once) and its
-        index; return its path and the packs it holds, or None when fewer than two could be read
+        index; return its path, the packs it holds, its index and its size, or None when fewer than two could be read
         (a pack whose index or entries are not as git writes them is left out). Undeltified
         entries are copied as they are (with their index CRC); a delta (a pack ``git gc`` wrote)
         is resolved and stored whole. Not synced here (``fsync``: each file, no directory)."""
         sources: list[tuple[str, list[tuple[int, bytes, int]], int]] = []
         for base in bases:
-            try:  # the checks the pack reader makes before it uses a pack
-                entries, size = checked_pack_entries(base, MAX_OBJECT_BYTES)
-            except (OSError, IntegrityError):
-                continue  # gone, not a regular file, damaged or foreign (e.g. index version 1): left alone
+            own = self._own.get(base)
+            if own is not None:
+                entries, size = own
+                if not self._as_written(base, len(entries), size):
+                    continue  # changed since this process wrote it: left alone
+            else:
+                try:  # the checks the pack reader makes before it uses a pack
+                    entries, size = checked_pack_entries(base, MAX_OBJECT_BYTES)
+                except (OSError, IntegrityError):
+                    continue  # gone, not a regular file, damaged or foreign (e.g. index version 1): left alone
             if entries:
                 sources.append((base, entries, size))
         if len(sources) < 2:
@@ -294,12 +317,13 @@ class PackDirectory:
             if isinstance(err, OSError) or not isinstance(err, Exception):
                 raise
             return None  # an entry not as git writes it (a damaged pack): no merge
+        idx = pack_index(new_index, checksum)
         try:
-            self._write_pack_file(pack_index(new_index, checksum), base + ".idx", "tmp_idx_", fsync=fsync)
+            self._write_pack_file(idx, base + ".idx", "tmp_idx_", fsync=fsync)
         except BaseException:
             self._remove_pack_files(base)
             raise
-        return base, [b for b, _e, _s in sources]
+        return base, [b for b, _e, _s in sources], idx, os.stat(base + ".pack").st_size
 
     def _copy_entries(
         self, fd: int, sources: list[tuple[str, list[tuple[int, bytes, int]], int]], count: int, seen: set[bytes]
@@ -325,7 +349,8 @@ class PackDirectory:
         index: list[tuple[bytes, int, int]] = []
         for base, entries, size in sources:
             with open(base + ".pack", "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
-                if len(data) != size or data[:4] != b"PACK":
+                trailer = self._trailer(base)
+                if len(data) != size or data[:4] != b"PACK" or (trailer and data[-20:] != trailer):
                     raise IntegrityError()
                 plain = _PLAIN_TYPE_BYTES
                 if not any(raw_id in seen or data[start] not in plain for start, raw_id, _crc in entries):
@@ -363,6 +388,29 @@ class PackDirectory:
         write_all(fd, checksum)
         return index, checksum
 
+    def _as_written(self, base: str, count: int, size: int) -> bool:
+        """Whether the pack ``base`` this process wrote still has the size, the header (git's
+        signature, ``count`` entries) and the trailer it was written with."""
+        try:
+            with opened(os.open(base + ".pack", os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)) as fd:
+                st = os.fstat(fd)
+                head, tail = os.pread(fd, 12, 0), os.pread(fd, 20, size - 20)
+        except OSError:
+            return False
+        return (
+            stat.S_ISREG(st.st_mode)
+            and st.st_size == size
+            and head == b"PACK" + struct.pack(">II", 2, count)
+            and tail == self._trailer(base)
+        )
+
+    @staticmethod
+    def _trailer(base: str) -> bytes:
+        """The SHA-1 trailer a pack named by its checksum (``pack-<40 hex>``) ends with; b"" for
+        another name (only the reader's checks vouch for such a pack)."""
+        name = os.path.basename(base)
+        return bytes.fromhex(name[len(_PACK_PREFIX) :]) if _PACK_NAME.match(name + ".pack") else b""
+
     def _remove_pack_files(self, base: str, extras: Iterable[str] = _PACK_EXTRAS) -> None:
         """Remove a pack, its index first (so no reader starts using it), and those of ``extras``
         (file name endings) it has, best effort."""
@@ -386,6 +434,8 @@ class PackDirectory:
             stem = os.path.basename(base)
             self._remove_pack_files(base, [e for e in _PACK_EXTRAS if stem + e in names])
         self._reader.forget(bases)
+        for base in bases:
+            self._own.pop(base, None)
         self._on_retired()
 
     def sweep_leftovers(self) -> int:
@@ -469,4 +519,5 @@ class PackDirectory:
             self._remove_pack_files(merged[0])
             raise
         self._retire(merged[1])
+        self._remember(merged[0], merged[2], merged[3])
         return len(merged[1])

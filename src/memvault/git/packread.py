@@ -3,17 +3,13 @@
 :class:`PackReader` reads an object from the packs of a repository by id. Every byte of a pack
 and its index is treated as hostile:
 
-- an index is used only if it is a well-formed version 2 index (:func:`read_pack_index`: its
-  own checksum, every table inside the file), its fan-out is monotonic and agrees with the ids,
-  the ids ascend strictly, and its offsets are distinct and inside the pack; the pack must be a
-  regular file that starts with git's signature, holds as many entries as the index and ends
-  with the checksum the index records;
+- a pack and its index are used only once :class:`~memvault.git.packindex.IndexedPack` has
+  checked them (its module says how);
 - an entry's declared size is checked against the reader's bound *before* it is inflated, and
   the zlib stream is inflated to at most that size plus one byte (a zlib bomb stops there) and
   must end exactly at it (a stream of one stored block that lies whole in the first read of the
   entry, as memvault writes a small object, is taken apart without an inflater:
-  :func:`_stored_block`, which accepts only what
-  zlib would);
+  :func:`_stored_block`, which accepts only what zlib would);
 - a delta (``OFS_DELTA``/``REF_DELTA``, in packs ``git gc`` wrote) is resolved here too, with
   its base in the same pack, through at most :data:`MAX_DELTA_DEPTH` bases and
   :data:`MAX_DELTA_BYTES` of delta instructions, every step bounded the same way and all the
@@ -23,35 +19,28 @@ and its index is treated as hostile:
   where the caller knows the body's SHA-256 from an authenticated record (a file view: the node
   record's ``c``), to that digest instead.
 
-A pack file and its index are held open (read with ``pread``, never mapped: a file truncated
-under the reader cannot fault it); of the index only the fan-out stays in memory, and a lookup
-reads the ids of one fan-out bucket (an index changed after it was checked can only mislead a
-lookup into finding nothing: what is read at an offset is checked against the id). The pack is
-checked with one ``fstat`` before each read, so a pack that was removed (fewer links) is never
-read, and one whose file changed (size or time) is validated again before it is used. Packs
-another writer added are found by :meth:`PackReader.rescan`, which the caller runs when the packs
-it knows do not hold an object. Any damage raises
-:class:`~memvault.errors.IntegrityError` and never names the bytes it found.
+The pack is checked with one ``fstat`` before each read, so a pack that was removed (fewer
+links) is never read, and one whose file changed (size or time) is validated again before it is
+used. Packs another writer added are found by :meth:`PackReader.rescan`, which the caller runs
+when the packs it knows do not hold an object; a pack this process wrote is handed over with
+:meth:`PackReader.adopt`. Any damage raises :class:`~memvault.errors.IntegrityError` and never
+names the bytes it found.
 """
 
 from __future__ import annotations
 
 import errno
 import hashlib
-import itertools
-import operator
 import os
-import re
-import stat
 import struct
 import threading
-import weakref
 import zlib
 
 from ..errors import IntegrityError, StorageError
 from .objects import TYPE_NAMES
+from .packindex import IndexedPack, StalePack, file_signature
 
-__all__ = ["PackReader", "read_pack_index", "checked_pack_entries", "MAX_DELTA_DEPTH", "MAX_DELTA_BYTES"]
+__all__ = ["PackReader", "MAX_DELTA_DEPTH", "MAX_DELTA_BYTES"]
 
 #: Longest delta chain resolved (git's own maximum ``pack.depth``).
 MAX_DELTA_DEPTH = 250
@@ -60,225 +49,15 @@ MAX_DELTA_DEPTH = 250
 #: deltas; those ``git gc`` makes of memvault's trees are a few hundred bytes, and ciphertext
 #: does not delta).
 MAX_DELTA_BYTES = 16 * 1024 * 1024
-_PACK_SIGNATURES = (b"PACK\0\0\0\2", b"PACK\0\0\0\3")
 _OFS_DELTA = 6
 _REF_DELTA = 7
-_O_READ = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
 #: Bytes read at an entry's offset first: a small object (a note, a tree) needs no second read.
 _FIRST_READ = 4096
 #: Compressed bytes read per step when an entry's stream is longer than expected.
 _CHUNK = 1 << 20
-_IDS_AT = 1032  # 8-byte header + 256 fan-out words
-_ID = re.compile(rb"(?s).{20}")
-#: Ids compared per slice when an index is checked (a list of every id costs ~3x the index).
-_ID_CHUNK = 65536
 #: A zlib header, a stored block's header, LEN and NLEN; the Adler-32 after the data.
 _STORED_HEAD = struct.Struct("<BBBHH")
 _ADLER32 = struct.Struct(">I")
-
-
-def _index_tables(data: bytes) -> tuple[int, list[int]] | None:
-    """``(object count, offset of every entry in index order)`` of a version 2 pack index whose
-    checksum is right and whose tables lie inside it (large offsets resolved), else None."""
-    if len(data) < 1072 or data[:8] != b"\377tOc\0\0\0\2":
-        return None
-    if hashlib.sha1(data[:-20], usedforsecurity=False).digest() != data[-20:]:
-        return None
-    n = struct.unpack_from(">I", data, 8 + 255 * 4)[0]
-    offsets_at = _IDS_AT + 24 * n
-    large_at = offsets_at + 4 * n
-    if large_at + 40 > len(data):
-        return None
-    offsets = list(struct.unpack_from(f">{n}I", data, offsets_at))
-    if not n or max(offsets) < 0x80000000:
-        return n, offsets  # no large offset (a pack under 2 GiB)
-    large_count = (len(data) - 40 - large_at) // 8
-    for i, offset in enumerate(offsets):
-        if offset & 0x80000000:
-            j = offset & 0x7FFFFFFF
-            if j >= large_count:
-                return None
-            offsets[i] = struct.unpack_from(">Q", data, large_at + 8 * j)[0]
-    return n, offsets
-
-
-def read_pack_index(data: bytes) -> list[tuple[int, bytes, int]] | None:
-    """``(offset, 20-byte id, crc32)`` of every entry of a version 2 pack index, sorted by
-    offset; None if ``data`` is not a well-formed version 2 index (its own checksum included)."""
-    tables = _index_tables(data)
-    if tables is None:
-        return None
-    n, offsets = tables
-    crcs = struct.unpack_from(f">{n}I", data, _IDS_AT + 20 * n)
-    entries = [(offsets[i], data[_IDS_AT + 20 * i : _IDS_AT + 20 * i + 20], crcs[i]) for i in range(n)]
-    entries.sort()
-    return entries
-
-
-def checked_pack_entries(base: str, max_index_bytes: int) -> tuple[list[tuple[int, bytes, int]], int]:
-    """``(entries, pack size)`` of the pack ``base`` (``.idx`` and ``.pack``) once it passes every
-    check :class:`PackReader` makes before it uses a pack (see the module docstring), entries as
-    :func:`read_pack_index` gives them; IntegrityError or OSError otherwise. For the pack merge,
-    which copies entries by offset."""
-    pack = _Pack(base, max_index_bytes, keep_index=True)
-    try:
-        entries = read_pack_index(pack.idx)
-        if entries is None:
-            raise IntegrityError()
-        return entries, pack.size
-    finally:
-        pack.close()
-
-
-def _read_open_file(fd: int, limit: int) -> bytes:
-    """The bytes of the open regular file ``fd`` of at most ``limit`` bytes (OSError otherwise)."""
-    st = os.fstat(fd)
-    if not stat.S_ISREG(st.st_mode) or st.st_size > limit:
-        raise OSError("not a regular file of bounded size")
-    data = os.pread(fd, st.st_size, 0)
-    if len(data) != st.st_size:
-        raise OSError("the file changed while it was read")
-    return data
-
-
-def _signature(st: os.stat_result) -> tuple[int, int, int, int, int]:
-    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_nlink)
-
-
-class _Stale(Exception):
-    """The pack file is gone or is not the file the index was checked against."""
-
-
-class _Pack:
-    """One validated pack: its index bytes, fan-out, and its pack file, open."""
-
-    __slots__ = (
-        "path",
-        "idx",
-        "idx_fd",
-        "count",
-        "fanout",
-        "offsets_at",
-        "large_at",
-        "size",
-        "sig",
-        "fd",
-        "close",
-        "__weakref__",
-    )
-
-    def __init__(self, base: str, max_index_bytes: int, *, keep_index: bool = False) -> None:
-        """Read and validate ``base.idx`` against ``base.pack``; IntegrityError if either is
-        not as git writes them, OSError if a file cannot be read. Both files stay open; only the
-        fan-out of the index stays in memory (and the whole index with ``keep_index``)."""
-        idx_fd = os.open(base + ".idx", _O_READ)
-        try:
-            idx = _read_open_file(idx_fd, max_index_bytes)
-            self._check(base, idx)
-        except BaseException:
-            os.close(idx_fd)
-            raise
-        self.idx_fd = idx_fd
-        self.idx = idx if keep_index else b""
-        #: Closes both files (once): when the reader drops the pack, or when it is collected.
-        self.close = weakref.finalize(self, _close_files, self.fd, idx_fd)
-
-    def _check(self, base: str, idx: bytes) -> None:
-        """Validate the index bytes ``idx`` and open the pack file against them."""
-        tables = _index_tables(idx)
-        if tables is None:
-            raise IntegrityError()
-        n, offsets = tables
-        fanout = struct.unpack_from(">256I", idx, 8)
-        # Ids strictly ascending (else binary search would mislead), a slice at a time, so that
-        # checking a large index holds a bounded number of id objects.
-        previous, count, ids_end = b"", 0, _IDS_AT + 20 * n
-        for start in range(_IDS_AT, ids_end, 20 * _ID_CHUNK):
-            ids = _ID.findall(idx, start, min(start + 20 * _ID_CHUNK, ids_end))
-            if not ids or previous >= ids[0] or not all(map(operator.lt, ids, itertools.islice(ids, 1, None))):
-                raise IntegrityError()
-            previous, count = ids[-1], count + len(ids)
-        if count != n:
-            raise IntegrityError()
-        low = 0
-        for first_byte, high in enumerate(fanout):
-            if (
-                high < low
-                or high > n
-                or (
-                    high > low
-                    and (idx[_IDS_AT + 20 * low] != first_byte or idx[_IDS_AT + 20 * (high - 1)] != first_byte)
-                )
-            ):
-                raise IntegrityError()  # fan-out not monotonic, or a bucket holding other ids
-            low = high
-        fd = os.open(base + ".pack", _O_READ)
-        try:
-            st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode) or st.st_size < 32:
-                raise IntegrityError()
-            head = os.pread(fd, 12, 0)
-            trailer = os.pread(fd, 20, st.st_size - 20)
-            if head[:8] not in _PACK_SIGNATURES or head[8:] != n.to_bytes(4, "big") or trailer != idx[-40:-20]:
-                raise IntegrityError()  # not the pack this index was written for
-            offsets.sort()  # in place: only this check uses them
-            if n and (
-                offsets[0] < 12
-                or offsets[-1] >= st.st_size - 20
-                or not all(map(operator.lt, offsets, itertools.islice(offsets, 1, None)))
-            ):
-                raise IntegrityError()  # an offset outside the pack's entries, or two ids at one offset
-        except BaseException:
-            os.close(fd)
-            raise
-        self.fd = fd
-        self.path = base + ".pack"
-        self.count = n
-        self.fanout = fanout
-        self.offsets_at = _IDS_AT + 24 * n
-        self.large_at = _IDS_AT + 28 * n
-        self.size = st.st_size
-        self.sig = _signature(st)
-
-    def _index_bytes(self, at: int, size: int) -> bytes:
-        """``size`` bytes of the index file at ``at``; _Stale if the file is shorter now."""
-        data = os.pread(self.idx_fd, size, at)
-        if len(data) != size:
-            raise _Stale()
-        return data
-
-    def find(self, raw_id: bytes) -> int:
-        """The offset of ``raw_id`` in the pack, or -1 (binary search in its fan-out bucket, read
-        from the index file). Raises _Stale if the index file is shorter than it was, OSError if
-        it cannot be read; a changed index misleads the search at worst (what is read at an
-        offset is checked against the id asked for)."""
-        first = raw_id[0]
-        bucket = self.fanout[first - 1] if first else 0
-        hi = self.fanout[first] - bucket
-        if hi <= 0:
-            return -1
-        ids = self._index_bytes(_IDS_AT + 20 * bucket, 20 * hi)
-        lo = 0
-        while lo < hi:
-            mid = (lo + hi) >> 1
-            here = ids[20 * mid : 20 * mid + 20]
-            if here < raw_id:
-                lo = mid + 1
-            elif here > raw_id:
-                hi = mid
-            else:
-                i = bucket + mid
-                offset: int = struct.unpack(">I", self._index_bytes(self.offsets_at + 4 * i, 4))[0]
-                if offset & 0x80000000:
-                    at = self.large_at + 8 * (offset & 0x7FFFFFFF)
-                    offset = struct.unpack(">Q", self._index_bytes(at, 8))[0]
-                return offset
-        return -1
-
-
-def _close_files(*fds: int) -> None:
-    for fd in fds:
-        os.close(fd)
 
 
 class PackReader:
@@ -294,8 +73,8 @@ class PackReader:
         self._max = max_bytes
         self._lock = threading.Lock()
         #: Validated packs by path without extension; ``_order``: the same, most objects first.
-        self._packs: dict[str, _Pack] = {}
-        self._order: tuple[_Pack, ...] = ()
+        self._packs: dict[str, IndexedPack] = {}
+        self._order: tuple[IndexedPack, ...] = ()
         #: Packs refused, by base, with the identity of the index refused (not read again).
         self._refused: dict[str, tuple[int, int, int, int, int]] = {}
         #: Why a pack listed at the last rescan could not be opened (out of descriptors, EIO,
@@ -309,7 +88,7 @@ class PackReader:
             self._set({})
             self._scanned = False
 
-    def _set(self, packs: dict[str, _Pack]) -> None:
+    def _set(self, packs: dict[str, IndexedPack]) -> None:
         """Use ``packs`` from now on; close the files of the packs left out (lock held)."""
         for base, pack in self._packs.items():
             if packs.get(base) is not pack:
@@ -322,6 +101,19 @@ class PackReader:
         close their files now rather than at the next read that finds them gone."""
         with self._lock:
             self._set({b: p for b, p in self._packs.items() if b not in bases})
+
+    def adopt(self, base: str, idx: bytes) -> None:
+        """Use the pack ``base`` (path without extension) that this process just wrote with the
+        index bytes ``idx``, without listing the directory or parsing the index again (it is
+        read back and compared). A pack that is not as written is left for :meth:`rescan`."""
+        with self._lock:
+            if base in self._packs:
+                return
+            try:
+                pack = IndexedPack(base, self._max, known_index=idx)
+            except (OSError, IntegrityError, ValueError, struct.error):
+                return
+            self._set({**self._packs, base: pack})
 
     def rescan(self) -> bool:
         """List the pack directory again: forget packs that are gone or whose file changed,
@@ -341,11 +133,11 @@ class PackReader:
         except OSError as err:
             raise _storage_error(err) from None
         bases = {f"{self._dir}/{n[:-5]}" for n in names if n.endswith(".pack") and n[:-5] + ".idx" in names}
-        packs = {b: p for b, p in self._packs.items() if b in bases and _signature(os.fstat(p.fd)) == p.sig}
+        packs = {b: p for b, p in self._packs.items() if b in bases and file_signature(os.fstat(p.fd)) == p.sig}
         changed = len(packs) != len(self._packs)
         for base in bases - packs.keys():
             try:
-                sig = _signature(os.stat(base + ".idx"))
+                sig = file_signature(os.stat(base + ".idx"))
             except FileNotFoundError:
                 continue  # gone meanwhile
             except OSError as err:
@@ -355,7 +147,7 @@ class PackReader:
             if self._refused.get(base) == sig:
                 continue
             try:
-                packs[base] = _Pack(base, self._max)
+                packs[base] = IndexedPack(base, self._max)
             except FileNotFoundError:
                 continue  # gone meanwhile
             except OSError as err:
@@ -384,7 +176,7 @@ class PackReader:
                 try:
                     if any(self._find(pack, raw_id) >= 0 for pack in self._order):
                         return True
-                except _Stale as stale:
+                except StalePack as stale:
                     self._drop_stale(stale.args[0])
                     continue
                 self._not_found()
@@ -392,17 +184,17 @@ class PackReader:
         raise IntegrityError()  # the packs keep changing under this reader
 
     @staticmethod
-    def _find(pack: _Pack, raw_id: bytes) -> int:
-        """``pack.find(raw_id)``; _Stale naming the pack if its index changed, StorageError if it
+    def _find(pack: IndexedPack, raw_id: bytes) -> int:
+        """``pack.find(raw_id)``; StalePack naming the pack if its index changed, StorageError if it
         cannot be read (lock held)."""
         try:
             return pack.find(raw_id)
-        except _Stale:
-            raise _Stale(pack) from None
+        except StalePack:
+            raise StalePack(pack) from None
         except OSError as err:
             raise _storage_error(err) from None
 
-    def _drop_stale(self, pack: _Pack) -> None:
+    def _drop_stale(self, pack: IndexedPack) -> None:
         """Forget ``pack`` (found removed or changed) and list the directory again (lock held)."""
         base = pack.path[:-5]
         self._set({b: p for b, p in self._packs.items() if b != base})
@@ -438,7 +230,7 @@ class PackReader:
                         if offset < 0:
                             continue
                         type_num, body = self._read(pack, offset)
-                    except _Stale:
+                    except StalePack:
                         stale = pack
                         break
                     except IntegrityError:
@@ -469,17 +261,17 @@ class PackReader:
 
     # -- entries ------------------------------------------------------------------------------
 
-    def _read(self, pack: _Pack, offset: int) -> tuple[int, bytes]:
-        """The object at ``offset`` (lock held); _Stale if the pack file was removed (fewer
+    def _read(self, pack: IndexedPack, offset: int) -> tuple[int, bytes]:
+        """The object at ``offset`` (lock held); StalePack if the pack file was removed (fewer
         links than when it was validated) or changed."""
         try:
-            if _signature(os.fstat(pack.fd)) != pack.sig:
-                raise _Stale()
+            if file_signature(os.fstat(pack.fd)) != pack.sig:
+                raise StalePack()
             return self._resolve(pack.fd, pack, offset)
         except OSError as err:
             raise _storage_error(err) from None  # EIO and the like: the disk's fault, not damage
 
-    def _resolve(self, fd: int, pack: _Pack, offset: int) -> tuple[int, bytes]:
+    def _resolve(self, fd: int, pack: IndexedPack, offset: int) -> tuple[int, bytes]:
         """The type and body at ``offset``, following delta bases within the pack."""
         deltas: list[tuple[int, int]] = []  # (offset of a delta's zlib stream, its size)
         delta_bytes = 0
@@ -502,7 +294,7 @@ class PackReader:
             budget -= len(body)
         return type_num, body
 
-    def _entry(self, fd: int, pack: _Pack, offset: int) -> tuple[int, int, bytes, int, int, bytes]:
+    def _entry(self, fd: int, pack: IndexedPack, offset: int) -> tuple[int, int, bytes, int, int, bytes]:
         """Parse the entry header at ``offset``: ``(type, inflated size, the bytes read at
         offset, where its zlib stream starts in them, base offset (OFS_DELTA), base id
         (REF_DELTA))``."""
@@ -550,7 +342,7 @@ class PackReader:
             raise IntegrityError()
         return type_num, size, head, i, base_offset, base_id
 
-    def _inflate(self, fd: int, pack: _Pack, start: int, size: int, prefix: bytes | memoryview) -> bytes:
+    def _inflate(self, fd: int, pack: IndexedPack, start: int, size: int, prefix: bytes | memoryview) -> bytes:
         """Inflate the zlib stream at ``start`` (``prefix``: its first bytes, already read) to
         exactly ``size`` bytes, never producing more than ``size + 1``; IntegrityError if it is
         truncated, longer, or not zlib."""

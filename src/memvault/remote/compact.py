@@ -17,7 +17,7 @@ from typing import TypeVar
 from ..errors import IntegrityError, InvalidInputError
 from ..git.objects import TYPE_NAMES, GitObject
 from ..git.pack import build_pack
-from ..git.packread import read_pack_index
+from ..git.packindex import read_pack_index
 from ..storage.base import ObjectInfo
 from .checkpoint import (
     Checkpoint,

@@ -8,7 +8,7 @@ import struct
 from pathlib import Path
 
 from ..fsutil import FILE_MODE, write_all
-from ..git.packread import read_pack_index
+from ..git.packindex import read_pack_index
 
 __all__ = ["PackMap"]
 

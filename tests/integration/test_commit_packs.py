@@ -900,7 +900,7 @@ def test_pack_reader_reports_a_pack_it_cannot_open_as_a_storage_error(
     _install(tmp_path / "p", pack, idx)
     real_init = packindex.IndexedPack.__init__
 
-    def emfile(self: object, *args: object) -> None:
+    def emfile(self: object, *args: object, **kwargs: object) -> None:
         raise OSError(errno.EMFILE, os.strerror(errno.EMFILE))
 
     monkeypatch.setattr(packindex.IndexedPack, "__init__", emfile)
@@ -1209,5 +1209,37 @@ def test_the_merge_leaves_alone_a_pack_the_reader_would_not_use(tmp_path: Path) 
         assert merged is not None
         assert sorted(merged[1]) == sorted(b for b in bases if b != str(mismatched)[:-5])
         assert mismatched.exists()
+    finally:
+        git.close()
+
+
+def test_a_pack_this_process_wrote_is_opened_by_comparing_its_index_not_checking_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The reader opens a pack its own process just wrote by comparing the index file with the
+    bytes it wrote (no parse); one whose index file differs from them is checked as any other,
+    and a damaged one is refused."""
+    checked: list[str] = []
+    real_check = packindex.IndexedPack._check
+
+    def spy(self: packindex.IndexedPack, base: str, idx: bytes) -> None:
+        checked.append(os.path.basename(base))
+        real_check(self, base, idx)
+
+    monkeypatch.setattr(packindex.IndexedPack, "_check", spy)
+    git = gitrepo.GitStore.init(tmp_path / "repo", durable=False)
+    try:
+        blobs = [gitrepo.GitStore.blob(os.urandom(40)) for _ in range(2)]
+        own = git.write_pack([blobs[0]])[0]
+        assert git.read_blob(blobs[0].id) and checked == []  # found by a rescan, index compared
+        other = git.write_pack([blobs[1]])[0]
+        idx_path = tmp_path / "repo" / "objects" / "pack" / f"pack-{other}.idx"
+        os.chmod(idx_path, 0o600)
+        data = bytearray(idx_path.read_bytes())
+        data[-1] ^= 1  # no longer the bytes written: checked, and refused
+        idx_path.write_bytes(bytes(data))
+        with pytest.raises(IntegrityError):
+            git.read_blob(blobs[1].id)
+        assert checked == [f"pack-{other}"] and own != other
     finally:
         git.close()

@@ -103,9 +103,9 @@ class PackDirectory:
         #: Commit packs written since the last merge (:meth:`write`); the first commit looks for
         #: a merge (a process may write only one commit).
         self._packs_written = MERGE_AT
-        #: Entries and size of the packs this object wrote, by path without extension: a merge
-        #: copies them without validating what it built itself (the pack's trailer is checked).
-        self._own: dict[str, tuple[list[tuple[int, bytes, int]], int]] = {}
+        #: Index bytes and size of the packs this object wrote, by path without extension: a merge
+        #: copies them by that index, not the file's (their size, header and trailer are checked).
+        self._own: dict[str, tuple[bytes, int]] = {}
 
     def write(
         self, objects: Iterable[GitObject], *, merge: bool = False, sync: bool = True
@@ -148,12 +148,10 @@ class PackDirectory:
         return name, data, idx
 
     def _remember(self, base: str, idx: bytes, size: int) -> None:
-        """Hand the pack ``base`` this process just wrote (index ``idx``, ``size`` bytes) to the
-        reader, and keep its entries for the merge that will copy it (no parsing again)."""
+        """Tell the reader about the pack ``base`` this process just wrote (index ``idx``,
+        ``size`` bytes), and keep its index for the merge that will copy it (not read again)."""
         self._reader.adopt(base, idx)
-        entries = read_pack_index(idx)
-        if entries is not None:
-            self._own[base] = (entries, size)
+        self._own[base] = (idx, size)
 
     def install(self, data: bytes, idx: bytes, name: str) -> str:
         """Write a pack and then its index under their final names (each through a temporary
@@ -279,9 +277,10 @@ class PackDirectory:
         for base in bases:
             own = self._own.get(base)
             if own is not None:
-                entries, size = own
-                if not self._as_written(base, len(entries), size):
+                own_entries, size = read_pack_index(own[0]), own[1]
+                if own_entries is None or not self._as_written(base, len(own_entries), size):
                     continue  # changed since this process wrote it: left alone
+                entries = own_entries
             else:
                 try:  # the checks the pack reader makes before it uses a pack
                     entries, size = checked_pack_entries(base, MAX_OBJECT_BYTES)

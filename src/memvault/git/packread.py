@@ -81,6 +81,8 @@ class PackReader:
         #: permission), if one could not: an object not found is then not known to be absent.
         self._unreadable: OSError | None = None
         self._scanned = False
+        #: Index bytes of packs this process wrote and no rescan has opened yet (:meth:`adopt`).
+        self._written: dict[str, bytes] = {}
 
     def close(self) -> None:
         """Close every pack file; a later read lists the directory again."""
@@ -103,17 +105,11 @@ class PackReader:
             self._set({b: p for b, p in self._packs.items() if b not in bases})
 
     def adopt(self, base: str, idx: bytes) -> None:
-        """Use the pack ``base`` (path without extension) that this process just wrote with the
-        index bytes ``idx``, without listing the directory or parsing the index again (it is
-        read back and compared). A pack that is not as written is left for :meth:`rescan`."""
+        """Note that this process just wrote the pack ``base`` (path without extension) with the
+        index bytes ``idx``: when a rescan finds it, its index is compared with them instead of
+        parsed and checked again (a pack that is not as written is checked as any other)."""
         with self._lock:
-            if base in self._packs:
-                return
-            try:
-                pack = IndexedPack(base, self._max, known_index=idx)
-            except (OSError, IntegrityError, ValueError, struct.error):
-                return
-            self._set({**self._packs, base: pack})
+            self._written[base] = idx
 
     def rescan(self) -> bool:
         """List the pack directory again: forget packs that are gone or whose file changed,
@@ -147,7 +143,7 @@ class PackReader:
             if self._refused.get(base) == sig:
                 continue
             try:
-                packs[base] = IndexedPack(base, self._max)
+                packs[base] = IndexedPack(base, self._max, known_index=self._written.pop(base, None))
             except FileNotFoundError:
                 continue  # gone meanwhile
             except OSError as err:
@@ -163,6 +159,8 @@ class PackReader:
             changed = True
         for base in [b for b in self._refused if b not in bases]:
             del self._refused[base]
+        for base in [b for b in self._written if b not in bases]:
+            del self._written[base]  # gone before it was needed (merged by another writer)
         self._set(packs)
         return changed
 

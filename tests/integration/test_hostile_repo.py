@@ -495,3 +495,29 @@ def test_commit_not_in_memvault_format_is_refused(seeded: Path, name: str) -> No
     with memvault.MemoryStore.open(seeded, passphrase=PASSPHRASE, check_head=False) as store:
         codes = {p.code for p in verify(store).errors}
     assert codes & {"bad-commit", "forged-commit"}, codes
+
+
+def test_a_root_this_process_built_is_taken_as_checked_only_when_its_parent_was(seeded: Path) -> None:
+    """A commit's new root takes over its parent's check (LayoutChecker.carry), and only that:
+    what the writer built still passes a fresh check, and an unchecked parent passes on nothing."""
+    reads: list[bytes] = []
+    with memvault.MemoryStore.open(seeded, passphrase=PASSPHRASE) as store:
+
+        def read(tree_id: bytes) -> dict[bytes, tuple[int, bytes]]:
+            reads.append(tree_id)
+            return store.git.tree_entries(tree_id)
+
+        parent = store.git.read_commit(store.head[0])[0]
+        memvault.MemoryTool(store).call({"command": "create", "path": "/memories/carried.md", "file_text": "x\n"})
+        child = store.git.read_commit(store.head[0])[0]
+        checker = LayoutChecker(read)
+        checker.carry(parent, child)  # the parent was never checked: nothing to carry
+        assert checker.problem(child, levels=1) is None and child in reads
+        reads.clear()
+        other = store.git.read_commit(store.head[0])[0]
+        memvault.MemoryTool(store).call({"command": "create", "path": "/memories/carried2.md", "file_text": "y\n"})
+        newer = store.git.read_commit(store.head[0])[0]
+        assert checker.problem(other, levels=1) is None  # checked once (the same tree as child)
+        checker.carry(other, newer)
+        assert checker.problem(newer, levels=1) is None and newer not in reads  # taken over, not read
+        assert LayoutChecker(store.git.tree_entries).problem(newer) is None  # and it does fit, whole

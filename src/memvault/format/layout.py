@@ -268,6 +268,14 @@ class LayoutChecker:
         self._ok.clear()
         self._top_ok.clear()
 
+    def carry(self, parent_id: bytes, tree_id: bytes) -> None:
+        """Take the root ``tree_id`` as checked as far as the root ``parent_id`` was, because this
+        process built it from that one by the layout's rules (a commit in the same layout): the
+        trees it changed are its own, the others were checked with ``parent_id``."""
+        for levels in (1, 2):
+            if (parent_id, "root", levels) in self._top_ok:
+                self._top_ok[(tree_id, "root", levels)] = None
+
     def problem(self, tree_id: bytes, role: str = "root", *, levels: int | None = None) -> str | None:
         """A description of the first thing in the tree ``tree_id`` that does not fit, or None.
 

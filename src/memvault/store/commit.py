@@ -314,6 +314,8 @@ class CommitWriter:
             raise ConflictError("Error: The memory store changed concurrently; retry the command.")
         # Published. Fold the changes into the cached state.
         parent = state.commit_id
+        if not relayout and state.tree_id is not None:
+            self._reader.carry_check(state.tree_id, tree_id)
         self._fold(state, txn, new_nodes, new_shard_blobs, (commit.id, meta.seq, tree_id))
         if self._on_published is not None:
             self._on_published(meta.seq, commit.id, parent)

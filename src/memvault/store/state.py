@@ -264,6 +264,11 @@ class StateReader:
         root = self.git.tree_entries(tree_id)
         _refuse(self._layout.problem(tree_id, levels=2 if b"i" in root else 1))
 
+    def carry_check(self, parent_tree: bytes, tree_id: bytes) -> None:
+        """A commit this process wrote on ``parent_tree``, in its layout, made the root ``tree_id``:
+        its top passes :meth:`check_top` if the parent's did (:meth:`.LayoutChecker.carry`)."""
+        self._layout.carry(parent_tree, tree_id)
+
     def locate_shard(self, tree_id: bytes, shard: bytes) -> bytes | None:
         """The index blob id of ``shard`` in a commit's tree (None: no such shard), the trees on
         the way and those holding the shard's content blobs checked against the layouts.

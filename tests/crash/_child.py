@@ -140,6 +140,18 @@ def _arm_pack_point(point: str, action: Callable[[], None]) -> None:
     gitrepo.os.unlink = unlink  # type: ignore[assignment]
     if point == "merge_retired":
         _wrap(packdir.PackDirectory, "_retire", before=False, action=action)
+    if point in ("merge_retiring", "merge_retired"):
+        # With the commit journal, the packs a merge replaced are removed after the journal's
+        # next checkpoint: make the command's own journal append begin with one.
+        from memvault.store import journal as journal_mod
+
+        real_append = journal_mod.Journal.append
+
+        def append(self: Any, entry: Any) -> bool:
+            self.checkpoint()
+            return real_append(self, entry)
+
+        journal_mod.Journal.append = append  # type: ignore[method-assign]
 
 
 def arm(point: str, action: Callable[[], None] = die) -> None:

@@ -27,6 +27,7 @@ from memvault.git import packdir, packindex, packread
 from memvault.git import repo as gitrepo
 from memvault.paths import parse_path
 from memvault.settings import StoreSettings
+from memvault.store import journal
 from memvault.verify import verify
 
 GIT = shutil.which("git")
@@ -93,8 +94,9 @@ def test_another_store_object_reads_new_and_merged_packs(
 ) -> None:
     """A reader with its own repository handle finds packs written after it opened (dulwich
     rescans the pack directory on a miss), and still reads after merges removed packs it had
-    opened."""
+    opened (with the commit journal, at its checkpoints: made frequent here)."""
     monkeypatch.setattr(packdir, "MERGE_AT", merge_at)
+    monkeypatch.setattr(journal, "CAPACITY", 8 * journal.BLOCK)
     writer = make_store(tmp_path / "s", StoreSettings(durability="full"))
     _create(writer, 0)
     reader = memvault.MemoryStore.open(tmp_path / "s", passphrase=PASSPHRASE)
@@ -316,6 +318,13 @@ def test_a_reader_whose_packs_were_merged_away_mid_use_reads_on(
     assert not reader.git.contains(b"0" * 40)  # every pack's index looked at, no data read
     monkeypatch.setattr(packdir, "geometric_merge", len)  # the writer's next commit merges them all
     monkeypatch.setattr(packdir, "MERGE_AT", 2)
+    real_append = journal.Journal.append
+
+    def append(self: journal.Journal, entry: journal.Entry) -> bool:
+        self.checkpoint()  # the merged-away packs go at the journal's checkpoint: one in this commit
+        return real_append(self, entry)
+
+    monkeypatch.setattr(journal.Journal, "append", append)
     before = {p.name for p in _pack_dir(writer).glob("*.pack")}
     _create(writer, 9)
     after = {p.name for p in _pack_dir(writer).glob("*.pack")}
@@ -1243,3 +1252,38 @@ def test_a_pack_this_process_wrote_is_opened_by_comparing_its_index_not_checking
         assert checked == [f"pack-{other}"] and own != other
     finally:
         git.close()
+
+
+@pytest.mark.skipif(not journal.journal_available(), reason="the commit journal needs Linux syncfs and a boot id")
+def test_with_the_journal_the_packs_a_merge_replaced_go_at_its_next_checkpoint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A durable commit that merges packs does not sync for the merge: the packs it replaced stay
+    (holding duplicates; no later merge takes them again) until the journal's next checkpoint
+    has made the merged pack durable, and every file reads throughout."""
+    store = make_store(tmp_path / "s", StoreSettings(durability="full"))
+    for i in range(3):
+        _create(store, i)
+    replaced = {p.name for p in _pack_dir(store).glob("*.pack")}
+    monkeypatch.setattr(packdir, "MERGE_AT", 2)
+    monkeypatch.setattr(packdir, "geometric_merge", len)
+    _create(store, 3)
+    on_disk = {p.name for p in _pack_dir(store).glob("*.pack")}
+    assert replaced <= on_disk and len(on_disk) == len(replaced) + 2  # + the merged pack and the commit's
+    with memvault.MemoryStore.open(tmp_path / "s", passphrase=PASSPHRASE) as other:
+        assert set(_files(other)) == {f"/memories/n{i:03}.md" for i in range(4)}
+    _create(store, 4)  # no merge (one pack since the last)
+    assert replaced <= {p.name for p in _pack_dir(store).glob("*.pack")}
+    real_append = journal.Journal.append
+
+    def append(self: journal.Journal, entry: journal.Entry) -> bool:
+        self.checkpoint()
+        return real_append(self, entry)
+
+    monkeypatch.setattr(journal.Journal, "append", append)
+    _create(store, 5)  # a merge of the three packs written since, then a checkpoint: all replaced go
+    on_disk = {p.name for p in _pack_dir(store).glob("*.pack")}
+    assert not replaced & on_disk and len(on_disk) == 2  # the checkpoint removed every replaced pack
+    with memvault.MemoryStore.open(tmp_path / "s", passphrase=PASSPHRASE) as other:
+        assert _files(other) == {f"/memories/n{i:03}.md": f"note {i}\n".encode() for i in range(6)}
+        assert verify(other).ok

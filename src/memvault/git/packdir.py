@@ -106,6 +106,9 @@ class PackDirectory:
         #: Index bytes and size of the packs this object wrote, by path without extension: a merge
         #: copies them by that index, not the file's (their size, header and trailer are checked).
         self._own: dict[str, tuple[bytes, int]] = {}
+        #: Packs a merge replaced whose removal waits for the next sync (:meth:`retire_synced`);
+        #: left in place they only hold duplicates, and no merge plan takes them again here.
+        self._retiring: list[str] = []
 
     def write(
         self, objects: Iterable[GitObject], *, merge: bool = False, sync: bool = True
@@ -131,9 +134,12 @@ class PackDirectory:
                 merged = self._write_merged(plan, fsync=fsync_each) if plan else None
             except (OSError, IntegrityError, ValueError):
                 merged = None  # optional: the packs stay as they are
+        # The packs a merge replaces go once the merged pack is durable: now when this commit
+        # syncs its own pack; after the caller's next sync (retire_synced) when it does not.
+        retire_now = merged is not None and (sync or not self._durable)
         try:
             base = self.install(data, idx, name)
-            if self._durable and (sync or merged is not None):  # packs a merge replaces go once it is durable
+            if self._durable and (sync or retire_now):
                 self.sync()
         except BaseException:
             if merged is not None:
@@ -143,9 +149,21 @@ class PackDirectory:
         self._remember(base, idx, len(data))
         if merged is not None:
             self._packs_written = 0
-            self._retire(merged[1])
+            if retire_now:
+                self._retire(merged[1])
+            else:
+                self._retiring.extend(merged[1])
+                self._reader.forget(merged[1])  # the merged pack holds their objects
             self._remember(merged[0], merged[2], merged[3])
         return name, data, idx
+
+    def retire_synced(self) -> None:
+        """Remove the packs that merges replaced since the last sync, now that one made every
+        merged pack durable (the commit journal calls this after its checkpoint). The caller
+        holds the store's writer lock."""
+        if self._retiring:
+            bases, self._retiring = self._retiring, []
+            self._retire(bases)
 
     def _remember(self, base: str, idx: bytes, size: int) -> None:
         """Tell the reader about the pack ``base`` this process just wrote (index ``idx``,
@@ -205,8 +223,10 @@ class PackDirectory:
         install_file(fd, tmp, final, data, fsync=fsync)
 
     def sync(self) -> None:
-        """Make the packs just renamed into place durable (durable mode only)."""
+        """Make the packs just renamed into place durable (durable mode only), then remove the
+        packs that merges replaced (:meth:`retire_synced`)."""
         self._sync_dirs([self._pack_base])
+        self.retire_synced()
 
     def pack_files(self) -> list[tuple[str, bytes, bytes]]:
         """``(name, pack bytes, index bytes)`` of every pack named by its checksum that has an
@@ -254,7 +274,8 @@ class PackDirectory:
     def _merge_plan(self, min_packs: int, max_bytes: int | None) -> list[str]:
         """The packs to merge now (smallest first): the :func:`geometric_merge` of the packs that
         together hold at most ``max_bytes``, if it names at least ``min_packs``."""
-        packs = self._packs()
+        retiring = set(self._retiring)
+        packs = [(size, base) for size, base in self._packs() if base not in retiring]
         listed = {base for _size, base in packs}
         self._own = {base: own for base, own in self._own.items() if base in listed}  # others merged them
         if max_bytes is not None:

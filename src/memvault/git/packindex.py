@@ -25,6 +25,7 @@ import struct
 import weakref
 
 from ..errors import IntegrityError
+from ..fsutil import close_soon
 
 __all__ = ["IndexedPack", "StalePack", "file_signature", "read_pack_index", "checked_pack_entries"]
 
@@ -147,8 +148,9 @@ class IndexedPack:
             raise
         self.idx_fd = idx_fd
         self.idx = idx if keep_index else b""
-        #: Closes both files (once): when the reader drops the pack, or when it is collected.
-        self.close = weakref.finalize(self, _close_files, self.fd, idx_fd)
+        #: Closes both files (once, on a thread: :func:`~memvault.fsutil.close_soon`) when the
+        #: reader drops the pack, or when it is collected.
+        self.close = weakref.finalize(self, close_soon, self.fd, idx_fd)
 
     def _check(self, base: str, idx: bytes) -> None:
         """Validate the index bytes ``idx`` and open the pack file against them."""
@@ -252,8 +254,3 @@ class IndexedPack:
                     offset = struct.unpack(">Q", self._index_bytes(at, 8))[0]
                 return offset
         return -1
-
-
-def _close_files(*fds: int) -> None:
-    for fd in fds:
-        os.close(fd)

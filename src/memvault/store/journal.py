@@ -96,6 +96,9 @@ class Journal:
         #: object last wrote them; checked against the file before use.
         self._cursor: tuple[int, int, int] | None = None
         self._last = BLOCK  #: position of the entry written last
+        #: Called after each checkpoint's sync (every earlier write is durable then): the pack
+        #: directory removes the packs its merges replaced (PackDirectory.retire_synced).
+        self.after_checkpoint: Callable[[], None] | None = None
 
     # -- encoding -------------------------------------------------------------------------------
 
@@ -165,6 +168,11 @@ class Journal:
         pwrite_all(fd, self._header(generation, boot_id() or _NO_BOOT).ljust(BLOCK, b"\0"), 0)
         durable_flush(fd, data_only=True)
         self._cursor = (generation, BLOCK, -1)
+        if self.after_checkpoint is not None:
+            try:
+                self.after_checkpoint()
+            except OSError:
+                pass  # best effort: what was not removed stays, holding duplicates
 
     def append(self, entry: Entry) -> bool:
         """Write ``entry`` and flush the journal: the commit is durable when this returns True.

@@ -148,6 +148,7 @@ class MemoryStore(FileReads, Hosting, KeyChanges):
         )  # fmt: skip
         if self._durable and journal_available():  # used from format version 5 (docs/format.md §7.1)
             self._writer_of_commits.journal = journal = Journal(root, store_id, self._keys.keyring)
+            journal.after_checkpoint = git.packs.retire_synced
             self.keyring.before_rewrite = lambda: journal.checkpoint(wipe=True)
         #: For a store in object storage: the replica (``root`` is the host's cache of it), else None.
         self.remote: Replica | None = None

@@ -21,7 +21,10 @@ test count and wall time):
 - ``s3gc10k``: 10,000 commits and a gc leave at most 50 objects and about the replica's bytes
   (CI: 120 commits); its GC-FIGURES line gives the counts;
 - ``scrubkeys``: tests/scrub/test_scrub_keys.py's check that no random key of any credential kind is let
-  through, with a million keys per kind (CI: 100,000; 2-3 minutes on the project's machine).
+  through, with a million keys per kind (CI: 100,000; 2-3 minutes on the project's machine);
+- ``open1m``: benchmarks/bench_coldstart.py on a store of 1,000,000 notes (one seeding transaction,
+  about 2.5 minutes): a fresh process that opens it and reads one file must take at most 3 s (median
+  of 3; ``--quick``: 20,000 notes, 1 s).
 
 Exit status 0 only if every check passed.
 """
@@ -83,6 +86,21 @@ def checks(quick: bool, seed: int) -> dict[str, tuple[list[str], dict[str, str]]
             _pytest(["tests/scrub/test_scrub_keys.py", "-k", "never_let"], []),
             {} if quick else {"MEMVAULT_SCRUB_KEYS": "1000000"},
         ),
+        "open1m": (
+            [
+                sys.executable,
+                "benchmarks/bench_coldstart.py",
+                "--files",
+                "20000" if quick else "1000000",
+                "--runs",
+                "3",
+                "--variants",
+                "memvault-read,memvault-cat",
+                "--max-read-seconds",
+                "1" if quick else "3",
+            ],
+            {},
+        ),  # fmt: skip
     }
 
 
@@ -92,7 +110,7 @@ def main() -> int:
     ap.add_argument(
         "--only",
         default="",
-        help="comma-separated subset of: stateful, fuzz, faults, stress, s3race, s3soak, s3gc10k, scrubkeys",
+        help="comma-separated subset of: stateful, fuzz, faults, stress, s3race, s3soak, s3gc10k, scrubkeys, open1m",
     )
     ap.add_argument("--seed", type=int, default=1, help="seed of the fuzz and stress runs (default 1)")
     args = ap.parse_args()
@@ -112,6 +130,8 @@ def main() -> int:
         out = proc.stdout + proc.stderr
         if name == "stress":
             summary = " | ".join(line for line in out.splitlines() if line.startswith(("commands:", "commits:")))
+        elif name == "open1m":
+            summary = " | ".join(line for line in out.splitlines() if line.startswith(("| memvault-", "memvault-read")))
         else:
             m = re.findall(r"^=*\s*(\d+ passed.*?)(?: in [\d.]+s.*)?=*$", out, re.M)
             summary = m[-1].strip() if m else out.strip().splitlines()[-1] if out.strip() else ""

@@ -48,7 +48,7 @@ PHASES: list[tuple[str, str, str]] = [
     ("scrubber", "memvault.scrub.guard", "scrub_text"),
     ("scrubber", "memvault.scrub.guard", "check_path"),
     ("utf-8 encode + size check", "memvault.protocol.commands", "_encode"),
-    ("writer lock", "memvault.fsutil", "StoreLock.hold"),
+    ("writer lock", "memvault.store.lock", "StoreLock.hold"),
     ("sync head (ref read, keyring refresh)", "memvault.store.memorystore", "MemoryStore._sync"),
     ("read current content", "memvault.store.state", "StateReader.read_node"),
     ("encryption: content blob", "memvault.format.records", "encode_blob"),

@@ -24,9 +24,9 @@ from _child import EXIT_COMMAND_FAILED, EXIT_CRASHED, EXIT_NOT_REACHED, PASSPHRA
 import memvault
 from conftest import PASSPHRASE, make_store, seed_files
 from memvault.errors import LockedError, StoreNotFoundError
-from memvault.fsutil import StoreLock
 from memvault.paths import MemoryPath
 from memvault.protocol.commands import run_command
+from memvault.store.lock import StoreLock
 
 CHILD = Path(__file__).with_name("_child.py")
 ENV = {**os.environ, PASSPHRASE_ENV: PASSPHRASE}

@@ -34,7 +34,7 @@ WAITED = re.compile(r"^The memory store is locked by another writer \(waited (\d
 HOLDER = """
 import sys, time
 from pathlib import Path
-from memvault.fsutil import StoreLock
+from memvault.store.lock import StoreLock
 with StoreLock(Path(sys.argv[1]), timeout=5).hold():
     print("holding", flush=True)
     time.sleep(120)

@@ -23,10 +23,12 @@ from pathlib import Path
 
 import pytest
 
-from memvault import MemoryStore, MemoryTool, fsutil
+from memvault import MemoryStore, MemoryTool
 from memvault.cli import main
 from memvault.errors import LockedError
-from memvault.fsutil import UNSUPPORTED_PLATFORM, LockHolder, StoreLock, durable_flush
+from memvault.fsutil import UNSUPPORTED_PLATFORM, durable_flush
+from memvault.store import lock as storelock
+from memvault.store.lock import LockHolder, StoreLock
 
 ENTRY = "import sys; from memvault.cli import main; sys.exit(main())"
 HOST = os.uname().nodename
@@ -121,7 +123,7 @@ def hold_lock(store: Path) -> Iterator[Callable[[float], subprocess.Popen[str]]]
         """
         import sys, time
         from pathlib import Path
-        from memvault.fsutil import StoreLock
+        from memvault.store.lock import StoreLock
         with StoreLock(Path(sys.argv[1]) / "lock").hold():
             print("held", flush=True)
             time.sleep(float(sys.argv[2]))
@@ -490,13 +492,13 @@ def test_a_lock_probed_by_a_reader_is_still_taken_without_waiting(
         sleeps.append(seconds)
         fcntl.flock(probe, fcntl.LOCK_UN)  # the probe ends
 
-    monkeypatch.setattr(fsutil.time, "sleep", sleep)
+    monkeypatch.setattr(storelock.time, "sleep", sleep)
     try:
         with StoreLock(path, timeout=0.0).hold():
             assert StoreLock(path).held()
         assert sleeps == [0.001]
         fcntl.flock(probe, fcntl.LOCK_EX)  # a real writer: timeout 0 still fails, after that one retry
-        monkeypatch.setattr(fsutil.time, "sleep", sleeps.append)
+        monkeypatch.setattr(storelock.time, "sleep", sleeps.append)
         with pytest.raises(LockedError):
             with StoreLock(path, timeout=0.0).hold():
                 pass
@@ -573,7 +575,7 @@ def test_the_notice_is_called_once_after_its_delay(tmp_path: Path) -> None:
     os.write(other, b'{"host": "elsewhere", "pid": 77}\n')
     fcntl.flock(other, fcntl.LOCK_EX)
     start = time.monotonic()
-    fsutil.set_lock_wait_notice(
+    storelock.set_lock_wait_notice(
         lambda holder, timeout: seen.append((holder, timeout, time.monotonic() - start)), after=0.2
     )
     try:
@@ -581,7 +583,7 @@ def test_the_notice_is_called_once_after_its_delay(tmp_path: Path) -> None:
             with StoreLock(lock_path, timeout=0.6).hold():
                 pass
     finally:
-        fsutil.set_lock_wait_notice(None)
+        storelock.set_lock_wait_notice(None)
         os.close(other)
     assert [(holder, timeout) for holder, timeout, _ in seen] == [(LockHolder(77, "elsewhere"), 0.6)]
     assert 0.2 <= seen[0][2] < 0.6

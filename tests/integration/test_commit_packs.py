@@ -1287,3 +1287,48 @@ def test_with_the_journal_the_packs_a_merge_replaced_go_at_its_next_checkpoint(
     with memvault.MemoryStore.open(tmp_path / "s", passphrase=PASSPHRASE) as other:
         assert _files(other) == {f"/memories/n{i:03}.md": f"note {i}\n".encode() for i in range(6)}
         assert verify(other).ok
+
+
+def test_a_pack_named_otherwise_than_by_its_checksum_is_merged_too(tmp_path: Path) -> None:
+    """git and dulwich may name a pack by something else than its trailer (dulwich by its object
+    ids): such a pack passes the reader's checks, and a merge takes it like any other."""
+    git = gitrepo.GitStore.init(tmp_path / "repo", durable=False)
+    try:
+        blobs = [gitrepo.GitStore.blob(os.urandom(60)) for _ in range(4)]
+        names = [git.write_pack([blob])[0] for blob in blobs]
+        pack_dir = tmp_path / "repo" / "objects" / "pack"
+        odd = "ab" * 20
+        for ext in (".pack", ".idx"):
+            os.rename(pack_dir / f"pack-{names[0]}{ext}", pack_dir / f"pack-{odd}{ext}")
+    finally:
+        git.close()
+    again = gitrepo.GitStore(tmp_path / "repo", durable=False)
+    try:
+        assert again.consolidate_packs() == 4
+        assert len(list(pack_dir.glob("*.pack"))) == 1
+        assert all(again.read_blob(blob.id) == blob.as_raw_string() for blob in blobs)
+    finally:
+        again.close()
+
+
+def test_a_written_pack_the_reader_forgot_is_checked_like_any_other(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The note of a pack this process wrote goes with the pack (PackReader.forget): a pack of
+    that name found later is checked in full."""
+    checked: list[str] = []
+    real_check = packindex.IndexedPack._check
+
+    def spy(self: packindex.IndexedPack, base: str, idx: bytes) -> None:
+        checked.append(os.path.basename(base))
+        real_check(self, base, idx)
+
+    monkeypatch.setattr(packindex.IndexedPack, "_check", spy)
+    blob = gitrepo.GitStore.blob(b"forgotten")
+    pack, idx, name = gitpack.build_pack([blob], 0)
+    _install(tmp_path / "p", pack, idx)
+    base = str(tmp_path / "p" / f"pack-{name}")
+    reader = packread.PackReader(str(tmp_path / "p"), 1 << 20)
+    reader.adopt(base, idx)
+    reader.forget([base])
+    assert reader.get(bytes.fromhex(blob.id.decode())) is not None and checked == [f"pack-{name}"]

@@ -521,3 +521,22 @@ def test_a_root_this_process_built_is_taken_as_checked_only_when_its_parent_was(
         checker.carry(other, newer)
         assert checker.problem(newer, levels=1) is None and newer not in reads  # taken over, not read
         assert LayoutChecker(store.git.tree_entries).problem(newer) is None  # and it does fit, whole
+
+
+def test_roots_taken_over_are_bounded_like_every_checked_tree(seeded: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A long-lived writer carries a check to every root it builds; the cache of checked trees
+    stays bounded (the oldest go first, and are read again when next needed)."""
+    from memvault.format import layout as layout_mod
+
+    monkeypatch.setattr(layout_mod, "_CHECKED_ENTRIES", 40)
+    with memvault.MemoryStore.open(seeded, passphrase=PASSPHRASE) as store:
+        checker = LayoutChecker(store.git.tree_entries)
+        root = store.git.read_commit(store.head[0])[0]
+        assert checker.problem(root, levels=1) is None
+        parent = root
+        for i in range(200):  # roots as a writer would carry them, commit after commit
+            child = i.to_bytes(20, "big").hex().encode()
+            checker.carry(parent, child)
+            parent = child
+        assert len(checker._top_ok) <= 40  # bounded, where every carry used to add one
+        assert checker.problem(parent, levels=1) is None  # the newest is still taken as checked

@@ -6,6 +6,7 @@ newest epoch, the high-water mark and where a torn tail starts."""
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -121,3 +122,27 @@ def test_a_row_is_measured_up_to_the_first_record_that_is_not_a_whole_data_key_r
     assert dek_run(record * 255, 0, at_least=256) == 0
     assert dek_run(record * 256, 0, at_least=256) == 256
     assert dek_run(record * 1000, 83 * 10) == 990
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="forks")
+def test_a_forked_child_closes_files_soon_without_its_parents_thread(tmp_path: Path) -> None:
+    """fsutil.close_soon (how dropped packs close) works in a forked child too: the child has no
+    copy of the parent's closing thread, so it starts its own."""
+    from memvault.fsutil import close_soon
+
+    close_soon(os.open(tmp_path, os.O_RDONLY))  # the parent's thread exists now
+    marker = tmp_path / "child-closed"
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        fd = os.open(tmp_path, os.O_RDONLY)
+        close_soon(fd)
+        for _ in range(200):
+            try:
+                os.fstat(fd)
+            except OSError:
+                marker.write_text("ok")
+                os._exit(0)
+            time.sleep(0.01)
+        os._exit(1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0 and marker.read_text() == "ok"

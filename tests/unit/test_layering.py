@@ -69,6 +69,7 @@ ORDER = {
     "git": ["objects", "pack", "packindex", "packread", "packdir", "refs", "repo"],
     "keys": ["framing", "command", "kms", "hsm", "provider", "slots", "marks", "keyfile", "sealedkeys", "keyring"],
     "store": [
+        "lock",
         "config",
         "atimes",
         "access",

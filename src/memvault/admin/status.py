@@ -17,11 +17,11 @@ from datetime import datetime, timezone
 from typing import Any
 
 from ..errors import StorageError
-from ..fsutil import StoreLock
 from ..keys.slots import load_slots
 from ..remote.inventory import BucketUsage, Usage, superseded_usage, usage_of
 from ..remote.layout import PACKS
 from ..store import MemoryStore
+from ..store.lock import StoreLock
 
 __all__ = ["StoreStatus", "LastCommit", "LockStatus", "RemoteStatus", "store_status"]
 
@@ -138,7 +138,7 @@ class StoreStatus:
 
 def _lock_status(store: MemoryStore) -> LockStatus:
     """Whether another writer holds the store's lock now (probed without waiting), and who, as
-    its lock file says (:meth:`~memvault.fsutil.StoreLock.holder`)."""
+    its lock file says (:meth:`~memvault.store.lock.StoreLock.holder`)."""
     probe = StoreLock(store.root / "lock", timeout=0.0)
     if not probe.held():
         return LockStatus(held=False)

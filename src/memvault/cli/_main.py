@@ -278,7 +278,7 @@ def _failed(err: BaseException, args: argparse.Namespace | None, as_json: bool, 
 
 
 def _run_command(args: argparse.Namespace) -> int:
-    from ..fsutil import set_lock_wait_notice
+    from ..store.lock import set_lock_wait_notice
 
     lock_timeout(args)  # a malformed $MEMVAULT_LOCK_TIMEOUT is a usage error before anything runs
     if sys.stderr.isatty():

@@ -75,7 +75,7 @@ def _cmd_reset(args: argparse.Namespace) -> int:
 
     where = store_path(args)
     if is_remote(str(where)):
-        from ..fsutil import DEFAULT_LOCK_TIMEOUT
+        from ..store.lock import DEFAULT_LOCK_TIMEOUT
         from ..store.replicated import forget_at_url, recorded_at_url
 
         seen, _seq = recorded_at_url(str(where), None)

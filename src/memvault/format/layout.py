@@ -274,7 +274,10 @@ class LayoutChecker:
         trees it changed are its own, the others were checked with ``parent_id``."""
         for levels in (1, 2):
             if (parent_id, "root", levels) in self._top_ok:
+                if len(self._top_ok) >= _CHECKED_ENTRIES:
+                    self._top_ok.clear()
                 self._top_ok[(tree_id, "root", levels)] = None
+                return
 
     def problem(self, tree_id: bytes, role: str = "root", *, levels: int | None = None) -> str | None:
         """A description of the first thing in the tree ``tree_id`` that does not fit, or None.

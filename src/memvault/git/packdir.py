@@ -152,8 +152,7 @@ class PackDirectory:
             if retire_now:
                 self._retire(merged[1])
             else:
-                self._retiring.extend(merged[1])
-                self._reader.forget(merged[1])  # the merged pack holds their objects
+                self._retiring.extend(merged[1])  # still read until removed (retire_synced)
             self._remember(merged[0], merged[2], merged[3])
         return name, data, idx
 
@@ -299,7 +298,7 @@ class PackDirectory:
             own = self._own.get(base)
             if own is not None:
                 own_entries, size = read_pack_index(own[0]), own[1]
-                if own_entries is None or not self._as_written(base, len(own_entries), size):
+                if own_entries is None or not self._as_written(base, len(own_entries), size, own[0][-40:-20]):
                     continue  # changed since this process wrote it: left alone
                 entries = own_entries
             else:
@@ -322,6 +321,7 @@ class PackDirectory:
                 new_index, checksum = self._copy_entries(fd, sources, count, seen)
                 if fsync:
                     durable_flush(fd)
+                size = os.fstat(fd).st_size
             finally:
                 os.close(fd)
             base = f"{self._pack_base}/{_PACK_PREFIX}{checksum.hex()}"
@@ -343,7 +343,7 @@ class PackDirectory:
         except BaseException:
             self._remove_pack_files(base)
             raise
-        return base, [b for b, _e, _s in sources], idx, os.stat(base + ".pack").st_size
+        return base, [b for b, _e, _s in sources], idx, size
 
     def _copy_entries(
         self, fd: int, sources: list[tuple[str, list[tuple[int, bytes, int]], int]], count: int, seen: set[bytes]
@@ -369,8 +369,7 @@ class PackDirectory:
         index: list[tuple[bytes, int, int]] = []
         for base, entries, size in sources:
             with open(base + ".pack", "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
-                trailer = self._trailer(base)
-                if len(data) != size or data[:4] != b"PACK" or (trailer and data[-20:] != trailer):
+                if len(data) != size or data[:4] != b"PACK":
                     raise IntegrityError()
                 plain = _PLAIN_TYPE_BYTES
                 if not any(raw_id in seen or data[start] not in plain for start, raw_id, _crc in entries):
@@ -408,9 +407,10 @@ class PackDirectory:
         write_all(fd, checksum)
         return index, checksum
 
-    def _as_written(self, base: str, count: int, size: int) -> bool:
+    @staticmethod
+    def _as_written(base: str, count: int, size: int, trailer: bytes) -> bool:
         """Whether the pack ``base`` this process wrote still has the size, the header (git's
-        signature, ``count`` entries) and the trailer it was written with."""
+        signature, ``count`` entries) and the trailer (the one its index records) it was written with."""
         try:
             with opened(os.open(base + ".pack", os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)) as fd:
                 st = os.fstat(fd)
@@ -421,15 +421,8 @@ class PackDirectory:
             stat.S_ISREG(st.st_mode)
             and st.st_size == size
             and head == b"PACK" + struct.pack(">II", 2, count)
-            and tail == self._trailer(base)
+            and tail == trailer
         )
-
-    @staticmethod
-    def _trailer(base: str) -> bytes:
-        """The SHA-1 trailer a pack named by its checksum (``pack-<40 hex>``) ends with; b"" for
-        another name (only the reader's checks vouch for such a pack)."""
-        name = os.path.basename(base)
-        return bytes.fromhex(name[len(_PACK_PREFIX) :]) if _PACK_NAME.match(name + ".pack") else b""
 
     def _remove_pack_files(self, base: str, extras: Iterable[str] = _PACK_EXTRAS) -> None:
         """Remove a pack, its index first (so no reader starts using it), and those of ``extras``

@@ -51,6 +51,9 @@ MAX_DELTA_DEPTH = 250
 MAX_DELTA_BYTES = 16 * 1024 * 1024
 _OFS_DELTA = 6
 _REF_DELTA = 7
+#: Packs written by this process whose index bytes :meth:`PackReader.adopt` keeps at most (a
+#: merge retires them long before: one in seven commits).
+_WRITTEN_NOTES = 256
 #: Bytes read at an entry's offset first: a small object (a note, a tree) needs no second read.
 _FIRST_READ = 4096
 #: Compressed bytes read per step when an entry's stream is longer than expected.
@@ -103,12 +106,16 @@ class PackReader:
         close their files now rather than at the next read that finds them gone."""
         with self._lock:
             self._set({b: p for b, p in self._packs.items() if b not in bases})
+            for base in bases:
+                self._written.pop(base, None)
 
     def adopt(self, base: str, idx: bytes) -> None:
         """Note that this process just wrote the pack ``base`` (path without extension) with the
         index bytes ``idx``: when a rescan finds it, its index is compared with them instead of
         parsed and checked again (a pack that is not as written is checked as any other)."""
         with self._lock:
+            if len(self._written) >= _WRITTEN_NOTES:  # a writer whose reads never miss: drop the oldest
+                del self._written[next(iter(self._written))]
             self._written[base] = idx
 
     def rescan(self) -> bool:

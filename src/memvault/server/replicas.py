@@ -30,8 +30,8 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from ..errors import MemvaultError
-from ..fsutil import StoreLock
 from ..hoststate import ACCESS_FILE, MARK_FILE, host_state
+from ..store.lock import StoreLock
 
 __all__ = ["ReplicaCache", "DEFAULT_REPLICAS", "USE_SUFFIX"]
 

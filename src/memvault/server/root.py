@@ -29,7 +29,6 @@ from typing import Any
 
 from .. import crypto
 from ..errors import InvalidInputError, NotFoundError, StoreExistsError, StoreNotFoundError
-from ..fsutil import DEFAULT_LOCK_TIMEOUT
 from ..keys.slots import Unlock
 from ..memories import Memories
 from ..paths import parse_path
@@ -38,6 +37,7 @@ from ..settings import KdfParams, StoreSettings
 from ..storage.base import ObjectStore
 from ..storage.url import is_remote, open_backend, parse_url
 from ..store import MemoryStore, Transaction
+from ..store.lock import DEFAULT_LOCK_TIMEOUT
 from .catalog import (
     KEYS_DIR,
     STORES_DIR,

@@ -8,9 +8,9 @@ import threading
 from collections.abc import Callable, Container
 
 from ..errors import MemvaultError
-from ..fsutil import StoreLock
 from ..keys.keyring import Keyring
 from .atimes import AccessTimes
+from .lock import StoreLock
 
 __all__ = ["AccessLog"]
 

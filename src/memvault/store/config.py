@@ -21,9 +21,10 @@ from ..errors import (
     StoreNotFoundError,
     read_failure,
 )
-from ..fsutil import DIR_MODE, StoreLock, atomic_write, make_private_dir, read_bounded
+from ..fsutil import DIR_MODE, atomic_write, make_private_dir, read_bounded
 from ..keys.slots import Subkeys
 from ..settings import StoreSettings
+from .lock import StoreLock
 
 __all__ = [
     "STORE_FILE",

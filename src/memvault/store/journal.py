@@ -20,9 +20,10 @@ from pathlib import Path
 
 from .. import crypto
 from ..errors import IntegrityError, StorageError
-from ..fsutil import StoreLock, durable_flush, opened, pwrite_all, sync_filesystem, syncfs_available
+from ..fsutil import durable_flush, opened, pwrite_all, sync_filesystem, syncfs_available
 from ..git.repo import GitStore
 from ..keys.keyring import Keyring
+from .lock import StoreLock
 
 __all__ = ["CAPACITY", "FILE_NAME", "Entry", "Journal", "boot_id", "journal_available", "recover_after_reboot"]
 

@@ -21,10 +21,6 @@ from .. import crypto
 from ..errors import InvalidInputError, MemvaultError, PathExistsError, StorageError
 from ..format import records
 from ..format.records import CommitMeta, Node
-from ..fsutil import (
-    DEFAULT_LOCK_TIMEOUT,
-    StoreLock,
-)
 from ..git.repo import GitStore
 from ..hoststate import anchor_for
 from ..keys.keyring import Keyring
@@ -47,6 +43,7 @@ from .head import Head
 from .hosting import Hosting
 from .journal import Journal, journal_available
 from .keychanges import KeyChanges
+from .lock import DEFAULT_LOCK_TIMEOUT, StoreLock
 from .reads import FileReads
 from .replicated import publish_config, run_racing
 from .state import PLAINTEXT_CACHE_BYTES, OpenedCommit, StateReader, StoreState

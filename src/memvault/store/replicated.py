@@ -17,7 +17,6 @@ from typing import TypeVar
 
 from ..errors import ConflictError, IntegrityError, InvalidInputError, StoreExistsError, StoreNotFoundError
 from ..fsutil import (
-    StoreLock,
     atomic_write,
     cache_root,
     check_parent_dir,
@@ -34,6 +33,7 @@ from ..remote.replica import RaceLost, Replica, cache_dir_for
 from ..storage.base import ObjectStore
 from ..storage.url import open_backend, parse_url
 from .config import STORE_FILE, parse_config, read_config
+from .lock import StoreLock
 
 __all__ = [
     "Placement",

@@ -12,10 +12,11 @@ import time
 from pathlib import Path
 
 from ..errors import StorageError
-from ..fsutil import StoreLock, wipe_leftovers
+from ..fsutil import wipe_leftovers
 from ..git.repo import GitStore
 from ..keys.keyring import Keyring
 from .config import STORE_FILE
+from .lock import StoreLock
 
 __all__ = ["sweep_leftovers", "maintain"]
 

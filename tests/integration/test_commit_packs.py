@@ -318,13 +318,7 @@ def test_a_reader_whose_packs_were_merged_away_mid_use_reads_on(
     assert not reader.git.contains(b"0" * 40)  # every pack's index looked at, no data read
     monkeypatch.setattr(packdir, "geometric_merge", len)  # the writer's next commit merges them all
     monkeypatch.setattr(packdir, "MERGE_AT", 2)
-    real_append = journal.Journal.append
-
-    def append(self: journal.Journal, entry: journal.Entry) -> bool:
-        self.checkpoint()  # the merged-away packs go at the journal's checkpoint: one in this commit
-        return real_append(self, entry)
-
-    monkeypatch.setattr(journal.Journal, "append", append)
+    _checkpoint_first(monkeypatch)  # the merged-away packs go at the journal's checkpoint: one in this commit
     before = {p.name for p in _pack_dir(writer).glob("*.pack")}
     _create(writer, 9)
     after = {p.name for p in _pack_dir(writer).glob("*.pack")}
@@ -1222,12 +1216,8 @@ def test_the_merge_leaves_alone_a_pack_the_reader_would_not_use(tmp_path: Path) 
         git.close()
 
 
-def test_a_pack_this_process_wrote_is_opened_by_comparing_its_index_not_checking_it(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The reader opens a pack its own process just wrote by comparing the index file with the
-    bytes it wrote (no parse); one whose index file differs from them is checked as any other,
-    and a damaged one is refused."""
+def _spy_on_full_checks(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names of the packs whose index the reader checks in full from now on (not compared)."""
     checked: list[str] = []
     real_check = packindex.IndexedPack._check
 
@@ -1236,6 +1226,27 @@ def test_a_pack_this_process_wrote_is_opened_by_comparing_its_index_not_checking
         real_check(self, base, idx)
 
     monkeypatch.setattr(packindex.IndexedPack, "_check", spy)
+    return checked
+
+
+def _checkpoint_first(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make every journal append begin with a checkpoint (the packs merges replaced go then)."""
+    real_append = journal.Journal.append
+
+    def append(self: journal.Journal, entry: journal.Entry) -> bool:
+        self.checkpoint()
+        return real_append(self, entry)
+
+    monkeypatch.setattr(journal.Journal, "append", append)
+
+
+def test_a_pack_this_process_wrote_is_opened_by_comparing_its_index_not_checking_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The reader opens a pack its own process just wrote by comparing the index file with the
+    bytes it wrote (no parse); one whose index file differs from them is checked as any other,
+    and a damaged one is refused."""
+    checked = _spy_on_full_checks(monkeypatch)
     git = gitrepo.GitStore.init(tmp_path / "repo", durable=False)
     try:
         blobs = [gitrepo.GitStore.blob(os.urandom(40)) for _ in range(2)]
@@ -1274,13 +1285,7 @@ def test_with_the_journal_the_packs_a_merge_replaced_go_at_its_next_checkpoint(
         assert set(_files(other)) == {f"/memories/n{i:03}.md" for i in range(4)}
     _create(store, 4)  # no merge (one pack since the last)
     assert replaced <= {p.name for p in _pack_dir(store).glob("*.pack")}
-    real_append = journal.Journal.append
-
-    def append(self: journal.Journal, entry: journal.Entry) -> bool:
-        self.checkpoint()
-        return real_append(self, entry)
-
-    monkeypatch.setattr(journal.Journal, "append", append)
+    _checkpoint_first(monkeypatch)
     _create(store, 5)  # a merge of the three packs written since, then a checkpoint: all replaced go
     on_disk = {p.name for p in _pack_dir(store).glob("*.pack")}
     assert not replaced & on_disk and len(on_disk) == 2  # the checkpoint removed every replaced pack
@@ -1316,14 +1321,7 @@ def test_a_written_pack_the_reader_forgot_is_checked_like_any_other(
 ) -> None:
     """The note of a pack this process wrote goes with the pack (PackReader.forget): a pack of
     that name found later is checked in full."""
-    checked: list[str] = []
-    real_check = packindex.IndexedPack._check
-
-    def spy(self: packindex.IndexedPack, base: str, idx: bytes) -> None:
-        checked.append(os.path.basename(base))
-        real_check(self, base, idx)
-
-    monkeypatch.setattr(packindex.IndexedPack, "_check", spy)
+    checked = _spy_on_full_checks(monkeypatch)
     blob = gitrepo.GitStore.blob(b"forgotten")
     pack, idx, name = gitpack.build_pack([blob], 0)
     _install(tmp_path / "p", pack, idx)

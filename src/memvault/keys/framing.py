@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterator
 
 from .. import crypto
 
@@ -12,7 +13,7 @@ __all__ = [
     "EPOCH", "ATIMES", "BRANCH_KEYS", "BRANCH", "DEK_HEAD", "DEK_SIZE", "COMMIT_BODY", "COMMIT_RAW_BODY",
     "ABORT_BODY", "BRANCH_ID_SIZE", "BRANCH_BODY", "BRANCH_FORK", "MAX_BRANCH_KEYS", "commit_fields", "record_seq",
     "is_dek_record", "frame_record", "frame_records", "DEK_RECORD", "DEK_RECORD_SIZE", "dek_run",
-    "newest_dek_epoch",
+    "dek_records_of", "newest_dek_epoch",
 ]  # fmt: skip
 
 MAGIC = b"MVKR"
@@ -118,6 +119,17 @@ def dek_run(data: bytes, pos: int, *, at_least: int = 1) -> int:
             break
         pos, window = end, window * 4
     return count if count >= at_least else 0
+
+
+def dek_records_of(run: bytes, dek_id: bytes) -> Iterator[int]:
+    """Where the records of ``dek_id`` start in ``run`` (whole DEK records back to back, as
+    :func:`dek_run` measured them), the last first: the id found where a record's id starts, never
+    bytes inside a wrapped key that happen to equal it."""
+    end = len(run)
+    while (at := run.rfind(dek_id, 0, end)) >= 0:
+        if at % DEK_RECORD_SIZE == RECORD.size:
+            yield at - RECORD.size
+        end = at + len(dek_id) - 1
 
 
 def newest_dek_epoch(run: bytes) -> int:

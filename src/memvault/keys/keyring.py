@@ -16,7 +16,7 @@ import json
 import os
 import stat
 import struct
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -53,15 +53,6 @@ _GROUP_MEMBERS = {
 
 #: DEK records in a row, outside any group, that a read takes in as one run (docs/format.md §3.3).
 _RUN_RECORDS = 256
-
-
-def _aligned(run: bytes, dek_id: bytes, step: int, head: int) -> Iterator[int]:
-    """Where the records of ``run`` (``step`` bytes each) whose id (at ``head``) is ``dek_id`` start."""
-    at = run.find(dek_id)
-    while at >= 0:
-        if at % step == head:
-            yield at - head
-        at = run.find(dek_id, at + 1)
 
 
 def _read_error(err: OSError) -> MemvaultError:
@@ -219,7 +210,7 @@ class Keyring:
         destroyed: Iterable[bytes] = self._destroyed
         if len(self._destroyed) > 16:  # many: see which the run names before searching for each
             destroyed = self._destroyed.keys() & {run[at : at + 16] for at in range(head, len(run), step)}
-        cut = sorted(at for dek_id in destroyed for at in _aligned(run, dek_id, step, head))
+        cut = sorted(at for dek_id in destroyed for at in fr.dek_records_of(run, dek_id))
         start = 0
         for at in [*cut, len(run)]:
             if at > start:

@@ -64,14 +64,9 @@ class SealedKeys:
         """The newest record of ``dek_id`` in the unsorted runs (searched in place), or None."""
         self._searches += 1
         for run in reversed(self._runs):
-            end = len(run)
-            while True:
-                at = run.rfind(dek_id, 0, end)
-                if at < 0:
-                    break
-                if at % _STRIDE == _HEAD:  # an id where a record's id starts, not bytes inside one
-                    return run[at : at + _SIZE]
-                end = at + _ID - 1
+            at = next(fr.dek_records_of(run, dek_id), -1)
+            if at >= 0:
+                return run[at + _HEAD : at + _HEAD + _SIZE]
         return None
 
     def body(self, dek_id: bytes) -> bytes | None:
